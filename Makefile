@@ -1,0 +1,44 @@
+# Thin wrappers that the README and CI both call. Each target creates the virtual
+# environment it needs (PYTHON must be 3.11+).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test lint unit bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+# One stamp per set of extras, redone when pyproject.toml changes.
+$(VENV)/.demo: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[embedded]'
+	touch $@
+
+$(VENV)/.test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.demo
+
+## demo: seed the testnet audit's garbage into an embedded PostgreSQL (or $$REAPER_DSN) and sweep it
+demo: $(VENV)/.demo
+	$(BIN)/python -m reaper.demo
+
+## lint: ruff and mypy
+lint: $(VENV)/.test
+	$(BIN)/ruff check reaper tests bench
+	$(BIN)/mypy
+
+## test: lint, then every test against a real PostgreSQL ($$REAPER_TEST_DSN, Docker, or embedded)
+test: lint
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+## unit: the tests that need no database
+unit: $(VENV)/.test
+	$(BIN)/pytest -m "not db" $(PYTEST_ARGS)
+
+## bench: the benchmarks; prints Markdown tables (BENCH_ARGS=--help for the options)
+bench: $(VENV)/.test
+	$(BIN)/python -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .demo-pg build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

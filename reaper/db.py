@@ -1,0 +1,354 @@
+"""The database: the only module that imports psycopg.
+
+It owns the connection pool, the session settings every reaper connection carries, the
+composition of a sweep's statements, and the translation of psycopg's errors into
+:mod:`reaper.errors` (with any password scrubbed from the message).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import psycopg.errors
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from reaper import errors, sqlfiles
+
+APPLICATION_NAME = "reaper"
+# TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
+MIN_HEAP_WALK_VERSION = 140000
+
+_log = logging.getLogger(__name__)
+
+
+def _ms(d: timedelta) -> int:
+    return max(1, round(d.total_seconds() * 1000))
+
+
+def describe_target(dsn: str | None) -> str:
+    """``user@host:port/dbname`` of a connection string, never its password."""
+    try:
+        params = conninfo_to_dict(dsn or "")
+    except psycopg.ProgrammingError:
+        return "<unparsable connection string>"
+    host = params.get("host") or params.get("hostaddr") or "(libpq default host)"
+    port = params.get("port") or ""
+    user = params.get("user") or ""
+    db = params.get("dbname") or ""
+    return f"{user + '@' if user else ''}{host}{':' + str(port) if port else ''}/{db}"
+
+
+class _Redactor:
+    """Scrubs a connection string's password out of any text."""
+
+    def __init__(self, dsn: str | None) -> None:
+        try:
+            pw = conninfo_to_dict(dsn or "").get("password")
+        except psycopg.ProgrammingError:
+            pw = None
+        self._secrets = [s for s in (pw, dsn) if s and len(str(s)) >= 3]
+
+    def __call__(self, text: str) -> str:
+        for s in self._secrets:
+            text = text.replace(str(s), "***")
+        return text
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+@contextlib.contextmanager
+def translate_errors(redact: _Redactor, context: str = "") -> Iterator[None]:
+    """Re-raise psycopg errors as :mod:`reaper.errors`, password scrubbed, context prefixed."""
+    prefix = f"{context}: " if context else ""
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise errors.PrivilegeMissing(prefix + redact(_first_line(exc))) from exc
+    except (
+        psycopg.errors.UndefinedTable,
+        psycopg.errors.UndefinedColumn,
+        psycopg.errors.UndefinedFunction,
+        psycopg.errors.InvalidSchemaName,
+    ) as exc:
+        raise errors.ObjectMissing(prefix + redact(_first_line(exc))) from exc
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        raise errors.ReadOnlyDatabase(
+            prefix + "the server is read-only (a standby, or a demoted primary after a "
+            f"failover): {redact(_first_line(exc))}"
+        ) from exc
+    except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as exc:
+        raise errors.StatementTimeout(prefix + redact(_first_line(exc))) from exc
+    except psycopg.errors.ForeignKeyViolation as exc:
+        raise errors.ForeignKeyConflict(prefix + redact(_first_line(exc))) from exc
+    except PoolTimeout as exc:
+        raise errors.ConnectionFailed(prefix + redact(_first_line(exc))) from exc
+    except psycopg.OperationalError as exc:
+        raise errors.ConnectionFailed(prefix + redact(_first_line(exc))) from exc
+    except psycopg.Error as exc:
+        raise errors.DatabaseError(prefix + redact(_first_line(exc))) from exc
+
+
+def table_identifier(table: str) -> sql.Identifier:
+    """``schema.table`` or ``table`` as a quoted identifier (never string formatting)."""
+    return sql.Identifier(*table.split(".", 1))
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """A table's size, from the catalog: no scan.
+
+    Attributes:
+        estimated_rows: ``pg_class.reltuples`` (-1 when never vacuumed or analyzed).
+        analyzed_blocks: ``pg_class.relpages``, heap blocks when last analyzed.
+        blocks: heap blocks now (``pg_relation_size`` / block size).
+    """
+
+    estimated_rows: int
+    analyzed_blocks: int
+    blocks: int
+
+    @property
+    def rows_per_block(self) -> float:
+        """Estimated rows per heap block (0 when the table was never analyzed)."""
+        if self.estimated_rows <= 0 or self.analyzed_blocks <= 0:
+            return 0.0
+        return self.estimated_rows / self.analyzed_blocks
+
+
+class SweepStatements:
+    """A sweep's statements, composed once from the engine templates and its predicate.
+
+    ``table`` goes through :class:`psycopg.sql.Identifier`; the predicate is SQL that
+    reaper ships or that was checked when its config was loaded.
+    """
+
+    def __init__(self, table: str, predicate: str) -> None:
+        self.table = table
+        parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
+        self.heap_batch = sql.SQL(sqlfiles.engine("heap_batch")).format(**parts)
+        self.index_batch = sql.SQL(sqlfiles.engine("index_batch")).format(**parts)
+        self.count_eligible = sql.SQL(sqlfiles.engine("count_eligible")).format(**parts)
+        self.estimate_eligible = sql.SQL(sqlfiles.engine("estimate_eligible")).format(**parts)
+
+
+class Session:
+    """One connection, borrowed from the pool for one sweep run. Not thread-safe.
+
+    Every method runs its statement in its own short transaction (the connection is in
+    autocommit mode and batches open an explicit transaction), and raises
+    :class:`reaper.errors.DatabaseError` subclasses.
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], redact: _Redactor) -> None:
+        self._conn = conn
+        self._redact = redact
+
+    @property
+    def server_version(self) -> int:
+        """The server's version number, e.g. 150004."""
+        return self._conn.info.server_version
+
+    @property
+    def backend_pid(self) -> int:
+        """The server process of this connection (for pg_stat_activity)."""
+        return self._conn.info.backend_pid
+
+    def _errors(self, context: str = "") -> contextlib.AbstractContextManager[None]:
+        return translate_errors(self._redact, context)
+
+    def scalar(self, query: str | sql.Composable, params: Mapping[str, Any] | None = None) -> Any:
+        """The first column of the first row of ``query`` (None when it returns no row)."""
+        with self._errors(), self._conn.cursor() as cur:
+            cur.execute(query if not isinstance(query, str) else sql.SQL(query), params)  # type: ignore[arg-type]
+            row = cur.fetchone()
+            return None if row is None else row[0]
+
+    def now(self, pinned: datetime | None = None) -> datetime:
+        """The database clock's now(), or ``pinned`` as the database reads it (tests)."""
+        value = self.scalar(sqlfiles.engine("now"), {"now": pinned})
+        assert isinstance(value, datetime)
+        return value
+
+    def table_stats(self, table: str) -> TableStats:
+        """The catalog's view of ``table``'s size.
+
+        Raises:
+            ObjectMissing: no such table.
+        """
+        with self._errors(table), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(sqlfiles.engine("table_stats")), {"table": table})  # type: ignore[arg-type]
+            row = cur.fetchone()
+        assert row is not None
+        return TableStats(int(row[0]), int(row[1]), int(row[2]))
+
+    def estimate_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> float:
+        """The planner's estimate of the rows the predicate matches (a plan, no scan)."""
+        with self._errors(stmts.table), self._conn.cursor() as cur:
+            cur.execute(stmts.estimate_eligible, params)
+            row = cur.fetchone()
+        assert row is not None
+        doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+        return float(doc[0]["Plan"]["Plan Rows"])
+
+    def count_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> int:
+        """The rows the predicate matches now, counted (dry run)."""
+        with self._errors(stmts.table):
+            return int(self.scalar(stmts.count_eligible, params))
+
+    def delete_heap_range(
+        self, stmts: SweepStatements, params: Mapping[str, Any], first_block: int, end_block: int
+    ) -> int:
+        """One heap-walk batch: delete the garbage in blocks [first_block, end_block).
+
+        One transaction; rows a writer holds are skipped. Returns the rows deleted.
+        """
+        p = dict(params, first_tid=f"({first_block},0)", end_tid=f"({end_block},0)")
+        return self._delete(stmts.heap_batch, p, stmts.table)
+
+    def delete_index_batch(
+        self, stmts: SweepStatements, params: Mapping[str, Any], batch_size: int
+    ) -> int:
+        """One index-served batch: delete at most ``batch_size`` garbage rows.
+
+        One transaction; rows a writer holds are skipped. Returns the rows deleted.
+        """
+        return self._delete(stmts.index_batch, dict(params, batch_size=batch_size), stmts.table)
+
+    def _delete(self, stmt: sql.Composed, params: Mapping[str, Any], table: str) -> int:
+        with self._errors(table), self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(stmt, params)
+            return max(cur.rowcount, 0)
+
+    def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
+        """The catalog's estimated rows of each existing table in ``tables``."""
+        with self._errors(), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(sqlfiles.engine("storage_rows")), {"tables": list(tables)})  # type: ignore[arg-type]
+            return {str(name): int(n) for name, n in cur.fetchall()}
+
+    def execute_script(self, name: str) -> None:
+        """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``)."""
+        with self._errors(name), self._conn.transaction(), self._conn.cursor() as cur:
+            for stmt in sqlfiles.statements(name):
+                cur.execute(sql.SQL(stmt))  # type: ignore[arg-type]
+
+
+class Database:
+    """A pool of reaper connections to one PostgreSQL database.
+
+    Every connection is in autocommit mode with ``application_name=reaper`` and the session
+    settings below; each batch opens its own short transaction.
+
+    Args:
+        dsn: libpq connection string or URI; None or "" uses libpq's PG* variables.
+        statement_timeout, lock_timeout, idle_in_transaction_session_timeout: PostgreSQL
+            session settings (milliseconds resolution).
+        synchronous_commit: wait for each batch's WAL flush.
+        connect_timeout: how long :meth:`session` waits for a connection.
+        max_connections: the pool's size.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None,
+        *,
+        statement_timeout: timedelta,
+        lock_timeout: timedelta,
+        idle_in_transaction_session_timeout: timedelta,
+        synchronous_commit: bool = False,
+        connect_timeout: timedelta = timedelta(seconds=10),
+        max_connections: int = 4,
+    ) -> None:
+        self.dsn = dsn or ""
+        self.target = describe_target(dsn)
+        self._redact = _Redactor(dsn)
+        self._connect_timeout = connect_timeout
+        self._settings = {
+            "application_name": APPLICATION_NAME,
+            "statement_timeout": f"{_ms(statement_timeout)}ms",
+            "lock_timeout": f"{_ms(lock_timeout)}ms",
+            "idle_in_transaction_session_timeout": f"{_ms(idle_in_transaction_session_timeout)}ms",
+            "synchronous_commit": "on" if synchronous_commit else "off",
+            # A generic plan cannot know the cutoff, and could pick a full scan for a batch.
+            "plan_cache_mode": "force_custom_plan",
+        }
+        try:
+            self._conninfo = make_conninfo(
+                self.dsn, connect_timeout=max(1, int(connect_timeout.total_seconds()))
+            )
+        except psycopg.ProgrammingError as exc:
+            raise errors.ConfigError(
+                f"--dsn is not a valid connection string: {self._redact(_first_line(exc))}"
+            ) from None
+        self._pool = ConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=max_connections,
+            kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
+            configure=self._configure,
+            open=False,
+            name="reaper",
+            reconnect_timeout=0,
+        )
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        with conn.cursor() as cur:
+            for name, value in self._settings.items():
+                cur.execute("SELECT set_config(%s, %s, false)", (name, value))
+
+    def check_connection(self) -> int:
+        """Connect once, outside the pool, to report why the database cannot be reached.
+
+        Returns the server version number.
+
+        Raises:
+            ConnectionFailed: with libpq's reason (password scrubbed) and the target.
+        """
+        try:
+            with psycopg.connect(self._conninfo, autocommit=True) as conn:
+                return conn.info.server_version
+        except psycopg.Error as exc:
+            raise errors.ConnectionFailed(
+                f"cannot connect to {self.target}: {self._redact(_first_line(exc))}"
+            ) from None
+
+    def open(self) -> None:
+        """Start the pool (connections are made in the background)."""
+        self._pool.open(wait=False)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close every connection; waits at most ``timeout`` seconds."""
+        self._pool.close(timeout=timeout)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Session]:
+        """Borrow a connection for one sweep run.
+
+        Raises:
+            ConnectionFailed: no connection within connect_timeout.
+        """
+        if self._pool.closed:
+            self.open()
+        with (
+            translate_errors(self._redact, f"cannot connect to {self.target}"),
+            self._pool.connection(timeout=self._connect_timeout.total_seconds()) as conn,
+        ):
+            yield Session(conn, self._redact)
+
+    def __enter__(self) -> Database:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

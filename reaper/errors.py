@@ -1,0 +1,50 @@
+"""reaper's own exceptions: every error that crosses a module boundary is one of these.
+
+The database module translates psycopg's errors into these classes, so nothing outside
+:mod:`reaper.db` needs to know psycopg. Each class's docstring is its default message.
+"""
+
+from __future__ import annotations
+
+
+class ReaperError(Exception):
+    """reaper failed."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(ReaperError):
+    """The configuration is invalid.
+
+    Raised at startup, before any database work; the CLI prints the message as one line and
+    exits with code 2.
+    """
+
+
+class DatabaseError(ReaperError):
+    """The database refused or failed a statement."""
+
+
+class ConnectionFailed(DatabaseError):
+    """The database cannot be reached."""
+
+
+class PrivilegeMissing(DatabaseError):
+    """reaper's role lacks a privilege it needs."""
+
+
+class ObjectMissing(DatabaseError):
+    """A table, column or function that a sweep needs does not exist."""
+
+
+class ReadOnlyDatabase(DatabaseError):
+    """The server is read-only (a standby, or a primary demoted by a failover)."""
+
+
+class StatementTimeout(DatabaseError):
+    """A statement ran past statement_timeout or waited past lock_timeout."""
+
+
+class ForeignKeyConflict(DatabaseError):
+    """A row in this batch is still referenced by a foreign key; the batch was rolled back."""

@@ -1,0 +1,106 @@
+"""Prometheus metrics, created against a registry passed in.
+
+Production uses prometheus-client's default registry; tests pass a fresh
+``CollectorRegistry()`` and read values back with ``get_sample_value``. Every label set is
+created at 0 up front, so ``increase()`` and absent-series alerts work from the first scrape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, write_to_textfile
+
+from reaper.sweeps import Sweep
+
+OUTCOMES = ("success", "failure", "skipped")
+# Sweep runs last from milliseconds (nothing to delete) to many minutes (a first backlog).
+SWEEP_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
+# Batches aim at DEFAULT_BATCH_TARGET_SECONDS (50 ms); statement_timeout caps them (10 s).
+BATCH_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+class Metrics:
+    """reaper's metrics for a set of sweeps.
+
+    Args:
+        sweeps: the sweeps whose label sets are created at 0.
+        registry: where the metrics live.
+    """
+
+    def __init__(self, sweeps: Iterable[Sweep], registry: CollectorRegistry) -> None:
+        self.registry = registry
+        self.deleted_rows = Counter(
+            "reaper_deleted_rows",
+            "Rows deleted, by table and reason.",
+            ["table", "reason"],
+            registry=registry,
+        )
+        self.sweep_runs = Counter(
+            "reaper_sweep_runs",
+            "Sweep runs, by outcome (success, failure, skipped).",
+            ["sweep", "outcome"],
+            registry=registry,
+        )
+        self.sweep_duration = Histogram(
+            "reaper_sweep_duration_seconds",
+            "Wall time of a sweep run.",
+            ["sweep"],
+            buckets=SWEEP_BUCKETS,
+            registry=registry,
+        )
+        self.batch_duration = Histogram(
+            "reaper_batch_duration_seconds",
+            "Wall time of one batch transaction.",
+            ["sweep"],
+            buckets=BATCH_BUCKETS,
+            registry=registry,
+        )
+        self.last_success = Gauge(
+            "reaper_sweep_last_success_timestamp_seconds",
+            "Unix time of the last successful run of a sweep (0: none yet).",
+            ["sweep"],
+            registry=registry,
+        )
+        self.storage_rows = Gauge(
+            "reaper_storage_rows",
+            "Rows in a swept table, from the catalog's estimate (pg_class.reltuples).",
+            ["table"],
+            registry=registry,
+        )
+        self.add_sweeps(sweeps)
+
+    def add_sweeps(self, sweeps: Iterable[Sweep]) -> None:
+        """Create every label set of ``sweeps`` at 0 (idempotent)."""
+        for s in sweeps:
+            self.deleted_rows.labels(table=s.table, reason=s.reason)
+            for outcome in OUTCOMES:
+                self.sweep_runs.labels(sweep=s.name, outcome=outcome)
+            self.sweep_duration.labels(sweep=s.name)
+            self.batch_duration.labels(sweep=s.name)
+            self.last_success.labels(sweep=s.name)
+            self.storage_rows.labels(table=s.table)
+
+    def batch_finished(self, sweep: str, table: str, reason: str, rows: int, seconds: float) -> None:
+        """Count one committed batch: ``rows`` deleted in ``seconds``."""
+        self.deleted_rows.labels(table=table, reason=reason).inc(rows)
+        self.batch_duration.labels(sweep=sweep).observe(seconds)
+
+    def sweep_finished(self, sweep: str, outcome: str, seconds: float) -> None:
+        """Count one sweep run with its outcome and duration (seconds)."""
+        self.sweep_runs.labels(sweep=sweep, outcome=outcome).inc()
+        if outcome != "skipped":
+            self.sweep_duration.labels(sweep=sweep).observe(seconds)
+        if outcome == "success":
+            self.last_success.labels(sweep=sweep).set_to_current_time()
+
+    def set_storage_rows(self, rows: Mapping[str, int]) -> None:
+        """Set ``reaper_storage_rows`` from the catalog's estimates, by table."""
+        for table, n in rows.items():
+            self.storage_rows.labels(table=table).set(n)
+
+    def write_textfile(self, path: Path) -> None:
+        """Write every metric in the Prometheus text format to ``path``, atomically (a temporary
+        file in the same directory, renamed), for node_exporter's textfile collector."""
+        write_to_textfile(str(path), self.registry)

@@ -1,0 +1,366 @@
+"""The engine: run one sweep, in short batches, and report what it did.
+
+Every sweep has the same skeleton: compute the cutoffs once by the database clock and log
+them; pick how to find the garbage (walk the heap in block ranges when it is a large part of
+the table, follow the predicate's index when it is scattered); delete in bounded batches,
+each its own transaction, until nothing is left, a budget is spent, or a stop is asked for;
+report rows, batches, seconds and the outcome. A failure is caught here, logged, counted and
+returned as a result: the next sweep runs as if nothing happened.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from reaper import errors
+from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements
+from reaper.metrics import Metrics
+from reaper.settings import Settings
+from reaper.sweeps import Sweep
+
+log = structlog.get_logger("reaper.runner")
+
+SUCCESS, FAILURE, SKIPPED = "success", "failure", "skipped"
+OUTCOMES = (SUCCESS, FAILURE, SKIPPED)
+
+# Heap-walk block ranges stay within these bounds whatever the estimates say: a range of one
+# block still makes progress; 16,384 blocks (128 MiB at 8 KiB) is about a second of scan.
+MIN_BLOCKS_PER_BATCH = 1
+MAX_BLOCKS_PER_BATCH = 16_384
+# Never-analyzed table: the first range is this many blocks, and adapts from there.
+FIRST_BLOCKS_UNKNOWN = 64
+# A batch that a foreign key blocked (a request inserted for a token being deleted) is tried
+# this many times in all; the predicate sees the new reference on the retry.
+FK_CONFLICT_ATTEMPTS = 3
+
+
+@dataclass
+class SweepResult:
+    """What one sweep run did.
+
+    Attributes:
+        rows: rows deleted (with ``dry_run``: rows eligible, none deleted).
+        batches: batch transactions committed.
+        seconds: wall time of the run.
+        outcome: ``success``, ``failure`` or ``skipped``.
+        strategy: ``heap`` or ``index`` (None for a dry run or a failure before the choice).
+        stopped_by: why the loop ended: ``done``, ``max_rows``, ``max_seconds`` or ``stop``.
+        cutoffs: parameter name -> cutoff timestamp used.
+        error: the failure's one-line message (no password).
+        batch_seconds: duration of each batch transaction, in order.
+    """
+
+    sweep: str
+    table: str
+    reason: str
+    rows: int = 0
+    batches: int = 0
+    seconds: float = 0.0
+    outcome: str = SUCCESS
+    strategy: str | None = None
+    stopped_by: str | None = None
+    cutoffs: dict[str, datetime] = field(default_factory=dict)
+    error: str | None = None
+    dry_run: bool = False
+    batch_seconds: list[float] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: timestamps as ISO 8601, seconds rounded to milliseconds."""
+        return {
+            "sweep": self.sweep,
+            "table": self.table,
+            "reason": self.reason,
+            "rows": self.rows,
+            "batches": self.batches,
+            "seconds": round(self.seconds, 3),
+            "outcome": self.outcome,
+            "strategy": self.strategy,
+            "stopped_by": self.stopped_by,
+            "dry_run": self.dry_run,
+            "cutoffs": {k: v.isoformat() for k, v in self.cutoffs.items()},
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a run stops with work left: after ``max_rows`` rows or ``max_seconds`` seconds.
+
+    The batch in flight always finishes; None means no limit.
+    """
+
+    max_rows: int | None = None
+    max_seconds: float | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Budget:
+        """The per-run budget of ``--max-rows-per-run`` / ``--max-seconds-per-run``."""
+        secs = settings.max_seconds_per_run
+        return cls(settings.max_rows_per_run, secs.total_seconds() if secs else None)
+
+
+class _Progress:
+    """Counts one run's batches into its result, its metrics and its log."""
+
+    def __init__(
+        self,
+        result: SweepResult,
+        metrics: Metrics | None,
+        budget: Budget,
+        stop: threading.Event | None,
+        on_batch: Callable[[SweepResult], None] | None,
+    ) -> None:
+        self.result = result
+        self.metrics = metrics
+        self.budget = budget
+        self.stop = stop
+        self.on_batch = on_batch
+        self.started = time.monotonic()
+
+    def batch(self, rows: int, seconds: float) -> None:
+        r = self.result
+        r.rows += rows
+        r.batches += 1
+        r.batch_seconds.append(seconds)
+        if self.metrics is not None:
+            self.metrics.batch_finished(r.sweep, r.table, r.reason, rows, seconds)
+        log.debug("batch_deleted", sweep=r.sweep, rows=rows, seconds=round(seconds, 4))
+        if self.on_batch is not None:
+            self.on_batch(r)
+
+    def should_stop(self) -> str | None:
+        """The reason to stop before the next batch, or None to go on."""
+        if self.stop is not None and self.stop.is_set():
+            return "stop"
+        if self.budget.max_rows is not None and self.result.rows >= self.budget.max_rows:
+            return "max_rows"
+        elapsed = time.monotonic() - self.started
+        if self.budget.max_seconds is not None and elapsed >= self.budget.max_seconds:
+            return "max_seconds"
+        return None
+
+
+def compute_cutoffs(
+    session: Session, sweep: Sweep, settings: Settings, now: datetime | None
+) -> dict[str, datetime]:
+    """Each of the sweep's cutoffs: ``now - retention``, from one reading of the database
+    clock (so that all cutoffs of a run agree), retentions as exact durations.
+
+    Raises:
+        ConfigError: the sweep names a retention setting that does not exist.
+    """
+    db_now = session.now(now)
+    out = {}
+    for param, retention_name in sweep.cutoffs.items():
+        retention = sweep.retentions.get(retention_name)
+        if not isinstance(retention, timedelta):
+            retention = settings.retention(retention_name)
+        out[param] = db_now - retention
+    return out
+
+
+def choose_strategy(
+    session: Session, stmts: SweepStatements, params: Mapping[str, Any], settings: Settings
+) -> tuple[str, float | None]:
+    """``(strategy, fraction)``: ``heap`` or ``index``, and the planner's estimate of the
+    fraction of the table that is garbage (None when not asked).
+
+    ``auto`` asks the planner how many rows the predicate matches (a plan, no scan) and the
+    catalog how many rows the table holds: the heap walk reads every block once, so it wins
+    when garbage is at least ``heap_walk_threshold`` of the table; the index wins when garbage
+    is scattered (bench/ measures the crossover). Servers before PostgreSQL 14 have no TID
+    range scan and always use the index.
+    """
+    if session.server_version < MIN_HEAP_WALK_VERSION:
+        return "index", None
+    stats = session.table_stats(stmts.table)
+    if stats.estimated_rows < 0:
+        # Never analyzed: no estimate to trust. The walk is linear whatever the garbage is.
+        auto = "heap" if stats.blocks > FIRST_BLOCKS_UNKNOWN else "index"
+        return (auto if settings.strategy == "auto" else settings.strategy), None
+    if stats.estimated_rows == 0:
+        return ("index" if settings.strategy == "auto" else settings.strategy), None
+    fraction = min(session.estimate_eligible(stmts, params) / stats.estimated_rows, 1.0)
+    if settings.strategy != "auto":
+        return settings.strategy, fraction
+    return ("heap" if fraction >= settings.heap_walk_threshold else "index"), fraction
+
+
+def _retry_fk(delete: Callable[[], int], sweep: str) -> int | None:
+    """Run ``delete``, retrying on a foreign-key conflict; None when it kept conflicting."""
+    for attempt in range(1, FK_CONFLICT_ATTEMPTS + 1):
+        try:
+            return delete()
+        except errors.ForeignKeyConflict as exc:
+            log.warning("batch_conflict", sweep=sweep, attempt=attempt, error=str(exc))
+    return None
+
+
+def _walk_heap(
+    session: Session,
+    stmts: SweepStatements,
+    params: Mapping[str, Any],
+    batch_size: int,
+    target_seconds: float,
+    progress: _Progress,
+    estimated_fraction: float | None = None,
+) -> str:
+    """Delete the garbage block range by block range, front to back; returns stopped_by.
+
+    Each range is sized to hold about ``batch_size`` garbage rows and to take about
+    ``target_seconds``, from the catalog's rows per block, then from what each batch found.
+    """
+    stats = session.table_stats(stmts.table)
+    end = stats.blocks
+    if stats.rows_per_block > 0:
+        fraction = estimated_fraction if estimated_fraction else 1.0
+        garbage_per_block = max(stats.rows_per_block * fraction, 1e-3)
+        span = math.ceil(batch_size / garbage_per_block)
+    else:
+        span = FIRST_BLOCKS_UNKNOWN
+    span = min(max(span, MIN_BLOCKS_PER_BATCH), MAX_BLOCKS_PER_BATCH)
+    first = 0
+    while first < end:
+        stopped = progress.should_stop()
+        if stopped:
+            return stopped
+        last = min(first + span, end)
+        t0 = time.monotonic()
+        lo = first
+        rows = _retry_fk(
+            lambda: session.delete_heap_range(stmts, params, lo, last), progress.result.sweep
+        )
+        seconds = time.monotonic() - t0
+        progress.batch(rows or 0, seconds)
+        first = last
+        # Resize the next range: toward batch_size rows and target_seconds, at most 2x either way
+        # per step so one odd range (a run of live rows, a checkpoint) cannot swing it wildly.
+        scale = batch_size / rows if rows else 2.0
+        if seconds > 0:
+            scale = min(scale, target_seconds / seconds)
+        span = int(span * min(max(scale, 0.5), 2.0))
+        span = min(max(span, MIN_BLOCKS_PER_BATCH), MAX_BLOCKS_PER_BATCH)
+    return "done"
+
+
+def _follow_index(
+    session: Session,
+    stmts: SweepStatements,
+    params: Mapping[str, Any],
+    batch_size: int,
+    progress: _Progress,
+) -> str:
+    """Delete up to ``batch_size`` rows per batch through the predicate's index until a batch
+    comes back short (nothing left but rows that writers hold); returns stopped_by."""
+    while True:
+        stopped = progress.should_stop()
+        if stopped:
+            return stopped
+        t0 = time.monotonic()
+        rows = _retry_fk(
+            lambda: session.delete_index_batch(stmts, params, batch_size), progress.result.sweep
+        )
+        progress.batch(rows or 0, time.monotonic() - t0)
+        if rows is None or rows < batch_size:
+            return "done"
+
+
+def run_sweep(
+    db: Database,
+    sweep: Sweep,
+    settings: Settings,
+    *,
+    metrics: Metrics | None = None,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    budget: Budget | None = None,
+    stop: threading.Event | None = None,
+    on_batch: Callable[[SweepResult], None] | None = None,
+) -> SweepResult:
+    """Run one sweep to completion, budget or stop. Never raises for a sweep's failure.
+
+    Args:
+        db: the database to sweep.
+        sweep: what to delete.
+        settings: retentions, batch size, strategy.
+        metrics: counters to update per batch and per run (None: no metrics).
+        now: pin the clock (tests); None uses the database's now().
+        dry_run: count the eligible rows, delete nothing.
+        budget: stop after so many rows or seconds (default: ``settings``' per-run budget).
+        stop: checked between batches; when set, the run ends after the batch in flight.
+        on_batch: called after every batch with the result so far (progress bars).
+
+    Returns:
+        The run's :class:`SweepResult`; ``outcome`` is ``failure`` with ``error`` set when
+        anything raised. Batches committed before a failure stay deleted and are counted.
+    """
+    result = SweepResult(sweep.name, sweep.table, sweep.reason, dry_run=dry_run)
+    progress = _Progress(
+        result, None if dry_run else metrics, budget or Budget.from_settings(settings), stop,
+        on_batch,
+    )
+    bound = log.bind(sweep=sweep.name, table=sweep.table, reason=sweep.reason)
+    started = time.monotonic()
+    try:
+        with db.session() as session:
+            result.cutoffs = compute_cutoffs(session, sweep, settings, now)
+            bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
+            stmts = SweepStatements(sweep.table, sweep.predicate)
+            params = dict(result.cutoffs)
+            if dry_run:
+                result.rows = session.count_eligible(stmts, params)
+                result.stopped_by = "done"
+            else:
+                result.strategy, fraction = choose_strategy(session, stmts, params, settings)
+                batch_size = settings.batch_size_for(sweep.name)
+                if result.strategy == "heap":
+                    result.stopped_by = _walk_heap(
+                        session, stmts, params, batch_size,
+                        settings.batch_target_seconds.total_seconds(), progress, fraction,
+                    )
+                else:
+                    result.stopped_by = _follow_index(
+                        session, stmts, params, batch_size, progress
+                    )
+    except Exception as exc:
+        result.outcome = FAILURE
+        result.error = str(exc) if isinstance(exc, errors.ReaperError) else repr(exc)
+    result.seconds = time.monotonic() - started
+    if metrics is not None and not dry_run:
+        metrics.sweep_finished(result.sweep, result.outcome, result.seconds)
+    fields = dict(
+        rows=result.rows,
+        batches=result.batches,
+        seconds=round(result.seconds, 3),
+        cutoffs=_iso(result.cutoffs),
+        strategy=result.strategy,
+        dry_run=dry_run,
+    )
+    if result.outcome == FAILURE:
+        bound.error("sweep_failed", error=result.error, **fields)
+    else:
+        bound.info("sweep_finished", stopped_by=result.stopped_by, **fields)
+    return result
+
+
+def run_sweeps(
+    db: Database,
+    sweeps: Iterable[Sweep],
+    settings: Settings,
+    **kwargs: Any,
+) -> list[SweepResult]:
+    """Run ``sweeps`` one after the other (already in dependency order); one failing never
+    stops the next. Keyword arguments go to :func:`run_sweep`."""
+    return [run_sweep(db, s, settings, **kwargs) for s in sweeps]
+
+
+def _iso(cutoffs: Mapping[str, datetime]) -> dict[str, str]:
+    return {k: v.isoformat() for k, v in cutoffs.items()}

@@ -1,0 +1,385 @@
+"""Settings: one frozen object, built once from flags > REAPER_* env > TOML file > defaults.
+
+Every setting is a field of :class:`Settings`. The CLI builds its options from these fields
+(so a flag, its environment variable and its TOML key always share one name), and nothing
+else in reaper reads ``os.environ``: components receive the values they need as keyword
+arguments.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from reaper.errors import ConfigError
+
+# Defaults. Retentions come from the control plane's own rules: a session lives 72 h after it
+# lapses (long enough to see why it lapsed), a silent bootstrap member 30 days, an ephemeral
+# member an hour (CI runners and scale tests re-enroll, they never come back).
+DEFAULT_SESSION_RETENTION = timedelta(hours=72)
+DEFAULT_NODE_RETENTION = timedelta(days=30)
+DEFAULT_EPHEMERAL_NODE_RETENTION = timedelta(hours=1)
+# Rows per batch. 5,000 rows is a few milliseconds of DELETE on these machines (bench/), small
+# enough that a batch's locks and WAL are short, large enough that per-batch overhead is small.
+DEFAULT_BATCH_SIZE = 5000
+# A heap-walk batch aims at this many seconds; its block range shrinks or grows to stay near it.
+DEFAULT_BATCH_TARGET_SECONDS = 0.05
+# A batch statement that runs longer than this is cancelled: a sweep never holds locks long.
+DEFAULT_STATEMENT_TIMEOUT = timedelta(seconds=10)
+# How long a batch may wait for a table lock (a migration's ACCESS EXCLUSIVE, say). Row locks
+# are never waited on at all (SKIP LOCKED).
+DEFAULT_LOCK_TIMEOUT = timedelta(seconds=1)
+DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT = timedelta(seconds=60)
+# The heap walk takes over from the index when the planner expects at least this fraction of
+# the table to be garbage (bench/: the index path costs ~20x more per row than the walk).
+DEFAULT_HEAP_WALK_THRESHOLD = 0.05
+DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
+
+STRATEGIES = ("auto", "heap", "index")
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_DURATION_UNITS = {
+    "ms": timedelta(milliseconds=1),
+    "s": timedelta(seconds=1),
+    "m": timedelta(minutes=1),
+    "h": timedelta(hours=1),
+    "d": timedelta(days=1),
+    "w": timedelta(weeks=1),
+}
+
+
+def parse_duration(text: str | int | float | timedelta) -> timedelta:
+    """Parse a duration such as ``30d``, ``72h``, ``90m``, ``45s``, ``500ms`` or ``1h30m``.
+
+    A bare number is seconds. Units: ms, s, m, h, d, w.
+
+    Raises:
+        ValueError: the text is not a duration.
+    """
+    if isinstance(text, timedelta):
+        return text
+    if isinstance(text, bool):
+        raise ValueError(f"{text!r} is not a duration")
+    if isinstance(text, int | float):
+        return timedelta(seconds=text)
+    s = text.strip().lower()
+    sign = -1 if s.startswith("-") else 1
+    s = s.lstrip("+-")
+    if re.fullmatch(r"\d+(\.\d+)?", s):
+        return sign * timedelta(seconds=float(s))
+    pos, total = 0, timedelta()
+    for m in _DURATION_PART.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+        pos = m.end()
+    if not s or pos != len(s):
+        raise ValueError(f"{text!r} is not a duration (use e.g. 30d, 72h, 90m, 45s, 500ms)")
+    return sign * total
+
+
+def format_duration(d: timedelta) -> str:
+    """Format a duration the way :func:`parse_duration` reads it (``30d``, ``1h30m``, ``45s``)."""
+    ms = round(d.total_seconds() * 1000)
+    if ms == 0:
+        return "0s"
+    out, sign = [], "-" if ms < 0 else ""
+    ms = abs(ms)
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
+        n, ms = divmod(ms, size)
+        if n:
+            out.append(f"{n}{unit}")
+    if ms:
+        out.append(f"{ms}ms")
+    return sign + "".join(out)
+
+
+def _positive_duration(value: Any) -> timedelta:
+    d = parse_duration(value)
+    if d <= timedelta(0):
+        raise ValueError(f"must be positive, got {format_duration(d)}")
+    return d
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a whole number")
+    n = int(value)
+    if n <= 0:
+        raise ValueError(f"must be a positive whole number, got {n}")
+    return n
+
+
+def _optional_positive_int(value: Any) -> int | None:
+    return None if value in (None, "", 0, "0") else _positive_int(value)
+
+
+def _optional_positive_duration(value: Any) -> timedelta | None:
+    return None if value in (None, "", 0, "0") else _positive_duration(value)
+
+
+def _fraction(value: Any) -> float:
+    f = float(value)
+    if not 0.0 <= f <= 1.0:
+        raise ValueError(f"must be between 0 and 1, got {f}")
+    return f
+
+
+def _strategy(value: Any) -> str:
+    if value not in STRATEGIES:
+        raise ValueError(f"must be one of {', '.join(STRATEGIES)}, got {value!r}")
+    return str(value)
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value in (None, "") else str(value)
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{value!r} is not a boolean (use true or false)")
+
+
+def _setting(
+    default: Any, parse: Callable[[Any], Any], help: str, metavar: str | None = None
+) -> Any:
+    return field(default=default, metadata={"parse": parse, "help": help, "metavar": metavar})
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """Per-sweep overrides from the TOML file's ``[sweeps.NAME]`` tables."""
+
+    enabled: bool = True
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything reaper is told, validated once and frozen.
+
+    Each field's metadata carries its parser and help text; the CLI turns every field into a
+    flag ``--field-name`` with the environment variable ``REAPER_FIELD_NAME``, and the TOML file
+    uses the key ``field_name`` (or ``field-name``).
+    """
+
+    dsn: str | None = _setting(
+        None,
+        _optional_str,
+        "libpq connection string or URI. Unset: libpq's PG* variables and service file.",
+        "DSN",
+    )
+    batch_size: int = _setting(
+        DEFAULT_BATCH_SIZE, _positive_int, "Rows deleted per batch transaction.", "ROWS"
+    )
+    session_retention: timedelta = _setting(
+        DEFAULT_SESSION_RETENTION,
+        _positive_duration,
+        "Keep a member's row this long after its session lapsed (nodes_session).",
+        "DURATION",
+    )
+    node_retention: timedelta = _setting(
+        DEFAULT_NODE_RETENTION,
+        _positive_duration,
+        "Keep a silent bootstrap member, a resolved or pending request, an expired token and "
+        "an expired router lease this long.",
+        "DURATION",
+    )
+    ephemeral_node_retention: timedelta = _setting(
+        DEFAULT_EPHEMERAL_NODE_RETENTION,
+        _positive_duration,
+        "Keep a silent ephemeral member, and the requests of an ephemeral token, this long.",
+        "DURATION",
+    )
+    max_rows_per_run: int | None = _setting(
+        None, _optional_positive_int, "Stop a sweep run after this many rows (0: no limit).", "ROWS"
+    )
+    max_seconds_per_run: timedelta | None = _setting(
+        None,
+        _optional_positive_duration,
+        "Stop a sweep run after this long; the batch in flight finishes (0: no limit).",
+        "DURATION",
+    )
+    statement_timeout: timedelta = _setting(
+        DEFAULT_STATEMENT_TIMEOUT,
+        _positive_duration,
+        "PostgreSQL statement_timeout for reaper's statements.",
+        "DURATION",
+    )
+    lock_timeout: timedelta = _setting(
+        DEFAULT_LOCK_TIMEOUT,
+        _positive_duration,
+        "PostgreSQL lock_timeout: how long a batch may wait for a table lock.",
+        "DURATION",
+    )
+    idle_in_transaction_session_timeout: timedelta = _setting(
+        DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
+        _positive_duration,
+        "PostgreSQL idle_in_transaction_session_timeout for reaper's sessions.",
+        "DURATION",
+    )
+    connect_timeout: timedelta = _setting(
+        DEFAULT_CONNECT_TIMEOUT,
+        _positive_duration,
+        "How long to wait for a database connection.",
+        "DURATION",
+    )
+    strategy: str = _setting(
+        "auto",
+        _strategy,
+        "How a sweep finds its batches: heap (walk the table in block ranges), index (the "
+        "predicate's index), or auto (heap when the planner expects much garbage).",
+        "auto|heap|index",
+    )
+    heap_walk_threshold: float = _setting(
+        DEFAULT_HEAP_WALK_THRESHOLD,
+        _fraction,
+        "With --strategy auto: walk the heap when at least this fraction of the table is garbage.",
+        "FRACTION",
+    )
+    batch_target_seconds: timedelta = _setting(
+        timedelta(seconds=DEFAULT_BATCH_TARGET_SECONDS),
+        _positive_duration,
+        "A heap-walk batch sizes its block range to take about this long.",
+        "DURATION",
+    )
+    synchronous_commit: bool = _setting(
+        False,
+        _bool,
+        "Wait for each batch's WAL flush. Off by default: a crash can at worst undo the last "
+        "batches' deletes, which the next sweep repeats.",
+    )
+    sweeps: Mapping[str, SweepSettings] = field(
+        default_factory=dict, metadata={"parse": None, "help": None, "metavar": None}
+    )
+
+    def retention(self, name: str) -> timedelta:
+        """The retention setting called ``name`` (e.g. ``node_retention``).
+
+        Raises:
+            ConfigError: no such retention setting.
+        """
+        value = getattr(self, name, None)
+        if not isinstance(value, timedelta) or not name.endswith("retention"):
+            raise ConfigError(f"unknown retention setting {name!r}")
+        return value
+
+    def sweep(self, name: str) -> SweepSettings:
+        """The overrides of sweep ``name`` (defaults when the TOML file has none)."""
+        return self.sweeps.get(name, SweepSettings())
+
+    def batch_size_for(self, name: str) -> int:
+        """Rows per batch for sweep ``name``: its own batch_size, else the global one."""
+        return self.sweep(name).batch_size or self.batch_size
+
+    def validate(self) -> Settings:
+        """Check the rules that span several settings; return self.
+
+        Raises:
+            ConfigError: one line naming the setting and the fix.
+        """
+        if self.ephemeral_node_retention > self.node_retention:
+            raise ConfigError(
+                "ephemeral_node_retention "
+                f"({format_duration(self.ephemeral_node_retention)}) is longer than "
+                f"node_retention ({format_duration(self.node_retention)}): an ephemeral member "
+                "must not outlive a regular one; shorten it or lengthen node_retention"
+            )
+        return self
+
+
+SETTING_FIELDS = tuple(f for f in dataclasses.fields(Settings) if f.metadata.get("parse"))
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML config file.
+
+    Raises:
+        ConfigError: the file is missing, unreadable or not valid TOML.
+    """
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+
+
+def build_settings(
+    explicit: Mapping[str, Any],
+    file_values: Mapping[str, Any] | None = None,
+    *,
+    source: str = "config file",
+) -> Settings:
+    """Build and validate :class:`Settings`.
+
+    Args:
+        explicit: values from flags or REAPER_* variables, by field name; they win.
+        file_values: the TOML file's top-level table (keys with ``_`` or ``-``); its
+            ``[sweeps.NAME]`` tables become per-sweep overrides.
+        source: how to name the file in error messages.
+
+    Raises:
+        ConfigError: an unknown key, a value that does not parse, or a rule that fails;
+            the message names the setting and says how to fix it.
+    """
+    names = {f.name: f for f in SETTING_FIELDS}
+    values: dict[str, Any] = {}
+    file_values = dict(file_values or {})
+    sweeps_table = file_values.pop("sweeps", {})
+    for key, raw in file_values.items():
+        name = key.replace("-", "_")
+        if name not in names:
+            raise ConfigError(
+                f"{source}: unknown setting {key!r}; known settings: {', '.join(sorted(names))}"
+            )
+        values[name] = (raw, f"{source} key {key}")
+    for name, raw in explicit.items():
+        values[name] = (raw, "--" + name.replace("_", "-"))
+    parsed: dict[str, Any] = {}
+    for name, (raw, where) in values.items():
+        try:
+            parsed[name] = names[name].metadata["parse"](raw)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    parsed["sweeps"] = _parse_sweeps_table(sweeps_table, source)
+    return Settings(**parsed).validate()
+
+
+def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: [sweeps] must be a table of [sweeps.NAME] tables")
+    known = {f.name for f in dataclasses.fields(SweepSettings)}
+    out = {}
+    for name, body in table.items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"{source}: [sweeps.{name}] must be a table")
+        unknown = set(body) - known
+        if unknown:
+            raise ConfigError(
+                f"{source}: [sweeps.{name}] has unknown key(s) {', '.join(sorted(unknown))}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        try:
+            out[name] = SweepSettings(
+                enabled=_bool(body.get("enabled", True)),
+                batch_size=_optional_positive_int(body.get("batch_size")),
+            )
+        except ValueError as exc:
+            raise ConfigError(f"{source}: [sweeps.{name}]: {exc}") from None
+    return out

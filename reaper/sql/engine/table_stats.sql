@@ -1,0 +1,7 @@
+-- A table's size from the catalog (never COUNT(*)): estimated rows (-1 when never analyzed),
+-- heap blocks now, and the block size. %(table)s is a regclass name.
+SELECT c.reltuples::bigint AS estimated_rows,
+       c.relpages::bigint AS analyzed_blocks,
+       (pg_relation_size(c.oid) / current_setting('block_size')::int)::bigint AS blocks
+FROM pg_class c
+WHERE c.oid = %(table)s::regclass

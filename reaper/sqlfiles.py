@@ -1,0 +1,61 @@
+"""The SQL that reaper ships, read once from the installed package (``reaper/sql/``).
+
+One statement (or, under ``sweeps/``, one predicate) per file. Reading them through
+:mod:`importlib.resources` means a wheel that forgot the SQL fails loudly, at import.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import resources
+
+_COMMENT = re.compile(r"^\s*--.*$", re.MULTILINE)
+
+
+@functools.cache
+def read(name: str) -> str:
+    """The text of ``reaper/sql/<name>`` (e.g. ``schema.sql``, ``engine/heap_batch.sql``).
+
+    Raises:
+        FileNotFoundError: the package was installed without that file.
+    """
+    return resources.files("reaper").joinpath("sql", *name.split("/")).read_text("utf-8")
+
+
+def strip_comments(text: str) -> str:
+    """``text`` without ``--`` line comments and surrounding blank space."""
+    return _COMMENT.sub("", text).strip()
+
+
+@functools.cache
+def predicate(sweep: str) -> str:
+    """The predicate of a built-in sweep (``reaper/sql/sweeps/<sweep>.sql``), comments removed."""
+    return strip_comments(read(f"sweeps/{sweep}.sql"))
+
+
+def engine(name: str) -> str:
+    """An engine statement template (``reaper/sql/engine/<name>.sql``), comments removed."""
+    return strip_comments(read(f"engine/{name}.sql"))
+
+
+def statements(name: str) -> list[str]:
+    """The statements of a script such as ``indexes.sql``, split on ``;`` at line ends."""
+    body = strip_comments(read(name))
+    return [s.strip() for s in re.split(r";\s*$", body, flags=re.MULTILINE) if s.strip()]
+
+
+def all_files() -> list[str]:
+    """Every ``.sql`` file shipped in the package, as names :func:`read` accepts."""
+    root = resources.files("reaper").joinpath("sql")
+    out: list[str] = []
+
+    def walk(node: resources.abc.Traversable, prefix: str) -> None:
+        for child in node.iterdir():
+            if child.is_dir():
+                walk(child, f"{prefix}{child.name}/")
+            elif child.name.endswith(".sql"):
+                out.append(prefix + child.name)
+
+    walk(root, "")
+    return sorted(out)
