@@ -19,11 +19,12 @@ from prometheus_client import CollectorRegistry
 from rich.console import Console
 from rich.table import Table
 
-from reaper import __version__, errors, log
+from reaper import __version__, checks, errors, indexes, log, status
 from reaper.db import Database
 from reaper.metrics import Metrics
-from reaper.runner import FAILURE, SweepResult, run_sweeps
-from reaper.settings import SETTING_FIELDS, Settings, build_settings, format_duration, load_toml
+from reaper.progress import SweepProgress
+from reaper.runner import FAILURE, SweepResult, run_sweep
+from reaper.settings import SETTING_FIELDS, Settings, format_duration, reload_settings
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -80,8 +81,7 @@ def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
         ConfigError: anything invalid, in one line.
     """
     explicit = {k: v for k, v in raw.items() if v is not None}
-    file_values = load_toml(config_path) if config_path else {}
-    return build_settings(explicit, file_values, source=str(config_path or "config"))
+    return reload_settings(config_path, explicit)
 
 
 def open_database(settings: Settings) -> Database:
@@ -178,7 +178,19 @@ def run_once(
     db.check_connection()
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
-        results = run_sweeps(db, sweeps, settings, metrics=metrics, dry_run=dry_run)
+        if settings.strict:
+            _refuse_on_failed_checks(db, sweeps, settings, metrics)
+        live = sys.stderr.isatty() and not as_json and not dry_run
+        results = []
+        with SweepProgress(live=live) as progress:
+            for sweep in sweeps:
+                progress.start(sweep.name, None if dry_run else _estimate(db, sweep, settings))
+                result = run_sweep(
+                    db, sweep, settings, metrics=metrics, dry_run=dry_run,
+                    on_batch=progress.batch,
+                )
+                progress.finish(result)
+                results.append(result)
         if metrics_file is not None:
             _refresh_storage_rows(db, metrics, sweeps)
             metrics.write_textfile(metrics_file)
@@ -187,6 +199,32 @@ def run_once(
     else:
         print_results(results, dry_run=dry_run)
     sys.exit(EXIT_FAILED if any(r.outcome == FAILURE for r in results) else EXIT_OK)
+
+
+def _estimate(db: Database, sweep: Sweep, settings: Settings) -> int | None:
+    """The sweep's backlog for its progress bar, as ``reaper status`` counts it (None when the
+    count fails: the sweep itself reports why)."""
+    try:
+        with db.session() as session:
+            rows, _ = status.backlog(session, sweep, settings, status.DEFAULT_BACKLOG_CAP)
+            return rows
+    except errors.ReaperError:
+        return None
+
+
+def _refuse_on_failed_checks(
+    db: Database, sweeps: Sequence[Sweep], settings: Settings, metrics: Metrics | None
+) -> None:
+    """``--strict``: run the checks; on a failure log each one and exit 1 before sweeping."""
+    findings = checks.run_checks(db, sweeps, settings)
+    checks.report(findings, metrics)
+    failed = checks.failures(findings)
+    if failed:
+        for f in failed:
+            click.echo(f"reaper: check failed: {f.sweep} {f.check} {f.subject}: {f.detail}",
+                       err=True)
+        click.echo(f"reaper: --strict: {len(failed)} check(s) failed; nothing swept", err=True)
+        sys.exit(EXIT_FAILED)
 
 
 def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep]) -> None:
@@ -219,6 +257,237 @@ def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
     for r in results:
         if r.error:
             console.print(f"[red]{r.sweep}[/red]: {r.error}", highlight=False, markup=True)
+
+
+def _console() -> Console:
+    # Off a terminal rich assumes 80 columns and would truncate names; give it room.
+    return Console(width=None if sys.stdout.isatty() else 200)
+
+
+_SWEEP_OPTION = click.option(
+    "--sweep",
+    "sweep_names",
+    multiple=True,
+    metavar="NAME",
+    help="Only this sweep (repeatable). Default: every enabled sweep.",
+)
+_JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON on stdout.")
+
+
+@cli.command("check")
+@_SWEEP_OPTION
+@_JSON_OPTION
+@settings_options
+def check_command(
+    sweep_names: tuple[str, ...], as_json: bool, config_path: Path | None, **raw: Any
+) -> None:
+    """Check what the sweeps rely on: tables and columns, indexes valid and ready, foreign
+    keys indexed, batch plans served by an index, privileges, server version, advisory lock.
+
+    One row per finding. Exit code 0 when nothing failed (warnings allowed), 1 otherwise.
+    Needs no superuser: run it as reaper's own role.
+    """
+    settings = load_settings(config_path, raw)
+    sweeps = enabled_sweeps(settings, sweep_names)
+    db = open_database(settings)
+    db.check_connection()
+    with db:
+        findings = checks.run_checks(db, sweeps, settings)
+    failed = checks.failures(findings)
+    if as_json:
+        click.echo(json.dumps(
+            {"ok": not failed, "findings": [f.as_dict() for f in findings]}, indent=2
+        ))
+    else:
+        table = Table(title="reaper check")
+        for col in ("sweep", "check", "status", "subject", "detail", "fix"):
+            table.add_column(col, overflow="fold")
+        colours = {checks.PASS: "green", checks.WARN: "yellow", checks.FAIL: "red"}
+        for f in findings:
+            c = colours[f.status]
+            table.add_row(f.sweep, f.check, f"[{c}]{f.status}[/{c}]", f.subject, f.detail,
+                          f.fix or "")
+        console = _console()
+        console.print(table)
+        console.print(
+            f"{len(findings)} checks, [red]{len(failed)} failed[/red], "
+            f"{sum(f.status == checks.WARN for f in findings)} warnings"
+        )
+    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+@cli.group("indexes")
+def indexes_group() -> None:
+    """The indexes the sweeps rely on (reaper/sql/indexes.sql)."""
+
+
+@indexes_group.command("ensure")
+@click.option("--dry-run", is_flag=True, help="Say what would be built or rebuilt; build nothing.")
+@_JSON_OPTION
+@settings_options
+def indexes_ensure(dry_run: bool, as_json: bool, config_path: Path | None, **raw: Any) -> None:
+    """Build the sweeps' indexes with CREATE INDEX CONCURRENTLY (writers never wait), one at a
+    time, under lock_timeout, guarded by an advisory lock; drop and rebuild any left INVALID
+    by an interrupted build. Needs the tables' owner (DDL), not reaper's role.
+
+    Exit code 0 when every index is valid and ready afterwards (or, with --dry-run, always
+    0), 1 when a build failed or another run holds the lock.
+    """
+    settings = load_settings(config_path, raw)
+    db = open_database(settings)
+    db.check_connection()
+    live = sys.stderr.isatty() and not as_json and not dry_run
+    with db, _IndexProgress(live) as progress:
+        actions = indexes.ensure(
+            db, dry_run=dry_run,
+            on_progress=progress.update if live else None,
+            on_action=progress.action,
+        )
+    if as_json:
+        click.echo(json.dumps([a.as_dict() for a in actions], indent=2))
+    else:
+        title = "reaper indexes ensure" + (" (dry run: nothing built)" if dry_run else "")
+        table = Table(title=title)
+        for col in ("index", "table", "action", "outcome", "seconds", "detail"):
+            table.add_column(col, overflow="fold")
+        for a in actions:
+            c = {"failed": "red", "done": "green", "dry_run": "yellow"}.get(a.outcome, "")
+            outcome = f"[{c}]{a.outcome}[/{c}]" if c else a.outcome
+            table.add_row(a.index, a.table, a.action, outcome, f"{a.seconds:.3f}",
+                          a.error or a.detail)
+        console = _console()
+        console.print(table)
+        if dry_run:
+            for a in actions:
+                for stmt in a.statements:
+                    console.print(f"{stmt};", highlight=False, markup=False)
+    sys.exit(EXIT_FAILED if any(a.outcome == "failed" for a in actions) else EXIT_OK)
+
+
+class _IndexProgress:
+    """A spinner and bar per build on a terminal, from pg_stat_progress_create_index."""
+
+    def __init__(self, live: bool) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.live = live
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[phase]}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=not live,
+        )
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _IndexProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def action(self, action: indexes.IndexAction) -> None:
+        if self.live and action.action in (indexes.CREATE, indexes.REBUILD):
+            self._tasks[action.index] = self._progress.add_task(
+                f"{action.action} {action.index}", total=None, phase="starting"
+            )
+
+    def update(self, spec: Any, row: dict[str, Any]) -> None:
+        task = self._tasks.get(spec.name)
+        if task is None or not row:
+            return
+        # blocks while scanning the table, tuples while sorting and loading the index.
+        total, done = row.get("blocks_total") or 0, row.get("blocks_done") or 0
+        if not total:
+            total, done = row.get("tuples_total") or 0, row.get("tuples_done") or 0
+        self._progress.update(task, total=total or None, completed=done,
+                              phase=row.get("phase") or "")
+
+
+@cli.command("status")
+@_SWEEP_OPTION
+@_JSON_OPTION
+@click.option(
+    "--max-count",
+    type=click.IntRange(min=1),
+    default=status.DEFAULT_BACKLOG_CAP,
+    show_default=True,
+    metavar="ROWS",
+    help="Count each backlog up to this many rows (through the predicate's index).",
+)
+@settings_options
+def status_command(
+    sweep_names: tuple[str, ...],
+    as_json: bool,
+    max_count: int,
+    config_path: Path | None,
+    **raw: Any,
+) -> None:
+    """Per sweep: backlog rows and the oldest eligible row's age; the table's estimated rows,
+    size on disk, dead tuples and last (auto)vacuum. Cheap: no COUNT(*) of a table.
+
+    Exit code 0, or 1 when a sweep's status could not be read.
+    """
+    settings = load_settings(config_path, raw)
+    sweeps = enabled_sweeps(settings, sweep_names)
+    db = open_database(settings)
+    db.check_connection()
+    with db:
+        rows = status.sweep_status(db, sweeps, settings, cap=max_count)
+    if as_json:
+        click.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+    else:
+        print_status(rows)
+    sys.exit(EXIT_FAILED if any(r.error for r in rows) else EXIT_OK)
+
+
+def _age(seconds: float | None) -> str:
+    from datetime import timedelta
+
+    if seconds is None:
+        return "-"
+    return format_duration(timedelta(seconds=round(seconds)))
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def print_status(rows: Sequence[status.SweepStatus]) -> None:
+    """One row per sweep: backlog, oldest eligible age, table rows, size, dead tuples, vacuum."""
+    table = Table(title="reaper status")
+    for col, right in (
+        ("sweep", False), ("table", False), ("backlog", True), ("oldest eligible", True),
+        ("table rows (est.)", True), ("size", True), ("dead tuples", True),
+        ("last vacuum", False), ("last autovacuum", False),
+    ):
+        table.add_column(col, justify="right" if right else "left")
+
+    def when(d: Any) -> str:
+        return d.strftime("%Y-%m-%d %H:%M") if d is not None else "never"
+
+    for r in rows:
+        if r.error:
+            table.add_row(r.sweep, r.table, f"[red]{r.error}[/red]", *[""] * 6)
+            continue
+        backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
+        est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
+            else "never analyzed"
+        table.add_row(
+            r.sweep, r.table, backlog, _age(r.oldest_eligible_age_seconds), est,
+            _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
+            when(r.last_vacuum), when(r.last_autovacuum),
+        )
+    _console().print(table)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -19,9 +19,10 @@ import psycopg
 import psycopg.errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from reaper import errors, sqlfiles
+from reaper import errors, sqlfiles, sqlinfo
 
 APPLICATION_NAME = "reaper"
 # TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
@@ -141,6 +142,37 @@ class SweepStatements:
         self.index_batch = sql.SQL(sqlfiles.engine("index_batch")).format(**parts)
         self.count_eligible = sql.SQL(sqlfiles.engine("count_eligible")).format(**parts)
         self.estimate_eligible = sql.SQL(sqlfiles.engine("estimate_eligible")).format(**parts)
+        self.count_eligible_capped = sql.SQL(sqlfiles.engine("count_eligible_capped")).format(
+            **parts
+        )
+        self._parts = parts
+        self._predicate = predicate
+        self._tables_read: tuple[str, ...] | None = None
+
+    @property
+    def tables_read(self) -> tuple[str, ...]:
+        """The swept table, then every table the predicate's subqueries read (parsed once).
+
+        Raises:
+            ConfigError: the predicate does not parse.
+        """
+        if self._tables_read is None:
+            self._tables_read = sqlinfo.tables_read(self.table, self._predicate)
+        return self._tables_read
+
+    def oldest_eligible(self, columns: Sequence[str]) -> sql.Composed:
+        """``SELECT least(min(col), ...) FROM table WHERE predicate`` over ``columns``."""
+        oldest = sql.SQL("least({})").format(
+            sql.SQL(", ").join(sql.SQL("min({})").format(sql.Identifier(c)) for c in columns)
+        )
+        return sql.SQL(sqlfiles.engine("oldest_eligible")).format(oldest=oldest, **self._parts)
+
+    def required_privileges(self) -> list[tuple[str, str]]:
+        """``(table, privilege)`` pairs the batches need: SELECT on every table read; DELETE
+        and UPDATE (on at least one column, for FOR UPDATE SKIP LOCKED) on the swept table."""
+        need = [(self.table, p) for p in ("SELECT", "DELETE", "UPDATE")]
+        need += [(t, "SELECT") for t in self.tables_read[1:]]
+        return need
 
 
 class Session:
@@ -168,10 +200,99 @@ class Session:
     def _errors(self, context: str = "") -> contextlib.AbstractContextManager[None]:
         return translate_errors(self._redact, context)
 
-    def scalar(self, query: str | sql.Composable, params: Mapping[str, Any] | None = None) -> Any:
+    @contextlib.contextmanager
+    def _sweep_errors(self, stmts: SweepStatements) -> Iterator[None]:
+        """Translate errors; a missing privilege is re-raised naming what to grant."""
+        try:
+            with self._errors(stmts.table):
+                yield
+        except errors.PrivilegeMissing as exc:
+            detail = self._describe_missing(stmts.required_privileges())
+            if detail is None:
+                raise
+            raise errors.PrivilegeMissing(f"{stmts.table}: {detail}") from exc
+
+    def _describe_missing(self, needed: Sequence[tuple[str, str]]) -> str | None:
+        try:
+            missing = self.missing_privileges(needed)
+            role = self.scalar("SELECT current_user::text")
+        except errors.DatabaseError:
+            return None
+        if not missing:
+            return None
+        grants = "; ".join(f"GRANT {p} ON {t} TO {role}" for t, p in missing)
+        what = ", ".join(f"{p} on table {t}" for t, p in missing)
+        return f"role {role} lacks {what} (grant it: {grants}; see reaper/sql/grants.sql)"
+
+    def missing_privileges(self, needed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The ``(table, privilege)`` pairs of ``needed`` that the current role lacks; UPDATE
+        counts as held when granted on at least one column. Tables that do not exist are
+        skipped."""
+        rows = self.rows(
+            sqlfiles.ops("privileges"),
+            {"tables": [t for t, _ in needed], "privileges": [p for _, p in needed]},
+        )
+        return [(r["table_name"], r["privilege"]) for r in rows if not r["granted"]]
+
+    def rows(
+        self, query: str | sql.SQL | sql.Composed, params: Mapping[str, Any] | None = None
+    ) -> list[dict[str, Any]]:
+        """Every row of ``query``, each a column name -> value dict."""
+        stmt = sql.SQL(query) if isinstance(query, str) else query
+        with self._errors(), self._conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(stmt, params)
+            return list(cur.fetchall())
+
+    def execute(
+        self, query: str | sql.SQL | sql.Composed, params: Mapping[str, Any] | None = None
+    ) -> None:
+        """Run one statement outside any transaction block (autocommit), ignoring its rows:
+        for ``CREATE INDEX CONCURRENTLY``, which refuses to run inside one."""
+        stmt = sql.SQL(query) if isinstance(query, str) else query
+        with self._errors(), self._conn.cursor() as cur:
+            cur.execute(stmt, params)
+
+    def cancel(self) -> None:
+        """Ask the server to cancel this session's running statement (from another thread)."""
+        self._conn.cancel_safe()
+
+    def explain(
+        self,
+        statement: sql.Composable,
+        params: Mapping[str, Any],
+        *,
+        disable_seqscan: bool = False,
+        context: str = "",
+    ) -> dict[str, Any]:
+        """The plan of ``statement`` with ``params`` (``EXPLAIN (FORMAT JSON)``, no run): the
+        top node's dict (``Node Type``, ``Plans``, ``Relation Name``, ``Index Name`` ...).
+
+        With ``disable_seqscan`` the planner avoids sequential scans for this one plan.
+        """
+        query = sql.SQL(sqlfiles.ops("explain")).format(statement=statement)
+        with self._errors(context), self._conn.transaction(), self._conn.cursor() as cur:
+            if disable_seqscan:
+                cur.execute(sql.SQL(sqlfiles.ops("disable_seqscan")))
+            cur.execute(query, params)
+            row = cur.fetchone()
+        assert row is not None
+        doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
+        plan: dict[str, Any] = doc[0]["Plan"]
+        return plan
+
+    def drop_index_concurrently(self, schema: str, name: str) -> None:
+        """``DROP INDEX CONCURRENTLY IF EXISTS schema.name`` (never blocks writers)."""
+        query = sql.SQL(sqlfiles.ops("drop_index_concurrently")).format(
+            index=sql.Identifier(schema, name)
+        )
+        self.execute(query)
+
+    def scalar(
+        self, query: str | sql.SQL | sql.Composed, params: Mapping[str, Any] | None = None
+    ) -> Any:
         """The first column of the first row of ``query`` (None when it returns no row)."""
         with self._errors(), self._conn.cursor() as cur:
-            cur.execute(query if not isinstance(query, str) else sql.SQL(query), params)  # type: ignore[arg-type]
+            cur.execute(query if not isinstance(query, str) else sql.SQL(query), params)
             row = cur.fetchone()
             return None if row is None else row[0]
 
@@ -195,7 +316,7 @@ class Session:
 
     def estimate_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> float:
         """The planner's estimate of the rows the predicate matches (a plan, no scan)."""
-        with self._errors(stmts.table), self._conn.cursor() as cur:
+        with self._sweep_errors(stmts), self._conn.cursor() as cur:
             cur.execute(stmts.estimate_eligible, params)
             row = cur.fetchone()
         assert row is not None
@@ -204,8 +325,27 @@ class Session:
 
     def count_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> int:
         """The rows the predicate matches now, counted (dry run)."""
-        with self._errors(stmts.table):
+        with self._sweep_errors(stmts):
             return int(self.scalar(stmts.count_eligible, params))
+
+    def count_eligible_capped(
+        self, stmts: SweepStatements, params: Mapping[str, Any], cap: int
+    ) -> int:
+        """The rows the predicate matches now, counted up to ``cap`` (returns ``cap`` when
+        there are at least that many)."""
+        with self._sweep_errors(stmts):
+            return int(self.scalar(stmts.count_eligible_capped, dict(params, cap=cap)))
+
+    def oldest_eligible(
+        self, stmts: SweepStatements, params: Mapping[str, Any], columns: Sequence[str]
+    ) -> datetime | None:
+        """The least value of ``columns`` among the rows the predicate matches (None when no
+        row matches or no column is given)."""
+        if not columns:
+            return None
+        with self._sweep_errors(stmts):
+            value = self.scalar(stmts.oldest_eligible(columns), params)
+        return value if isinstance(value, datetime) else None
 
     def delete_heap_range(
         self, stmts: SweepStatements, params: Mapping[str, Any], first_block: int, end_block: int
@@ -215,7 +355,7 @@ class Session:
         One transaction; rows a writer holds are skipped. Returns the rows deleted.
         """
         p = dict(params, first_tid=f"({first_block},0)", end_tid=f"({end_block},0)")
-        return self._delete(stmts.heap_batch, p, stmts.table)
+        return self._delete(stmts.heap_batch, p, stmts)
 
     def delete_index_batch(
         self, stmts: SweepStatements, params: Mapping[str, Any], batch_size: int
@@ -224,10 +364,12 @@ class Session:
 
         One transaction; rows a writer holds are skipped. Returns the rows deleted.
         """
-        return self._delete(stmts.index_batch, dict(params, batch_size=batch_size), stmts.table)
+        return self._delete(stmts.index_batch, dict(params, batch_size=batch_size), stmts)
 
-    def _delete(self, stmt: sql.Composed, params: Mapping[str, Any], table: str) -> int:
-        with self._errors(table), self._conn.transaction(), self._conn.cursor() as cur:
+    def _delete(
+        self, stmt: sql.Composed, params: Mapping[str, Any], stmts: SweepStatements
+    ) -> int:
+        with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
             cur.execute(stmt, params)
             return max(cur.rowcount, 0)
 
@@ -322,6 +464,32 @@ class Database:
             raise errors.ConnectionFailed(
                 f"cannot connect to {self.target}: {self._redact(_first_line(exc))}"
             ) from None
+
+    @contextlib.contextmanager
+    def dedicated_session(self, *, statement_timeout: timedelta | None = None) -> Iterator[Session]:
+        """A connection of its own, outside the pool, closed afterwards: for a session-level
+        advisory lock that must outlive one statement, and for ``CREATE INDEX CONCURRENTLY``.
+
+        Args:
+            statement_timeout: replaces the session's statement_timeout; ``timedelta(0)``
+                means none (an index build runs as long as it needs).
+
+        Raises:
+            ConnectionFailed: the database cannot be reached.
+        """
+        with translate_errors(self._redact, f"cannot connect to {self.target}"):
+            conn = psycopg.connect(self._conninfo, autocommit=True)
+        try:
+            with translate_errors(self._redact):
+                self._configure(conn)
+                if statement_timeout is not None:
+                    ms = round(statement_timeout.total_seconds() * 1000)
+                    conn.execute(
+                        "SELECT set_config('statement_timeout', %s, false)", (f"{ms}ms",)
+                    )
+            yield Session(conn, self._redact)
+        finally:
+            conn.close()
 
     def open(self) -> None:
         """Start the pool (connections are made in the background)."""

@@ -48,3 +48,7 @@ class StatementTimeout(DatabaseError):
 
 class ForeignKeyConflict(DatabaseError):
     """A row in this batch is still referenced by a foreign key; the batch was rolled back."""
+
+
+class LockNotAcquired(DatabaseError):
+    """Another reaper process holds the advisory lock; nothing was done."""

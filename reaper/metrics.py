@@ -15,6 +15,18 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, writ
 from reaper.sweeps import Sweep
 
 OUTCOMES = ("success", "failure", "skipped")
+# The checks of `reaper check` (the `check` label of reaper_check_failures). Those about the
+# server and the connection are labelled sweep="*"; the others run once per sweep.
+SERVER_CHECKS = ("server_version", "role", "advisory_lock")
+SWEEP_CHECKS = (
+    "table",
+    "columns",
+    "privileges",
+    "index",
+    "foreign_key_index",
+    "plan",
+)
+ALL_SWEEPS = "*"
 # Sweep runs last from milliseconds (nothing to delete) to many minutes (a first backlog).
 SWEEP_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 # Batches aim at DEFAULT_BATCH_TARGET_SECONDS (50 ms); statement_timeout caps them (10 s).
@@ -69,6 +81,15 @@ class Metrics:
             ["table"],
             registry=registry,
         )
+        self.check_failures = Gauge(
+            "reaper_check_failures",
+            "Failing findings of the last run of the checks (reaper check), by sweep and check; "
+            'sweep="*" for the server and connection checks.',
+            ["sweep", "check"],
+            registry=registry,
+        )
+        for check in SERVER_CHECKS:
+            self.check_failures.labels(sweep=ALL_SWEEPS, check=check)
         self.add_sweeps(sweeps)
 
     def add_sweeps(self, sweeps: Iterable[Sweep]) -> None:
@@ -81,6 +102,8 @@ class Metrics:
             self.batch_duration.labels(sweep=s.name)
             self.last_success.labels(sweep=s.name)
             self.storage_rows.labels(table=s.table)
+            for check in SWEEP_CHECKS:
+                self.check_failures.labels(sweep=s.name, check=check)
 
     def batch_finished(self, sweep: str, table: str, reason: str, rows: int, seconds: float) -> None:
         """Count one committed batch: ``rows`` deleted in ``seconds``."""
@@ -99,6 +122,20 @@ class Metrics:
         """Set ``reaper_storage_rows`` from the catalog's estimates, by table."""
         for table, n in rows.items():
             self.storage_rows.labels(table=table).set(n)
+
+    def set_check_failures(self, failures: Iterable[tuple[str, str]]) -> None:
+        """Set ``reaper_check_failures`` from one run of the checks: ``failures`` holds a
+        ``(sweep, check)`` pair per failing finding; every other known label set goes to 0."""
+        counts: dict[tuple[str, str], int] = {}
+        for key in failures:
+            counts[key] = counts.get(key, 0) + 1
+        known = {
+            (sample.labels["sweep"], sample.labels["check"])
+            for metric in self.check_failures.collect()
+            for sample in metric.samples
+        }
+        for sweep, check in known | set(counts):
+            self.check_failures.labels(sweep=sweep, check=check).set(counts.get((sweep, check), 0))
 
     def write_textfile(self, path: Path) -> None:
         """Write every metric in the Prometheus text format to ``path``, atomically (a temporary

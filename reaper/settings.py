@@ -40,6 +40,13 @@ DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT = timedelta(seconds=60)
 # the table to be garbage (bench/: the index path costs ~20x more per row than the walk).
 DEFAULT_HEAP_WALK_THRESHOLD = 0.05
 DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
+# `reaper check`: a batch plan that reads a table of more rows than this sequentially fails.
+# 10,000 rows is ~100 heap blocks, a millisecond of scan; below that the planner rightly
+# prefers a scan to an index, above it a scan per batch grows with the table (DESIGN.md).
+DEFAULT_SEQ_SCAN_MAX_ROWS = 10_000
+# How often `reaper run` repeats the checks it runs at startup: an index a migration dropped,
+# or left INVALID, is noticed within the hour.
+DEFAULT_CHECK_INTERVAL = timedelta(hours=1)
 
 STRATEGIES = ("auto", "heap", "index")
 
@@ -122,6 +129,15 @@ def _optional_positive_int(value: Any) -> int | None:
 
 def _optional_positive_duration(value: Any) -> timedelta | None:
     return None if value in (None, "", 0, "0") else _positive_duration(value)
+
+
+def _non_negative_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a whole number")
+    n = int(value)
+    if n < 0:
+        raise ValueError(f"must be 0 or more, got {n}")
+    return n
 
 
 def _fraction(value: Any) -> float:
@@ -261,6 +277,24 @@ class Settings:
         "Wait for each batch's WAL flush. Off by default: a crash can at worst undo the last "
         "batches' deletes, which the next sweep repeats.",
     )
+    seq_scan_max_rows: int = _setting(
+        DEFAULT_SEQ_SCAN_MAX_ROWS,
+        _non_negative_int,
+        "reaper check: a sweep's batch plan that scans a table of more rows than this "
+        "sequentially is a failure.",
+        "ROWS",
+    )
+    check_interval: timedelta | None = _setting(
+        DEFAULT_CHECK_INTERVAL,
+        _optional_positive_duration,
+        "reaper run: repeat the startup checks this often (0: only at startup).",
+        "DURATION",
+    )
+    strict: bool = _setting(
+        False,
+        _bool,
+        "Refuse to sweep when a check fails: reaper run does not start, run-once exits 1.",
+    )
     sweeps: Mapping[str, SweepSettings] = field(
         default_factory=dict, metadata={"parse": None, "help": None, "metavar": None}
     )
@@ -382,4 +416,37 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
             )
         except ValueError as exc:
             raise ConfigError(f"{source}: [sweeps.{name}]: {exc}") from None
+    return out
+
+
+def reload_settings(config_path: Path | None, explicit: Mapping[str, Any]) -> Settings:
+    """Settings re-read for a reload (SIGHUP): the TOML file at ``config_path`` read again,
+    under the same flags and REAPER_* values (``explicit``, by field name) that still win,
+    validated as at startup. The caller keeps its running settings when this raises.
+
+    Raises:
+        ConfigError: one line naming the file and what is wrong with it.
+    """
+    file_values = load_toml(config_path) if config_path else {}
+    return build_settings(explicit, file_values, source=str(config_path or "config"))
+
+
+# Settings that a reload cannot change in a running process: the connection pool was made
+# with them. A reload that changes one keeps the running value and says a restart is needed.
+RESTART_SETTINGS = (
+    "dsn",
+    "connect_timeout",
+    "statement_timeout",
+    "lock_timeout",
+    "idle_in_transaction_session_timeout",
+    "synchronous_commit",
+)
+
+
+def changed_settings(old: Settings, new: Settings) -> list[str]:
+    """Names of the settings (fields, and ``sweeps.NAME`` tables) whose values differ."""
+    out = [f.name for f in SETTING_FIELDS if getattr(old, f.name) != getattr(new, f.name)]
+    for name in sorted(set(old.sweeps) | set(new.sweeps)):
+        if old.sweep(name) != new.sweep(name):
+            out.append(f"sweeps.{name}")
     return out

@@ -59,3 +59,8 @@ def all_files() -> list[str]:
 
     walk(root, "")
     return sorted(out)
+
+
+def ops(name: str) -> str:
+    """An operator-tool statement (``reaper/sql/ops/<name>.sql``), comments removed."""
+    return strip_comments(read(f"ops/{name}.sql"))

@@ -29,6 +29,10 @@ class Sweep:
             ``now() - retention`` by the database clock, computed once per sweep run.
         after: sweeps that must run before this one in a run that does both (foreign keys).
         description: one line for ``--help`` and the README.
+        indexes: names of the indexes its batches rely on (``reaper check`` requires each to
+            exist and be valid and ready). A sweep that declares none relies on the indexes
+            that EXPLAIN shows its batch using; ``check`` also reports every INVALID index on
+            the tables it reads.
     """
 
     name: str
@@ -38,6 +42,7 @@ class Sweep:
     cutoffs: Mapping[str, str]
     after: tuple[str, ...] = ()
     description: str = ""
+    indexes: tuple[str, ...] = ()
     # Populated for sweeps declared in a config file rather than shipped with reaper.
     retentions: Mapping[str, object] = field(default_factory=dict)
 
@@ -48,6 +53,7 @@ def _builtin(
     reason: str,
     cutoffs: Mapping[str, str],
     description: str,
+    indexes: tuple[str, ...],
     after: tuple[str, ...] = (),
 ) -> Sweep:
     return Sweep(
@@ -58,6 +64,7 @@ def _builtin(
         cutoffs=cutoffs,
         after=after,
         description=description,
+        indexes=indexes,
     )
 
 
@@ -68,6 +75,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "session",
         {"cutoff": "session_retention"},
         "members whose session lapsed more than session_retention ago",
+        ("nodes_session_expires_at_idx",),
     ),
     _builtin(
         "nodes_silent",
@@ -75,6 +83,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "silent",
         {"cutoff": "node_retention"},
         "bootstrap members, not ephemeral, silent for more than node_retention",
+        ("nodes_bootstrap_enrolled_at_idx",),
     ),
     _builtin(
         "nodes_ephemeral",
@@ -82,6 +91,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "ephemeral",
         {"cutoff": "ephemeral_node_retention"},
         "ephemeral bootstrap members silent for more than ephemeral_node_retention",
+        ("nodes_bootstrap_enrolled_at_idx",),
     ),
     _builtin(
         "enrollment_requests",
@@ -89,6 +99,11 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "stale",
         {"cutoff": "node_retention", "ephemeral_cutoff": "ephemeral_node_retention"},
         "requests resolved, or pending, for more than the retention of their token's kind",
+        (
+            "enrollment_requests_resolved_at_idx",
+            "enrollment_requests_created_at_idx",
+            "enrollment_requests_token_id_idx",
+        ),
     ),
     # After the requests: a request holds a foreign key to its token, so a token is only
     # garbage once its requests are gone.
@@ -98,6 +113,8 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "expired",
         {"cutoff": "node_retention"},
         "tokens expired more than node_retention ago that no request references",
+        # The anti-join on the requests, and the foreign key check of each delete.
+        ("bootstrap_tokens_expires_at_idx", "enrollment_requests_token_id_idx"),
         after=("enrollment_requests",),
     ),
     _builtin(
@@ -106,6 +123,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "expired",
         {"cutoff": "node_retention"},
         "router leases expired more than node_retention ago",
+        ("routers_lease_expires_at_idx",),
     ),
 )
 

@@ -1,0 +1,437 @@
+"""``reaper check``: what must hold around the sweeps for their deletes to stay cheap and
+allowed, checked against the live database with a role that needs no superuser.
+
+The failures that hurt cleaners most are in their surroundings: an index a migration dropped
+or that an interrupted ``CREATE INDEX CONCURRENTLY`` left INVALID (the planner never uses
+it, and a 2 ms batch becomes a full scan), a foreign key without an index on its referencing
+column, a role that cannot delete. Every check here is derived from the sweep's declaration
+(its table, predicate and ``indexes``), the catalog and EXPLAIN, so sweeps declared in a
+config file are checked exactly like the built-in ones.
+
+Every check needs only what the sweeps need (SELECT, DELETE, UPDATE on one column) and what
+any role may read (``pg_index``, ``pg_constraint``, ``pg_locks``, ``has_table_privilege``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import structlog
+
+from reaper import errors, sqlfiles, sqlinfo
+from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements
+from reaper.metrics import ALL_SWEEPS, Metrics
+from reaper.runner import choose_strategy, compute_cutoffs
+from reaper.settings import Settings
+from reaper.sweeps import Sweep
+
+log = structlog.get_logger("reaper.checks")
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+# PostgreSQL 13 is the oldest release still supported upstream when reaper was written
+# (13 reaches end of life in November 2025); the heap walk needs TID range scans (14).
+MIN_SERVER_VERSION = 130000
+
+_SCAN_NODES = ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One result of one check.
+
+    Attributes:
+        sweep: the sweep it concerns, or ``*`` for the server and connection checks.
+        check: what was checked (``index``, ``plan`` ... : see :data:`reaper.metrics.SWEEP_CHECKS`).
+        status: ``pass``, ``warn`` (worth knowing, not a failure) or ``fail``.
+        subject: the object checked (a table, an index, a constraint, a privilege).
+        detail: what was found, in one line.
+        fix: the command that repairs a failure, when there is one.
+    """
+
+    sweep: str
+    check: str
+    status: str
+    subject: str
+    detail: str
+    fix: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True for a failure (a warning is not one)."""
+        return self.status == FAIL
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "sweep": self.sweep,
+            "check": self.check,
+            "status": self.status,
+            "subject": self.subject,
+            "detail": self.detail,
+            "fix": self.fix,
+        }
+
+
+def run_checks(
+    db: Database,
+    sweeps: Sequence[Sweep],
+    settings: Settings,
+    *,
+    now: datetime | None = None,
+) -> list[Finding]:
+    """Run every check for ``sweeps`` (the enabled ones) and return one finding per result.
+
+    A database error inside one check becomes that check's failure; the others still run.
+
+    Args:
+        db: the database, reached as the sweeps reach it (same role, same pool).
+        sweeps: the sweeps to check, each on its own.
+        settings: retentions (the cutoffs EXPLAIN plans with), batch size, strategy,
+            ``seq_scan_max_rows``.
+        now: pin the clock (tests); None uses the database's now().
+
+    Raises:
+        ConnectionFailed: the database cannot be reached at all.
+    """
+    findings: list[Finding] = []
+    with db.session() as session:
+        findings += _server_checks(session)
+        for sweep in sweeps:
+            findings += _sweep_checks(session, sweep, settings, now)
+    return findings
+
+
+def failures(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings that failed."""
+    return [f for f in findings if f.failed]
+
+
+def report(findings: Sequence[Finding], metrics: Metrics | None = None) -> None:
+    """Log each finding that is not a pass (one ``check_failed`` / ``check_warning`` line
+    each, one ``checks_finished`` summary) and export ``reaper_check_failures``."""
+    for f in findings:
+        if f.status == FAIL:
+            log.error("check_failed", **f.as_dict())
+        elif f.status == WARN:
+            log.warning("check_warning", **f.as_dict())
+    log.info(
+        "checks_finished",
+        checks=len(findings),
+        failed=len(failures(findings)),
+        warnings=sum(f.status == WARN for f in findings),
+    )
+    if metrics is not None:
+        metrics.set_check_failures((f.sweep, f.check) for f in findings if f.failed)
+
+
+# -- the server and the connection ----------------------------------------------------------
+
+
+def _server_checks(session: Session) -> list[Finding]:
+    out: list[Finding] = []
+    who = session.rows(sqlfiles.ops("whoami"))[0]
+    version = int(who["server_version"])
+    shown = f"{version // 10000}.{version % 10000}"
+    if version < MIN_SERVER_VERSION:
+        out.append(
+            Finding(ALL_SWEEPS, "server_version", FAIL, f"PostgreSQL {shown}",
+                    "reaper needs PostgreSQL 13 or later", "upgrade the server")
+        )
+    elif version < MIN_HEAP_WALK_VERSION:
+        out.append(
+            Finding(ALL_SWEEPS, "server_version", WARN, f"PostgreSQL {shown}",
+                    "supported, but without TID range scans (PostgreSQL 14): every sweep "
+                    "follows its index, never walks the heap")
+        )
+    else:
+        out.append(Finding(ALL_SWEEPS, "server_version", PASS, f"PostgreSQL {shown}",
+                           "supported (13 or later), heap walk available (14 or later)"))
+    role = str(who["role_name"])
+    if who["superuser"]:
+        out.append(
+            Finding(ALL_SWEEPS, "role", WARN, role,
+                    "connected as a superuser: the privilege checks prove nothing, and a "
+                    "mistake has no limit", "run reaper as the role of reaper/sql/grants.sql")
+        )
+    else:
+        out.append(Finding(ALL_SWEEPS, "role", PASS, role, "not a superuser"))
+    out.append(_advisory_lock_check(session))
+    return out
+
+
+def _advisory_lock_check(session: Session) -> Finding:
+    """Take an advisory lock, see it held from the next statement, release it.
+
+    Through a transaction-pooling proxy (PgBouncer, pool_mode=transaction) the next statement
+    may run on another server session: the lock is not seen, or is released elsewhere.
+    """
+    key = secrets.randbits(62)  # our own key: never collides with a sweep's lock
+    subject = "pg_try_advisory_lock"
+    try:
+        taken = session.rows(sqlfiles.ops("advisory_try_lock"), {"key": key})[0]
+        held = session.rows(sqlfiles.ops("advisory_held"))[0]
+        unlocked = session.scalar(sqlfiles.ops("advisory_unlock"), {"key": key})
+    except errors.DatabaseError as exc:
+        return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject, str(exc))
+    if not taken["locked"]:
+        return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject,
+                       "a fresh advisory lock key could not be taken")
+    if not held["held"] or held["pid"] != taken["pid"] or not unlocked:
+        return Finding(
+            ALL_SWEEPS, "advisory_lock", FAIL, subject,
+            f"the lock taken by server process {taken['pid']} is not held by the next "
+            f"statement (server process {held['pid']}): a transaction-pooling proxy sits "
+            "between reaper and PostgreSQL, and sweeps on two replicas would not exclude "
+            "each other",
+            "connect reaper to PostgreSQL directly, or through a pool in session mode",
+        )
+    return Finding(ALL_SWEEPS, "advisory_lock", PASS, subject,
+                   "taken, held across statements, released on the same server session")
+
+
+# -- each sweep -------------------------------------------------------------------------------
+
+
+def _sweep_checks(
+    session: Session, sweep: Sweep, settings: Settings, now: datetime | None
+) -> list[Finding]:
+    def finding(check: str, status: str, subject: str, detail: str,
+                fix: str | None = None) -> Finding:
+        return Finding(sweep.name, check, status, subject, detail, fix)
+
+    out: list[Finding] = []
+
+    def guarded(check: str, subject: str, fn: Callable[[], Iterator[Finding]]) -> None:
+        try:
+            out.extend(fn())
+        except (errors.DatabaseError, errors.ConfigError) as exc:
+            out.append(finding(check, FAIL, subject, str(exc)))
+
+    if not session.scalar(sqlfiles.ops("table_exists"), {"table": sweep.table}):
+        out.append(finding("table", FAIL, sweep.table, "the table does not exist",
+                           "check the sweep's table name, or disable the sweep"))
+        return out
+    out.append(finding("table", PASS, sweep.table, "exists"))
+    stmts = SweepStatements(sweep.table, sweep.predicate)
+    guarded("columns", sweep.table, lambda: _columns(session, sweep, finding))
+    guarded("privileges", sweep.table, lambda: _privileges(session, stmts, finding))
+
+    plan: dict[str, Any] | None = None
+    params: dict[str, Any] = {}
+    batch: dict[str, Any] = {}
+    try:
+        params = dict(compute_cutoffs(session, sweep, settings, now))
+        batch = dict(params, batch_size=settings.batch_size_for(sweep.name))
+        plan = session.explain(stmts.index_batch, batch, context=sweep.table)
+    except errors.ObjectMissing as exc:
+        out.append(finding("columns", FAIL, sweep.table, f"the batch does not plan: {exc}",
+                           "fix the predicate or the schema"))
+    except (errors.DatabaseError, errors.ConfigError) as exc:
+        out.append(finding("plan", FAIL, sweep.table, f"the batch does not plan: {exc}"))
+
+    used = _indexes_used(plan, sweep.table) if plan is not None else []
+    guarded("index", sweep.table, lambda: _indexes(session, sweep, stmts, used, finding))
+    guarded("foreign_key_index", sweep.table, lambda: _foreign_keys(session, sweep, finding))
+    if plan is not None:
+        guarded("plan", sweep.table,
+                lambda: _plan(session, sweep, stmts, settings, plan, used, batch, finding))
+    return out
+
+
+_FindingFn = Callable[..., Finding]
+
+
+def _columns(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
+    have = {r["column_name"] for r in session.rows(sqlfiles.ops("table_columns"),
+                                                   {"table": sweep.table})}
+    used = sqlinfo.columns_used(sweep.table, sweep.predicate)
+    missing = [c for c in used if c not in have]
+    if missing:
+        yield finding("columns", FAIL, sweep.table,
+                      f"the predicate uses column(s) the table lacks: {', '.join(missing)}",
+                      "fix the predicate or the schema (a migration renamed or dropped them?)")
+    else:
+        yield finding("columns", PASS, sweep.table,
+                      f"every column the predicate uses exists: {', '.join(used)}")
+
+
+def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -> Iterator[Finding]:
+    needed = stmts.required_privileges()
+    missing = session.missing_privileges(needed)
+    role = session.scalar("SELECT current_user::text")
+    for table, privilege in missing:
+        why = {
+            "SELECT": "to find the garbage",
+            "DELETE": "to delete it",
+            "UPDATE": "on at least one column, for SELECT ... FOR UPDATE SKIP LOCKED",
+        }[privilege]
+        yield finding("privileges", FAIL, f"{privilege} on {table}",
+                      f"role {role} lacks {privilege} on table {table} ({why})",
+                      f"GRANT {privilege}{' (<one column>)' if privilege == 'UPDATE' else ''} "
+                      f"ON {table} TO {role}")
+    if not missing:
+        held = ", ".join(f"{p} on {t}" for t, p in needed)
+        yield finding("privileges", PASS, stmts.table, f"role {role} holds {held}")
+
+
+def _shipped(name: str) -> sqlinfo.IndexSpec | None:
+    bare = name.split(".")[-1]
+    return next((i for i in sqlinfo.shipped_indexes() if i.name == bare), None)
+
+
+def _repair(name: str) -> str:
+    if _shipped(name) is not None:
+        return "reaper indexes ensure"
+    return (f"REINDEX INDEX CONCURRENTLY {name}  (or DROP INDEX CONCURRENTLY {name}; "
+            "then create it again)")
+
+
+def _indexes(
+    session: Session,
+    sweep: Sweep,
+    stmts: SweepStatements,
+    used: list[str],
+    finding: _FindingFn,
+) -> Iterator[Finding]:
+    names = list(sweep.indexes) or used
+    reported: set[str] = set()
+    for row in session.rows(sqlfiles.ops("index_state"), {"names": names}) if names else []:
+        name = row["name"]
+        if not row["present"]:
+            spec = _shipped(name)
+            yield finding("index", FAIL, name, "does not exist: the sweep's batches scan instead",
+                          "reaper indexes ensure" if spec else f"create index {name}")
+            continue
+        reported.add(row["index_name"])
+        if not row["valid"] or not row["ready"]:
+            yield finding(
+                "index", FAIL, row["index_name"],
+                f"INVALID (indisvalid={row['valid']}, indisready={row['ready']}): left by an "
+                "interrupted CREATE INDEX CONCURRENTLY; the planner never uses it",
+                _repair(row["index_name"]),
+            )
+        else:
+            yield finding("index", PASS, row["index_name"],
+                          f"valid and ready, on {row['table_name']}")
+    if not names:
+        yield finding("index", WARN, sweep.table,
+                      "the sweep declares no index and its batch plan uses none")
+    # An INVALID index on any table the sweep reads: writes still pay for it, the planner
+    # never uses it, and it may be the one this sweep should be using.
+    for row in session.rows(sqlfiles.ops("broken_indexes"), {"tables": list(stmts.tables_read)}):
+        if row["index_name"] in reported:
+            continue
+        if row["building"]:
+            yield finding("index", WARN, row["index_name"],
+                          "being built right now by a CREATE INDEX CONCURRENTLY")
+            continue
+        yield finding(
+            "index", FAIL, row["index_name"],
+            f"INVALID index on {row['table_name']} (indisvalid={row['valid']}, "
+            f"indisready={row['ready']}): an interrupted CREATE INDEX CONCURRENTLY; the "
+            "planner never uses it",
+            _repair(row["index_name"]),
+        )
+
+
+def _foreign_keys(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
+    rows = session.rows(sqlfiles.ops("foreign_keys"), {"table": sweep.table})
+    for row in rows:
+        cols = ", ".join(row["columns"])
+        subject = f"{row['referencing_table']} ({cols})"
+        if row["indexed"]:
+            yield finding("foreign_key_index", PASS, subject,
+                          f"{row['constraint_name']} references {sweep.table}; an index leads "
+                          "with its columns")
+        else:
+            yield finding(
+                "foreign_key_index", FAIL, subject,
+                f"{row['constraint_name']} references {sweep.table} and no valid index leads "
+                f"with {cols}: every deleted row makes PostgreSQL scan {row['referencing_table']}",
+                f"CREATE INDEX CONCURRENTLY ON {row['referencing_table']} ({cols})",
+            )
+    if not rows:
+        yield finding("foreign_key_index", PASS, sweep.table,
+                      "no foreign key references the table")
+
+
+def _walk_plan(
+    node: dict[str, Any], relation: str | None = None
+) -> Iterator[tuple[str, str | None, str | None]]:
+    """``(node type, relation, index)`` of every node; a Bitmap Index Scan inherits its
+    Bitmap Heap Scan's relation."""
+    relation = node.get("Relation Name", relation)
+    yield node["Node Type"], relation, node.get("Index Name")
+    for child in node.get("Plans", ()):
+        yield from _walk_plan(child, relation)
+
+
+def _indexes_used(plan: dict[str, Any], table: str) -> list[str]:
+    relname = table.split(".")[-1]
+    out: list[str] = []
+    for kind, relation, index in _walk_plan(plan):
+        if kind in _SCAN_NODES and relation == relname and index and index not in out:
+            out.append(index)
+    return out
+
+
+def _seq_scanned(plan: dict[str, Any], table: str) -> bool:
+    relname = table.split(".")[-1]
+    return any(k == "Seq Scan" and r == relname for k, r, _ in _walk_plan(plan))
+
+
+def _plan(
+    session: Session,
+    sweep: Sweep,
+    stmts: SweepStatements,
+    settings: Settings,
+    plan: dict[str, Any],
+    used: list[str],
+    batch: dict[str, Any],
+    finding: _FindingFn,
+) -> Iterator[Finding]:
+    subject = f"{sweep.table} (index batch)"
+    if not _seq_scanned(plan, sweep.table):
+        how = f"index {', '.join(used)}" if used else "no sequential scan"
+        yield finding("plan", PASS, subject, f"the batch reads {sweep.table} through {how}")
+        return
+    stats = session.table_stats(sweep.table)
+    rows = stats.estimated_rows
+    limit = settings.seq_scan_max_rows
+    if rows < 0 and stats.blocks == 0:
+        yield finding("plan", PASS, subject, f"Seq Scan of {sweep.table}, which is empty")
+        return
+    if rows < 0:
+        yield finding("plan", WARN, subject,
+                      f"Seq Scan of {sweep.table}, never analyzed: its size is unknown",
+                      f"ANALYZE {sweep.table}")
+        return
+    if rows <= limit:
+        yield finding("plan", PASS, subject,
+                      f"Seq Scan of a small table ({rows:,} rows <= seq_scan_max_rows {limit:,})")
+        return
+    # A large backlog: the planner rightly scans (most rows qualify), and the run walks the
+    # heap instead of following the index. The index must still serve once the backlog is gone.
+    strategy, fraction = choose_strategy(session, stmts, batch, settings)
+    if strategy == "heap" and fraction is not None:
+        forced = session.explain(stmts.index_batch, batch, disable_seqscan=True,
+                                 context=sweep.table)
+        forced_used = _indexes_used(forced, sweep.table)
+        if forced_used and not _seq_scanned(forced, sweep.table):
+            yield finding(
+                "plan", PASS, subject,
+                f"Seq Scan of {sweep.table} because {fraction:.0%} of its {rows:,} rows are "
+                f"eligible: the run walks the heap; index {', '.join(forced_used)} serves the "
+                "batch once the backlog is gone",
+            )
+            return
+    yield finding(
+        "plan", FAIL, subject,
+        f"Seq Scan of {sweep.table} ({rows:,} rows > seq_scan_max_rows {limit:,}): every batch "
+        "reads the whole table",
+        "reaper indexes ensure (or create an index that serves the predicate)",
+    )

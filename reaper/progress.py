@@ -1,0 +1,128 @@
+"""Progress of ``run-once``: a bar per sweep on a terminal (rows deleted of the estimated
+backlog, rate, elapsed), a ``sweep_progress`` log line every few seconds otherwise.
+
+:func:`reaper.runner.run_sweep` calls ``on_batch`` after every batch; this module turns those
+calls into either display, so the engine knows nothing about terminals.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from types import TracebackType
+from typing import Any
+
+import structlog
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from reaper.runner import SweepResult
+
+log = structlog.get_logger("reaper.progress")
+
+# Off a terminal, one progress line per sweep at most this often (seconds): a long backlog
+# sweep stays visible in the logs without a line per batch.
+PLAIN_INTERVAL_SECONDS = 5.0
+
+
+class _RowsColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        total = f"{int(task.total):,}" if task.total is not None else "?"
+        return Text(f"{int(task.completed):,}/{total} rows")
+
+
+class _RateColumn(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text(f"{speed:,.0f} rows/s" if speed else "- rows/s")
+
+
+class SweepProgress:
+    """Shows the progress of the sweeps of one run.
+
+    Args:
+        live: bars on stderr (a terminal) when True; log lines otherwise.
+    """
+
+    def __init__(self, *, live: bool) -> None:
+        self.live = live
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._estimate: int | None = None
+        self._last_line = 0.0
+        self._started = 0.0
+        self._handlers: list[tuple[logging.StreamHandler[Any], Any]] = []
+
+    def __enter__(self) -> SweepProgress:
+        if self.live:
+            self._progress = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                _RowsColumn(),
+                _RateColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+                redirect_stderr=True,
+            )
+            self._progress.start()
+            # Log lines go through rich's redirected stderr, above the bars, not through them.
+            for h in logging.getLogger().handlers:
+                if isinstance(h, logging.StreamHandler):
+                    self._handlers.append((h, h.setStream(sys.stderr)))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for h, stream in self._handlers:
+            h.setStream(stream)
+        if self._progress is not None:
+            self._progress.stop()
+
+    def start(self, sweep: str, estimate: int | None) -> None:
+        """A sweep starts; ``estimate`` is its backlog in rows (None: unknown)."""
+        self._estimate = estimate
+        self._started = self._last_line = time.monotonic()
+        if self._progress is not None:
+            self._task = self._progress.add_task(sweep, total=estimate)
+
+    def batch(self, result: SweepResult) -> None:
+        """After each batch (``run_sweep``'s ``on_batch``)."""
+        if self._progress is not None and self._task is not None:
+            task = self._progress.tasks[self._task]
+            total = task.total
+            if total is not None and result.rows > total:
+                total = result.rows  # more garbage than estimated (it kept coming)
+            self._progress.update(self._task, completed=result.rows, total=total)
+            return
+        now = time.monotonic()
+        if now - self._last_line >= PLAIN_INTERVAL_SECONDS:
+            self._last_line = now
+            elapsed = now - self._started
+            log.info(
+                "sweep_progress",
+                sweep=result.sweep,
+                rows=result.rows,
+                estimated_backlog=self._estimate,
+                rows_per_second=round(result.rows / elapsed) if elapsed > 0 else None,
+                seconds=round(elapsed, 1),
+            )
+
+    def finish(self, result: SweepResult) -> None:
+        """A sweep ended (any outcome): its bar is completed at the rows it deleted."""
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=result.rows, total=result.rows)
+            self._task = None

@@ -1,0 +1,174 @@
+"""What reaper learns by parsing its own SQL (with pglast, PostgreSQL's own parser): the
+indexes that ``indexes.sql`` declares, the tables a sweep's statement reads, and the columns
+its predicate compares with a cutoff.
+
+Nothing here talks to a database; :mod:`reaper.checks`, :mod:`reaper.indexes` and
+:mod:`reaper.status` ask these questions so that they work for any sweep, built in or
+declared in a config file, without a list of tables written by hand.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pglast
+from pglast import ast
+from pglast.enums import A_Expr_Kind
+from pglast.stream import RawStream
+
+from reaper import sqlfiles
+from reaper.errors import ConfigError
+
+_PARAM = re.compile(r"%\((\w+)\)s")
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """One index of ``indexes.sql``.
+
+    Attributes:
+        name: the index's name (unqualified; it lives in its table's schema).
+        table: the table, as written (``nodes`` or ``public.nodes``).
+        unique: a UNIQUE index.
+        statement: the ``CREATE INDEX`` statement as written (plain, for tests and the demo).
+        concurrent_statement: the same, ``CONCURRENTLY`` and ``IF NOT EXISTS``, for
+            ``reaper indexes ensure``.
+    """
+
+    name: str
+    table: str
+    unique: bool
+    statement: str
+    concurrent_statement: str
+
+
+def parse_index_statement(statement: str) -> IndexSpec:
+    """Parse one ``CREATE INDEX`` statement.
+
+    Raises:
+        ConfigError: not a single named CREATE INDEX statement.
+    """
+    try:
+        stmts = pglast.parse_sql(statement)
+    except pglast.parser.ParseError as exc:
+        raise ConfigError(f"cannot parse index statement: {exc}") from None
+    if len(stmts) != 1 or not isinstance(stmts[0].stmt, ast.IndexStmt):
+        raise ConfigError(f"not a single CREATE INDEX statement: {statement[:80]!r}")
+    node = stmts[0].stmt
+    if not node.idxname:
+        raise ConfigError(f"an index in indexes.sql has no name: {statement[:80]!r}")
+    rel = node.relation
+    assert rel is not None  # the grammar requires ON table
+    table = f"{rel.schemaname}.{rel.relname}" if rel.schemaname else str(rel.relname)
+    node.concurrent = True
+    node.if_not_exists = True
+    concurrent = RawStream()(node)
+    return IndexSpec(
+        name=str(node.idxname),
+        table=table,
+        unique=bool(node.unique),
+        statement=statement.strip(),
+        concurrent_statement=str(concurrent),
+    )
+
+
+@functools.cache
+def shipped_indexes() -> tuple[IndexSpec, ...]:
+    """The indexes of ``reaper/sql/indexes.sql``, in file order."""
+    return tuple(parse_index_statement(s) for s in sqlfiles.statements("indexes.sql"))
+
+
+def _parse_predicate(table: str, predicate: str) -> Any:
+    # pglast reads PostgreSQL syntax; psycopg's %(name)s placeholders become $1.
+    text = f"SELECT 1 FROM {table} WHERE ({_PARAM.sub('$1', predicate)})"
+    try:
+        return pglast.parse_sql(text)[0].stmt
+    except pglast.parser.ParseError as exc:
+        raise ConfigError(f"cannot parse the predicate on {table}: {exc}") from None
+
+
+def _walk(node: Any, *, into_sublinks: bool = True) -> Iterator[Any]:
+    if isinstance(node, tuple | list):
+        for item in node:
+            yield from _walk(item, into_sublinks=into_sublinks)
+        return
+    if not isinstance(node, ast.Node):
+        return
+    yield node
+    if isinstance(node, ast.SubLink) and not into_sublinks:
+        return
+    for name in node:
+        yield from _walk(getattr(node, name), into_sublinks=into_sublinks)
+
+
+def tables_read(table: str, predicate: str) -> tuple[str, ...]:
+    """Every table the statement ``SELECT ... FROM table WHERE predicate`` reads: ``table``
+    first, then those of the predicate's subqueries, as written, without repeats.
+
+    Raises:
+        ConfigError: the predicate does not parse.
+    """
+    out = [table]
+    for node in _walk(_parse_predicate(table, predicate)):
+        if isinstance(node, ast.RangeVar):
+            name = f"{node.schemaname}.{node.relname}" if node.schemaname else str(node.relname)
+            if name not in out:
+                out.append(name)
+    return tuple(out)
+
+
+def _column_name(node: Any) -> str | None:
+    if not isinstance(node, ast.ColumnRef):
+        return None
+    fields = [f for f in node.fields or () if isinstance(f, ast.String)]
+    return str(fields[-1].sval) if fields else None
+
+
+def cutoff_columns(table: str, predicate: str) -> tuple[str, ...]:
+    """The swept table's columns that the predicate compares with a cutoff (``col <
+    %(cutoff)s`` or ``%(cutoff)s > col``), in order, without repeats; subqueries (other
+    tables) are not looked into. The oldest eligible row is the least of these columns.
+
+    Raises:
+        ConfigError: the predicate does not parse.
+    """
+    select = _parse_predicate(table, predicate)
+    out: list[str] = []
+    for node in _walk(select.whereClause, into_sublinks=False):
+        if not isinstance(node, ast.A_Expr) or node.kind != A_Expr_Kind.AEXPR_OP:
+            continue
+        op = node.name[-1].sval if node.name else ""
+        left, right = node.lexpr, node.rexpr
+        col = None
+        if op in ("<", "<=") and isinstance(right, ast.ParamRef):
+            col = _column_name(left)
+        elif op in (">", ">=") and isinstance(left, ast.ParamRef):
+            col = _column_name(right)
+        if col and col not in out:
+            out.append(col)
+    return tuple(out)
+
+
+def columns_used(table: str, predicate: str) -> tuple[str, ...]:
+    """The swept table's columns that the predicate names outside its subqueries (unqualified,
+    or qualified by the table's name), in order, without repeats.
+
+    Raises:
+        ConfigError: the predicate does not parse.
+    """
+    relname = table.split(".")[-1]
+    select = _parse_predicate(table, predicate)
+    out: list[str] = []
+    for node in _walk(select.whereClause, into_sublinks=False):
+        if not isinstance(node, ast.ColumnRef):
+            continue
+        parts = [str(f.sval) for f in node.fields or () if isinstance(f, ast.String)]
+        if not parts or (len(parts) > 1 and parts[-2] != relname):
+            continue
+        if parts[-1] not in out:
+            out.append(parts[-1])
+    return tuple(out)
