@@ -55,17 +55,16 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         flag = "--" + f.name.replace("_", "-")
         help_text = f"{f.metadata['help']} [default: {_default_text(getattr(defaults, f.name))}]"
         # A boolean setting given alone (`--strict`) means true; `--strict false` also works.
-        boolean = {"flag_value": "true"} if f.metadata.get("metavar") is None else {}
-        fn = click.option(
-            flag,
-            f.name,
-            default=None,
-            envvar=_envvar(f.name),
-            show_envvar=True,
-            metavar=f.metadata.get("metavar") or "[BOOL]",
-            help=help_text,
-            **boolean,
-        )(fn)
+        common: dict[str, Any] = {
+            "default": None,
+            "envvar": _envvar(f.name),
+            "show_envvar": True,
+            "metavar": f.metadata.get("metavar") or "[BOOL]",
+            "help": help_text,
+        }
+        if f.metadata.get("metavar") is None:
+            common.update(is_flag=False, flag_value="true")
+        fn = click.option(flag, f.name, **common)(fn)
     fn = click.option(
         "--config",
         "config_path",

@@ -65,6 +65,7 @@ class SweepProgress:
 
     def __enter__(self) -> SweepProgress:
         if self.live:
+            stderr = sys.stderr
             self._progress = Progress(
                 TextColumn("{task.description}"),
                 BarColumn(),
@@ -77,7 +78,7 @@ class SweepProgress:
             self._progress.start()
             # Log lines go through rich's redirected stderr, above the bars, not through them.
             for h in logging.getLogger().handlers:
-                if isinstance(h, logging.StreamHandler):
+                if isinstance(h, logging.StreamHandler) and h.stream is stderr:
                     self._handlers.append((h, h.setStream(sys.stderr)))
         return self
 

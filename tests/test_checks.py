@@ -80,7 +80,7 @@ def test_invalid_index_from_a_cancelled_build_is_reported_repaired_and_passes(
 
     code, actions = run_json(capsys, "indexes", "ensure", "--dsn", dsn)
     assert code == 0
-    rebuilt = [a for a in actions if a["index"] == "nodes_session_expires_at_idx"][0]
+    rebuilt = next(a for a in actions if a["index"] == "nodes_session_expires_at_idx")
     assert (rebuilt["action"], rebuilt["outcome"]) == ("rebuild", "done")
     assert index_state(conn, "nodes_session_expires_at_idx") == (True, True)
 
@@ -106,7 +106,8 @@ def test_invalid_index_from_a_failed_unique_build_is_rebuilt_as_declared(
     assert code == 0
     assert index_state(conn, "routers_lease_expires_at_idx") == (True, True)
     unique = conn.execute(
-        "SELECT indisunique FROM pg_index WHERE indexrelid = 'routers_lease_expires_at_idx'::regclass"
+        "SELECT indisunique FROM pg_index "
+        "WHERE indexrelid = 'routers_lease_expires_at_idx'::regclass"
     ).fetchone()
     assert unique == (False,)
     code, doc = run_json(capsys, "check", "--dsn", reaper_dsn, "--sweep", "router_leases")
