@@ -450,7 +450,9 @@ def _age(seconds: float | None) -> str:
 
     if seconds is None:
         return "-"
-    return format_duration(timedelta(seconds=round(seconds)))
+    # An age of days shown to the second is noise: whole minutes past an hour.
+    step = 60 if seconds >= 3600 else 1
+    return format_duration(timedelta(seconds=round(seconds / step) * step))
 
 
 def _bytes(n: int | None) -> str:
