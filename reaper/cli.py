@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import structlog
 from prometheus_client import CollectorRegistry
 from rich.console import Console
 from rich.table import Table
@@ -234,7 +235,7 @@ def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep
         with db.session() as session:
             metrics.set_storage_rows(session.storage_rows(sorted({s.table for s in sweeps})))
     except errors.DatabaseError as exc:
-        log.structlog.get_logger("reaper.cli").warning("storage_rows_failed", error=str(exc))
+        structlog.get_logger("reaper.cli").warning("storage_rows_failed", error=str(exc))
 
 
 def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:

@@ -45,7 +45,7 @@ def describe_target(dsn: str | None) -> str:
     port = params.get("port") or ""
     user = params.get("user") or ""
     db = params.get("dbname") or ""
-    return f"{user + '@' if user else ''}{host}{':' + str(port) if port else ''}/{db}"
+    return f"{f'{user}@' if user else ''}{host}{f':{port}' if port else ''}/{db}"
 
 
 class _Redactor:
@@ -288,11 +288,11 @@ class Session:
         self.execute(query)
 
     def scalar(
-        self, query: str | sql.SQL | sql.Composed, params: Mapping[str, Any] | None = None
+        self, query: str | sql.Composed | sql.SQL, params: Mapping[str, Any] | None = None
     ) -> Any:
         """The first column of the first row of ``query`` (None when it returns no row)."""
         with self._errors(), self._conn.cursor() as cur:
-            cur.execute(query if not isinstance(query, str) else sql.SQL(query), params)
+            cur.execute(sql.SQL(query) if isinstance(query, str) else query, params)
             row = cur.fetchone()
             return None if row is None else row[0]
 
@@ -309,7 +309,7 @@ class Session:
             ObjectMissing: no such table.
         """
         with self._errors(table), self._conn.cursor() as cur:
-            cur.execute(sql.SQL(sqlfiles.engine("table_stats")), {"table": table})  # type: ignore[arg-type]
+            cur.execute(sql.SQL(sqlfiles.engine("table_stats")), {"table": table})
             row = cur.fetchone()
         assert row is not None
         return TableStats(int(row[0]), int(row[1]), int(row[2]))
@@ -376,14 +376,14 @@ class Session:
     def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
         """The catalog's estimated rows of each existing table in ``tables``."""
         with self._errors(), self._conn.cursor() as cur:
-            cur.execute(sql.SQL(sqlfiles.engine("storage_rows")), {"tables": list(tables)})  # type: ignore[arg-type]
+            cur.execute(sql.SQL(sqlfiles.engine("storage_rows")), {"tables": list(tables)})
             return {str(name): int(n) for name, n in cur.fetchall()}
 
     def execute_script(self, name: str) -> None:
         """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``)."""
         with self._errors(name), self._conn.transaction(), self._conn.cursor() as cur:
             for stmt in sqlfiles.statements(name):
-                cur.execute(sql.SQL(stmt))  # type: ignore[arg-type]
+                cur.execute(sql.SQL(stmt))
 
 
 class Database:

@@ -105,7 +105,9 @@ class Metrics:
             for check in SWEEP_CHECKS:
                 self.check_failures.labels(sweep=s.name, check=check)
 
-    def batch_finished(self, sweep: str, table: str, reason: str, rows: int, seconds: float) -> None:
+    def batch_finished(
+        self, sweep: str, table: str, reason: str, rows: int, seconds: float
+    ) -> None:
         """Count one committed batch: ``rows`` deleted in ``seconds``."""
         self.deleted_rows.labels(table=table, reason=reason).inc(rows)
         self.batch_duration.labels(sweep=sweep).observe(seconds)

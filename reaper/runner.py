@@ -10,6 +10,7 @@ returned as a result: the next sweep runs as if nothing happened.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -234,9 +235,9 @@ def _walk_heap(
             return stopped
         last = min(first + span, end)
         t0 = time.monotonic()
-        lo = first
         rows = _retry_fk(
-            lambda: session.delete_heap_range(stmts, params, lo, last), progress.result.sweep
+            functools.partial(session.delete_heap_range, stmts, params, first, last),
+            progress.result.sweep,
         )
         seconds = time.monotonic() - t0
         progress.batch(rows or 0, seconds)
