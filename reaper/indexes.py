@@ -172,6 +172,10 @@ def _apply(
         action.outcome = "done"
     except errors.DatabaseError as exc:
         action.outcome, action.error = "failed", str(exc)
+        if isinstance(exc, errors.PrivilegeMissing):
+            action.error += (
+                " (CREATE INDEX is DDL: run `reaper indexes ensure` as the tables' owner)"
+            )
         bound.error("index_build_failed", error=action.error)
         # A build that failed after its catalog entry was made leaves an INVALID index that
         # every write still maintains: drop it now (the next run builds it again).

@@ -121,3 +121,19 @@ def test_ensure_raises_when_locked(dsn: str, conn: psycopg.Connection[Any]) -> N
         errors.LockNotAcquired
     ):
         indexes.ensure(db)
+
+
+def test_the_reaper_role_cannot_build_and_is_told_who_can(
+    dsn: str, conn: psycopg.Connection[Any], capsys
+) -> None:
+    from tests.ops_helpers import apply_grants
+
+    reaper_dsn = apply_grants(dsn)
+    conn.execute("DROP INDEX routers_lease_expires_at_idx")
+    code, actions = run_json(capsys, "indexes", "ensure", "--dsn", reaper_dsn)
+    assert code == 1
+    failed = next(a for a in actions if a["index"] == "routers_lease_expires_at_idx")
+    assert failed["error"] == (
+        "must be owner of table routers (CREATE INDEX is DDL: run `reaper indexes ensure` as "
+        "the tables' owner)"
+    )
