@@ -431,18 +431,6 @@ def reload_settings(config_path: Path | None, explicit: Mapping[str, Any]) -> Se
     return build_settings(explicit, file_values, source=str(config_path or "config"))
 
 
-# Settings that a reload cannot change in a running process: the connection pool was made
-# with them. A reload that changes one keeps the running value and says a restart is needed.
-RESTART_SETTINGS = (
-    "dsn",
-    "connect_timeout",
-    "statement_timeout",
-    "lock_timeout",
-    "idle_in_transaction_session_timeout",
-    "synchronous_commit",
-)
-
-
 def changed_settings(old: Settings, new: Settings) -> list[str]:
     """Names of the settings (fields, and ``sweeps.NAME`` tables) whose values differ."""
     out = [f.name for f in SETTING_FIELDS if getattr(old, f.name) != getattr(new, f.name)]
