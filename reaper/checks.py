@@ -128,6 +128,28 @@ def report(findings: Sequence[Finding], metrics: Metrics | None = None) -> None:
         metrics.set_check_failures((f.sweep, f.check) for f in findings if f.failed)
 
 
+def run_and_report(
+    db: Database,
+    sweeps: Sequence[Sweep],
+    settings: Settings,
+    metrics: Metrics | None = None,
+) -> list[Finding] | None:
+    """What the daemon runs at startup and every ``--check-interval``: :func:`run_checks`,
+    then :func:`report` (a log line per finding that is not a pass, the gauge).
+
+    Returns:
+        The findings; None when the checks could not run at all (the database is down: one
+        ``checks_not_run`` line; the gauge keeps its last values).
+    """
+    try:
+        findings = run_checks(db, sweeps, settings)
+    except errors.ReaperError as exc:
+        log.warning("checks_not_run", error=str(exc))
+        return None
+    report(findings, metrics)
+    return findings
+
+
 # -- the server and the connection ----------------------------------------------------------
 
 
