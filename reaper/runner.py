@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -24,7 +24,7 @@ from reaper import errors
 from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements
 from reaper.metrics import Metrics
 from reaper.settings import Settings
-from reaper.sweeps import Sweep
+from reaper.sweeps import Sweep, retention_of
 
 log = structlog.get_logger("reaper.runner")
 
@@ -101,10 +101,15 @@ class Budget:
     max_seconds: float | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Budget:
-        """The per-run budget of ``--max-rows-per-run`` / ``--max-seconds-per-run``."""
-        secs = settings.max_seconds_per_run
-        return cls(settings.max_rows_per_run, secs.total_seconds() if secs else None)
+    def from_settings(cls, settings: Settings, sweep: str | None = None) -> Budget:
+        """The per-run budget of ``--max-rows-per-run`` / ``--max-seconds-per-run``, or of
+        sweep ``sweep``'s own ``[sweeps.NAME]`` budget where it sets one."""
+        if sweep is None:
+            rows, secs = settings.max_rows_per_run, settings.max_seconds_per_run
+        else:
+            rows = settings.max_rows_per_run_for(sweep)
+            secs = settings.max_seconds_per_run_for(sweep)
+        return cls(rows, secs.total_seconds() if secs else None)
 
 
 class _Progress:
@@ -158,13 +163,7 @@ def compute_cutoffs(
         ConfigError: the sweep names a retention setting that does not exist.
     """
     db_now = session.now(now)
-    out = {}
-    for param, retention_name in sweep.cutoffs.items():
-        retention = sweep.retentions.get(retention_name)
-        if not isinstance(retention, timedelta):
-            retention = settings.retention(retention_name)
-        out[param] = db_now - retention
-    return out
+    return {param: db_now - retention_of(sweep, param, settings) for param in sweep.cutoffs}
 
 
 def choose_strategy(
@@ -294,7 +293,8 @@ def run_sweep(
         metrics: counters to update per batch and per run (None: no metrics).
         now: pin the clock (tests); None uses the database's now().
         dry_run: count the eligible rows, delete nothing.
-        budget: stop after so many rows or seconds (default: ``settings``' per-run budget).
+        budget: stop after so many rows or seconds (default: the sweep's per-run budget in
+            ``settings``, else the global one).
         stop: checked between batches; when set, the run ends after the batch in flight.
         on_batch: called after every batch with the result so far (progress bars).
 
@@ -304,7 +304,10 @@ def run_sweep(
     """
     result = SweepResult(sweep.name, sweep.table, sweep.reason, dry_run=dry_run)
     progress = _Progress(
-        result, None if dry_run else metrics, budget or Budget.from_settings(settings), stop,
+        result,
+        None if dry_run else metrics,
+        budget or Budget.from_settings(settings, sweep.name),
+        stop,
         on_batch,
     )
     bound = log.bind(sweep=sweep.name, table=sweep.table, reason=sweep.reason)
