@@ -167,7 +167,11 @@ def compute_cutoffs(
 
 
 def choose_strategy(
-    session: Session, stmts: SweepStatements, params: Mapping[str, Any], settings: Settings
+    session: Session,
+    stmts: SweepStatements,
+    params: Mapping[str, Any],
+    settings: Settings,
+    strategy: str | None = None,
 ) -> tuple[str, float | None]:
     """``(strategy, fraction)``: ``heap`` or ``index``, and the planner's estimate of the
     fraction of the table that is garbage (None when not asked).
@@ -176,20 +180,22 @@ def choose_strategy(
     catalog how many rows the table holds: the heap walk reads every block once, so it wins
     when garbage is at least ``heap_walk_threshold`` of the table; the index wins when garbage
     is scattered (bench/ measures the crossover). Servers before PostgreSQL 14 have no TID
-    range scan and always use the index.
+    range scan and always use the index. ``strategy`` (a sweep's own, from its
+    ``[sweeps.NAME]`` table) overrides ``settings.strategy``.
     """
+    wanted = strategy or settings.strategy
     if session.server_version < MIN_HEAP_WALK_VERSION:
         return "index", None
     stats = session.table_stats(stmts.table)
     if stats.estimated_rows < 0:
         # Never analyzed: no estimate to trust. The walk is linear whatever the garbage is.
         auto = "heap" if stats.blocks > FIRST_BLOCKS_UNKNOWN else "index"
-        return (auto if settings.strategy == "auto" else settings.strategy), None
+        return (auto if wanted == "auto" else wanted), None
     if stats.estimated_rows == 0:
-        return ("index" if settings.strategy == "auto" else settings.strategy), None
+        return ("index" if wanted == "auto" else wanted), None
     fraction = min(session.estimate_eligible(stmts, params) / stats.estimated_rows, 1.0)
-    if settings.strategy != "auto":
-        return settings.strategy, fraction
+    if wanted != "auto":
+        return wanted, fraction
     return ("heap" if fraction >= settings.heap_walk_threshold else "index"), fraction
 
 
@@ -322,7 +328,9 @@ def run_sweep(
                 result.rows = session.count_eligible(stmts, params)
                 result.stopped_by = "done"
             else:
-                result.strategy, fraction = choose_strategy(session, stmts, params, settings)
+                result.strategy, fraction = choose_strategy(
+                    session, stmts, params, settings, settings.strategy_for(sweep.name)
+                )
                 batch_size = settings.batch_size_for(sweep.name)
                 if result.strategy == "heap":
                     result.stopped_by = _walk_heap(

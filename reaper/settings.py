@@ -174,6 +174,7 @@ class SweepSettings:
         retention: one duration (the ``%(cutoff)s`` parameter), or cutoff parameter name ->
             duration when the predicate names several cutoffs; None: no override.
         after: sweeps that must run before this one.
+        strategy: auto, heap or index for this sweep (None: the global ``strategy``).
         table, reason, predicate, description: a declared sweep's (None for a built-in).
     """
 
@@ -184,6 +185,7 @@ class SweepSettings:
     max_seconds_per_run: timedelta | None = None
     retention: timedelta | Mapping[str, timedelta] | None = None
     after: tuple[str, ...] = ()
+    strategy: str | None = None
     table: str | None = None
     reason: str | None = None
     predicate: str | None = None
@@ -315,6 +317,10 @@ class Settings:
     def max_seconds_per_run_for(self, name: str) -> timedelta | None:
         """Time budget of one run of sweep ``name``: its own, else the global one (None: none)."""
         return self.sweep(name).max_seconds_per_run or self.max_seconds_per_run
+
+    def strategy_for(self, name: str) -> str:
+        """How sweep ``name`` finds its batches (auto, heap, index): its own, else the global."""
+        return self.sweep(name).strategy or self.strategy
 
     def validate(self, source: str = "config file") -> Settings:
         """Check the rules that span several settings, and every sweep the ``[sweeps]`` tables
@@ -484,6 +490,7 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "max_seconds_per_run": _optional_positive_duration,
         "retention": _retention,
         "after": _after,
+        "strategy": _strategy,
         "table": _text,
         "reason": _text,
         "predicate": _text,
