@@ -184,7 +184,6 @@ def test_the_shipped_example_loads() -> None:
     assert sweeps["machine_tokens"].retentions == {
         "sweeps.machine_tokens.retention": timedelta(days=90)
     }
-    assert settings.strategy_for("worker_tokens") == "index"
     assert settings.sweep("worker_tokens").interval == timedelta(minutes=10)
     assert [s.name for s in cli.enabled_sweeps(settings, [])] == [
         "worker_tokens",
