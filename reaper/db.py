@@ -105,6 +105,14 @@ def table_identifier(table: str) -> sql.Identifier:
     return sql.Identifier(*table.split(".", 1))
 
 
+def regclass_text(table: str) -> str:
+    """``schema.table`` or ``table`` as text for a ``::regclass`` cast, each part quoted the way
+    :func:`table_identifier` quotes it: an unquoted name would be folded to lower case, and
+    the catalog would be asked about another table than the one the sweep deletes from. A
+    value (a parameter), never composed into SQL."""
+    return ".".join('"' + part.replace('"', '""') + '"' for part in table.split(".", 1))
+
+
 @dataclass(frozen=True)
 class TableStats:
     """A table's size, from the catalog: no scan.
@@ -113,11 +121,13 @@ class TableStats:
         estimated_rows: ``pg_class.reltuples`` (-1 when never vacuumed or analyzed).
         analyzed_blocks: ``pg_class.relpages``, heap blocks when last analyzed.
         blocks: heap blocks now (``pg_relation_size`` / block size).
+        partitioned: a partitioned table: its own heap is empty, its rows are in partitions.
     """
 
     estimated_rows: int
     analyzed_blocks: int
     blocks: int
+    partitioned: bool = False
 
     @property
     def rows_per_block(self) -> float:
@@ -188,10 +198,13 @@ class Session:
             ObjectMissing: no such table.
         """
         with self._errors(table), self._conn.cursor() as cur:
-            cur.execute(sql.SQL(sqlfiles.engine("table_stats")), {"table": table})  # type: ignore[arg-type]
+            cur.execute(
+                sql.SQL(sqlfiles.engine("table_stats")),
+                {"table": regclass_text(table)},
+            )
             row = cur.fetchone()
         assert row is not None
-        return TableStats(int(row[0]), int(row[1]), int(row[2]))
+        return TableStats(int(row[0]), int(row[1]), int(row[2]), bool(row[3]))
 
     def estimate_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> float:
         """The planner's estimate of the rows the predicate matches (a plan, no scan)."""
@@ -234,8 +247,12 @@ class Session:
     def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
         """The catalog's estimated rows of each existing table in ``tables``."""
         with self._errors(), self._conn.cursor() as cur:
-            cur.execute(sql.SQL(sqlfiles.engine("storage_rows")), {"tables": list(tables)})  # type: ignore[arg-type]
-            return {str(name): int(n) for name, n in cur.fetchall()}
+            quoted = {regclass_text(t): t for t in tables}
+            cur.execute(
+                sql.SQL(sqlfiles.engine("storage_rows")),
+                {"tables": list(quoted)},
+            )
+            return {quoted[str(name)]: int(n) for name, n in cur.fetchall()}
 
     def execute_script(self, name: str) -> None:
         """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``)."""

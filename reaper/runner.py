@@ -187,6 +187,10 @@ def choose_strategy(
     if session.server_version < MIN_HEAP_WALK_VERSION:
         return "index", None
     stats = session.table_stats(stmts.table)
+    if stats.partitioned:
+        # A partitioned table's own heap is empty: a walk over it would find nothing and
+        # report success. The index path reaches every partition.
+        return "index", None
     if stats.estimated_rows < 0:
         # Never analyzed: no estimate to trust. The walk is linear whatever the garbage is.
         auto = "heap" if stats.blocks > FIRST_BLOCKS_UNKNOWN else "index"
