@@ -28,7 +28,10 @@ from pglast import ast, enums, parse_sql, parser
 # Functions with side effects (or that sleep, signal, read files, or run SQL text), denied in
 # a predicate whatever their schema. Sources: PostgreSQL 16 docs, "System Administration
 # Functions", "Sequence Manipulation Functions", "Advisory Lock Functions", "XML functions"
-# (query_to_xml and friends run the SQL text they are given), dblink and adminpack.
+# (query_to_xml and friends run the SQL text they are given), and the contrib modules dblink,
+# adminpack, pg_prewarm, pg_stat_statements and pg_visibility. A deny list is best effort: a
+# user-defined function can do anything, and the privileges of the role reaper runs as are
+# the real boundary.
 DENIED_FUNCTIONS = frozenset(
     {
         "pg_sleep",
@@ -68,6 +71,10 @@ DENIED_FUNCTIONS = frozenset(
         "pg_file_rename",
         "pg_file_unlink",
         "pg_file_sync",
+        "pg_export_snapshot",
+        "pg_prewarm",
+        "pg_stat_statements_reset",
+        "pg_truncate_visibility_map",
     }
 )
 DENIED_FUNCTION_PREFIXES = (

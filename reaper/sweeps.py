@@ -1,8 +1,11 @@
 """The sweeps, as data: what each one deletes, from which table, and why.
 
 A sweep is a :class:`Sweep` value. The engine (:mod:`reaper.runner`) knows nothing about any
-one table: it takes a sweep's table, its predicate (a SQL file under ``reaper/sql/sweeps/``),
-the retentions that give its cutoffs, and the sweeps that must run before it.
+one table: it takes a sweep's table, its predicate (a SQL file under ``reaper/sql/sweeps/``
+for the built-ins, a ``[sweeps.NAME]`` table of the config file for the others), the
+retentions that give its cutoffs, and the sweeps that must run before it.
+:func:`configured_sweeps` merges the built-ins and the declared sweeps into the one list that
+run-once, the daemon and ``reaper check`` use.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ class Sweep:
         reason: the ``reason`` label of ``reaper_deleted_rows_total``.
         predicate: a boolean SQL expression over ``table``'s columns; it names each cutoff as
             a parameter (``%(cutoff)s``). Rows for which it holds at the moment of the delete
-            are garbage.
+            are garbage. A declared sweep's predicate passed :func:`reaper.predicate.check`.
         cutoffs: parameter name -> retention setting name; each cutoff is
             ``now() - retention`` by the database clock, computed once per sweep run.
         after: sweeps that must run before this one in a run that does both (foreign keys).
