@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -91,10 +92,13 @@ def keys(conn: psycopg.Connection[Any], table: str) -> set[str]:
     return {str(r[0]) for r in conn.execute(f"SELECT {KEYS[table]} FROM {table}")}
 
 
-def census(conn: psycopg.Connection[Any]) -> dict[str, dict[str, int]]:
-    """Rows per table, split into garbage-* and keep-* keys."""
+def census(
+    conn: psycopg.Connection[Any], tables: Iterable[str] = KEYS
+) -> dict[str, dict[str, int]]:
+    """Rows per table (all four by default), split into garbage-* and keep-* keys."""
     out = {}
-    for table, key in KEYS.items():
+    for table in tables:
+        key = KEYS[table]
         row = conn.execute(
             f"SELECT count(*) FILTER (WHERE {key} LIKE 'garbage-%'),"
             f" count(*) FILTER (WHERE {key} LIKE 'keep-%') FROM {table}"
@@ -152,3 +156,45 @@ def run_reaper(
         check=False,
     )
     return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+def textfile_samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of a Prometheus text-format document, by (name, labels), parsed with
+    prometheus-client's own parser (which raises on a malformed document)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[s.name, frozenset(s.labels.items())] = s.value
+    return out
+
+
+def sample(
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
+) -> float | None:
+    """One sample of :func:`textfile_samples`' result (None when absent)."""
+    return samples.get((name, frozenset(labels.items())))
+
+
+def small_sizes() -> Any:
+    """The demo's mix of garbage, live and banned rows at a few hundred rows in all."""
+    from reaper.demo import Sizes
+
+    return Sizes(
+        requests_stale=300,
+        requests_recent=20,
+        nodes_silent=300,
+        nodes_silent_banned=5,
+        nodes_live=20,
+        nodes_session_lapsed=100,
+        nodes_session_kept=10,
+        nodes_ephemeral_silent=50,
+        nodes_ephemeral_live=10,
+        tokens_live=9,
+        tokens_expired_old=30,
+        tokens_expired_old_referenced=5,
+        tokens_expired_recent=4,
+        routers_live=5,
+        routers_expired=20,
+    )
