@@ -56,7 +56,9 @@ def test_parse_duration(text: Any, expected: timedelta) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["", " ", "30x", "d", "h30", "30 d", "1h 30m", "thirty days", "1e3s", "--1h", "+-1h", "-+1h", True]
+    "text",
+    ["", " ", "30x", "d", "h30", "30 d", "1h 30m", "thirty days", "1e3s", "--1h", "+-1h", "-+1h",
+     True],
 )
 def test_parse_duration_refuses(text: Any) -> None:
     with pytest.raises(ValueError, match="duration"):
