@@ -16,7 +16,7 @@ from psycopg.conninfo import make_conninfo
 
 from reaper import demo
 from reaper.sweeps import BUILTIN_SWEEPS
-from tests.support import census, run_reaper, small_sizes
+from tests.support import census, emptied_dsn, module_dsn_fixture, run_reaper, small_sizes  # noqa: F401 (fixtures)
 
 ALL = [s.name for s in BUILTIN_SWEEPS]
 # A DSN nothing listens on: port 1 refuses at once.

@@ -27,7 +27,16 @@ import structlog
 from reaper.db import Database
 from reaper.runner import SweepResult, run_sweep, run_sweeps
 from reaper.settings import Settings
-from tests.support import NOW, SECOND, SWEEPS, add_request, add_token, keys
+from tests.support import (  # noqa: F401 (fixtures)
+    NOW,
+    SECOND,
+    SWEEPS,
+    add_request,
+    add_token,
+    emptied_dsn,
+    keys,
+    module_dsn_fixture,
+)
 
 NODE = timedelta(days=30)
 STRATEGIES = pytest.mark.parametrize("strategy", ["heap", "index"])

@@ -13,12 +13,14 @@ from reaper import demo
 from reaper.metrics import OUTCOMES, Metrics
 from reaper.runner import run_sweep, run_sweeps
 from reaper.sweeps import BUILTIN_SWEEPS
-from tests.support import (
+from tests.support import (  # noqa: F401 (fixtures)
     KEYS,
     NOW,
     SWEEPS,
     add_node,
     census,
+    emptied_dsn,
+    module_dsn_fixture,
     run_reaper,
     sample,
     small_sizes,

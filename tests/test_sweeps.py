@@ -18,7 +18,7 @@ from reaper.db import Database
 from reaper.runner import run_sweep, run_sweeps
 from reaper.settings import Settings
 from reaper.sweeps import BUILTIN_SWEEPS, select
-from tests.support import (
+from tests.support import (  # noqa: F401 (fixtures)
     NOW,
     SECOND,
     SWEEPS,
@@ -26,7 +26,9 @@ from tests.support import (
     add_request,
     add_router,
     add_token,
+    emptied_dsn,
     keys,
+    module_dsn_fixture,
 )
 
 SESSION = timedelta(hours=72)
