@@ -51,6 +51,7 @@ def one_line(run, code: int, *words: str) -> str:
         ([], {"REAPER_NODE_RETENTION": "-1d"}, ["node-retention", "positive"]),
         (["--strategy", "fast"], {}, ["strategy", "fast"]),
         (["--no-such-flag"], {}, ["--no-such-flag"]),
+        (["--metrics-file", "/no-such-dir/reaper.prom"], {}, ["--metrics-file", "/no-such-dir"]),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, env, words) -> None:
