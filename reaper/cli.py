@@ -19,6 +19,7 @@ import click
 import structlog
 from prometheus_client import CollectorRegistry
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from reaper import __version__, errors, log
@@ -246,13 +247,17 @@ def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
     for r in results:
         colour = "green" if r.outcome == "success" else "red"
         table.add_row(
-            r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
+            escape(r.sweep), escape(r.table), escape(r.reason), f"{r.rows:,}", str(r.batches),
+            f"{r.seconds:.3f}",
             f"[{colour}]{r.outcome}[/{colour}]",
         )
     console.print(table)
     for r in results:
         if r.error:
-            console.print(f"[red]{r.sweep}[/red]: {r.error}", highlight=False, markup=True)
+            # The error is the database's text: escaped, so a "[" in it is not markup.
+            console.print(
+                f"[red]{escape(r.sweep)}[/red]: {escape(r.error)}", highlight=False, markup=True
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -194,3 +194,18 @@ def test_a_password_never_appears(dsn, conn, tmp_path) -> None:
     assert SECRET not in metrics_file.read_text()
     run = run_reaper("run-once", "--dsn", with_password, "--dry-run")
     assert SECRET not in run.stdout + run.stderr
+
+
+def test_an_error_with_brackets_is_printed_as_it_is(capsys) -> None:
+    """A database's error text is not rich markup: "[/]" or "[bold]" in it must neither crash
+    the table nor vanish from it."""
+    from reaper.cli import print_results
+    from reaper.runner import SweepResult
+
+    error = 'syntax error at or near "[/]" in ARRAY[1] [bold]'
+    print_results(
+        [SweepResult("custom[x]", "t", "why", outcome="failure", error=error)], dry_run=False
+    )
+    out = capsys.readouterr().out
+    assert error in out
+    assert "custom[x]" in out
