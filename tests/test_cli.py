@@ -114,6 +114,9 @@ def test_json_output_shape(dsn, conn) -> None:
     # The logs went to stderr as JSON lines, one sweep_finished per sweep.
     finished = [e for e in run.events() if e["event"] == "sweep_finished"]
     assert [e["sweep"] for e in finished] == ALL
+    for e in finished:
+        assert {"rows", "batches", "seconds", "cutoffs", "table", "reason"} <= set(e)
+        assert e["level"] == "info"
 
 
 def test_sweeps_run_in_dependency_order_whatever_the_flags_say(dsn) -> None:
@@ -209,3 +212,36 @@ def test_an_error_with_brackets_is_printed_as_it_is(capsys) -> None:
     out = capsys.readouterr().out
     assert error in out
     assert "custom[x]" in out
+
+
+SERVICE_KEYS = {"PGHOST": "host", "PGPORT": "port", "PGUSER": "user", "PGDATABASE": "dbname"}
+
+
+def libpq_environment(dsn: str) -> dict[str, str]:
+    """The PG* variables that name the same database as ``dsn``."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    names = {"host": "PGHOST", "port": "PGPORT", "user": "PGUSER", "dbname": "PGDATABASE"}
+    params = conninfo_to_dict(dsn)
+    return {var: str(params[key]) for key, var in names.items() if params.get(key)}
+
+
+def test_the_connection_can_come_from_libpq_variables(dsn, conn) -> None:
+    demo.seed(dsn, small_sizes())
+    run = run_reaper("run-once", "--json", env=libpq_environment(dsn))
+    assert run.code == 0, run.stderr
+    assert sum(r["rows"] for r in run.json()) > 0
+    assert census(conn)["routers"]["garbage"] == 0
+
+
+def test_the_connection_can_come_from_a_service_file(dsn, conn, tmp_path: Path) -> None:
+    demo.seed(dsn, small_sizes())
+    lines = [f"{SERVICE_KEYS[k]}={v}" for k, v in libpq_environment(dsn).items()]
+    service_file = tmp_path / "pg_service.conf"
+    service_file.write_text("[reaper_test]\n" + "\n".join(lines) + "\n")
+    run = run_reaper(
+        "run-once", "--json",
+        env={"PGSERVICEFILE": str(service_file), "REAPER_DSN": "service=reaper_test"},
+    )
+    assert run.code == 0, run.stderr
+    assert census(conn)["routers"]["garbage"] == 0
