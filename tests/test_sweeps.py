@@ -297,3 +297,42 @@ def test_cutoffs_come_from_the_database_clock(conn, database, settings) -> None:
     assert result.cutoffs["ephemeral_cutoff"] - result.cutoffs["cutoff"] == NODE - EPHEMERAL
     assert abs(result.cutoffs["cutoff"] + NODE - db_now) < timedelta(seconds=30)
 
+
+
+@STRATEGIES
+def test_a_run_stops_at_its_row_budget_after_the_batch_in_flight(
+    conn, make_settings, database, strategy
+) -> None:
+    settings = make_settings(strategy=strategy, batch_size=10, max_rows_per_run=25)
+    conn.execute(
+        "INSERT INTO nodes (peer_id, enrolled_at) SELECT 'go-' || i, %s"
+        " FROM generate_series(1, 2000) i",
+        (NOW - timedelta(days=60),),
+    )
+    # Analyzed: the heap walk sizes its ranges from the table (unanalyzed, its first range is
+    # 64 blocks, here the whole table in one batch whatever the batch size).
+    conn.execute("ANALYZE nodes")
+    result = run_sweep(database, SWEEPS["nodes_silent"], settings, now=NOW)
+    assert (result.outcome, result.stopped_by) == ("success", "max_rows")
+    assert result.rows >= 25
+    assert len(keys(conn, "nodes")) == 2000 - result.rows > 0
+    if strategy == "index":
+        assert (result.rows, result.batches) == (30, 3)
+
+
+def test_a_stop_request_ends_the_run_between_batches(conn, make_settings, database) -> None:
+    import threading
+
+    settings = make_settings(strategy="index", batch_size=10)
+    conn.execute(
+        "INSERT INTO nodes (peer_id, enrolled_at) SELECT 'go-' || i, %s"
+        " FROM generate_series(1, 100) i",
+        (NOW - timedelta(days=60),),
+    )
+    stop = threading.Event()
+    result = run_sweep(
+        database, SWEEPS["nodes_silent"], settings, now=NOW, stop=stop,
+        on_batch=lambda r: r.batches == 2 and stop.set(),
+    )
+    assert (result.stopped_by, result.rows, result.batches) == ("stop", 20, 2)
+    assert len(keys(conn, "nodes")) == 80
