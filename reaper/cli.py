@@ -9,6 +9,7 @@ database) failed, 2 bad usage or configuration, always with one line on stderr.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ import click
 import structlog
 from prometheus_client import CollectorRegistry
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from reaper import __version__, errors, log
@@ -153,6 +155,7 @@ def cli(log_level: str, log_format: str) -> None:
 @click.option(
     "--metrics-file",
     type=click.Path(dir_okay=False, path_type=Path),
+    callback=lambda ctx, param, value: _writable_file(value),
     help="Write the metrics here in the Prometheus text format (atomically), for "
     "node_exporter's textfile collector.",
 )
@@ -176,14 +179,45 @@ def run_once(
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
         results = run_sweeps(db, sweeps, settings, metrics=metrics, dry_run=dry_run)
+        metrics_written = True
         if metrics_file is not None:
             _refresh_storage_rows(db, metrics, sweeps)
-            metrics.write_textfile(metrics_file)
+            metrics_written = _write_metrics(metrics, metrics_file)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in results], indent=2))
     else:
         print_results(results, dry_run=dry_run)
-    sys.exit(EXIT_FAILED if any(r.outcome == FAILURE for r in results) else EXIT_OK)
+    failed = any(r.outcome == FAILURE for r in results) or not metrics_written
+    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def _writable_file(path: Path | None) -> Path | None:
+    """``path`` when a file can be created there (checked before any sweep runs).
+
+    Raises:
+        click.BadParameter: its directory is missing or not writable (exit 2, one line).
+    """
+    if path is None:
+        return None
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise click.BadParameter(
+            f"cannot create {path}: {parent} is not a writable directory",
+            param_hint="'--metrics-file'",
+        )
+    return path
+
+
+def _write_metrics(metrics: Metrics, path: Path) -> bool:
+    """Write the textfile; a failure (disk full, say) is logged, not a traceback."""
+    try:
+        metrics.write_textfile(path)
+        return True
+    except OSError as exc:
+        structlog.get_logger("reaper.cli").error(
+            "metrics_file_failed", path=str(path), error=exc.strerror or str(exc)
+        )
+        return False
 
 
 def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep]) -> None:
@@ -209,13 +243,17 @@ def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
     for r in results:
         colour = "green" if r.outcome == "success" else "red"
         table.add_row(
-            r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
+            escape(r.sweep), escape(r.table), escape(r.reason), f"{r.rows:,}", str(r.batches),
+            f"{r.seconds:.3f}",
             f"[{colour}]{r.outcome}[/{colour}]",
         )
     console.print(table)
     for r in results:
         if r.error:
-            console.print(f"[red]{r.sweep}[/red]: {r.error}", highlight=False, markup=True)
+            # The error is the database's text: escaped, so a "[" in it is not markup.
+            console.print(
+                f"[red]{escape(r.sweep)}[/red]: {escape(r.error)}", highlight=False, markup=True
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

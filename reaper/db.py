@@ -328,6 +328,9 @@ class Database:
             max_size=max_connections,
             kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
             configure=self._configure,
+            # Check a pooled connection before lending it: after a failover or a restart every
+            # idle connection is dead, and without the check each would fail one sweep.
+            check=ConnectionPool.check_connection,
             open=False,
             name="reaper",
             reconnect_timeout=0,

@@ -70,7 +70,8 @@ def parse_duration(text: str | int | float | timedelta) -> timedelta:
         return timedelta(seconds=text)
     s = text.strip().lower()
     sign = -1 if s.startswith("-") else 1
-    s = s.lstrip("+-")
+    # One sign at most: "--1h" or "+-1h" is a typo, not a duration.
+    s = s[1:] if s.startswith(("+", "-")) else s
     if re.fullmatch(r"\d+(\.\d+)?", s):
         return sign * timedelta(seconds=float(s))
     pos, total = 0, timedelta()
