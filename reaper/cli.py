@@ -9,6 +9,7 @@ database) failed, 2 bad usage or configuration, always with one line on stderr.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,6 +19,7 @@ import click
 import structlog
 from prometheus_client import CollectorRegistry
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from reaper import __version__, checks, errors, indexes, log, status
@@ -26,7 +28,7 @@ from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
 from reaper.runner import FAILURE, SweepResult, run_sweep
 from reaper.settings import SETTING_FIELDS, Settings, format_duration, reload_settings
-from reaper.sweeps import BUILTIN_SWEEPS, Sweep, select
+from reaper.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 ENV_PREFIX = "REAPER"
@@ -100,22 +102,17 @@ def open_database(settings: Settings) -> Database:
 
 
 def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:
-    """The sweeps to run: those named (all when none), minus those the config disables
-    (a sweep named explicitly runs even when disabled), in dependency order.
+    """The sweeps to run: the built-in and declared ones named (all when none), minus those
+    the config disables (a sweep named explicitly runs even when disabled), in dependency
+    order. See :func:`reaper.sweeps.configured_sweeps`.
 
     Raises:
-        ConfigError: an unknown sweep name, in ``names`` or in the config's [sweeps] tables.
+        ConfigError: an unknown sweep name in ``names``, or a bad ``[sweeps.NAME]`` table.
     """
-    known = {s.name for s in BUILTIN_SWEEPS}
-    for name in settings.sweeps:
-        if name not in known:
-            raise errors.ConfigError(
-                f"[sweeps.{name}] names no sweep; choose from: {', '.join(sorted(known))}"
-            )
-    chosen = select(BUILTIN_SWEEPS, names)
+    chosen = select(configured_sweeps(settings), names)
     if names:
         return chosen
-    return [s for s in chosen if settings.sweep(s.name).enabled]
+    return [s for s in chosen if s.enabled]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -150,15 +147,17 @@ def cli(log_level: str, log_format: str) -> None:
     "sweep_names",
     multiple=True,
     metavar="NAME",
-    help="Run only this sweep (repeatable). Default: every enabled sweep. Names: "
+    help="Run only this sweep (repeatable), even when the config disables it. Default: every "
+    "enabled sweep. Built-in names: "
     + ", ".join(s.name for s in BUILTIN_SWEEPS)
-    + ".",
+    + ", and those the config's [sweeps.NAME] tables declare.",
 )
 @click.option("--dry-run", is_flag=True, help="Count the eligible rows; delete nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option(
     "--metrics-file",
     type=click.Path(dir_okay=False, path_type=Path),
+    callback=lambda ctx, param, value: _writable_file(value),
     help="Write the metrics here in the Prometheus text format (atomically), for "
     "node_exporter's textfile collector.",
 )
@@ -194,14 +193,45 @@ def run_once(
                 )
                 progress.finish(result)
                 results.append(result)
+        metrics_written = True
         if metrics_file is not None:
             _refresh_storage_rows(db, metrics, sweeps)
-            metrics.write_textfile(metrics_file)
+            metrics_written = _write_metrics(metrics, metrics_file)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in results], indent=2))
     else:
         print_results(results, dry_run=dry_run)
-    sys.exit(EXIT_FAILED if any(r.outcome == FAILURE for r in results) else EXIT_OK)
+    failed = any(r.outcome == FAILURE for r in results) or not metrics_written
+    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def _writable_file(path: Path | None) -> Path | None:
+    """``path`` when a file can be created there (checked before any sweep runs).
+
+    Raises:
+        click.BadParameter: its directory is missing or not writable (exit 2, one line).
+    """
+    if path is None:
+        return None
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise click.BadParameter(
+            f"cannot create {path}: {parent} is not a writable directory",
+            param_hint="'--metrics-file'",
+        )
+    return path
+
+
+def _write_metrics(metrics: Metrics, path: Path) -> bool:
+    """Write the textfile; a failure (disk full, say) is logged, not a traceback."""
+    try:
+        metrics.write_textfile(path)
+        return True
+    except OSError as exc:
+        structlog.get_logger("reaper.cli").error(
+            "metrics_file_failed", path=str(path), error=exc.strerror or str(exc)
+        )
+        return False
 
 
 def _estimate(db: Database, sweep: Sweep, settings: Settings) -> int | None:
@@ -253,13 +283,17 @@ def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
     for r in results:
         colour = "green" if r.outcome == "success" else "red"
         table.add_row(
-            r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
+            escape(r.sweep), escape(r.table), escape(r.reason), f"{r.rows:,}", str(r.batches),
+            f"{r.seconds:.3f}",
             f"[{colour}]{r.outcome}[/{colour}]",
         )
     console.print(table)
     for r in results:
         if r.error:
-            console.print(f"[red]{r.sweep}[/red]: {r.error}", highlight=False, markup=True)
+            # The error is the database's text: escaped, so a "[" in it is not markup.
+            console.print(
+                f"[red]{escape(r.sweep)}[/red]: {escape(r.error)}", highlight=False, markup=True
+            )
 
 
 def _console() -> Console:

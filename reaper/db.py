@@ -106,6 +106,14 @@ def table_identifier(table: str) -> sql.Identifier:
     return sql.Identifier(*table.split(".", 1))
 
 
+def regclass_text(table: str) -> str:
+    """``schema.table`` or ``table`` as text for a ``::regclass`` cast, each part quoted the way
+    :func:`table_identifier` quotes it: an unquoted name would be folded to lower case, and
+    the catalog would be asked about another table than the one the sweep deletes from. A
+    value (a parameter), never composed into SQL."""
+    return ".".join('"' + part.replace('"', '""') + '"' for part in table.split(".", 1))
+
+
 @dataclass(frozen=True)
 class TableStats:
     """A table's size, from the catalog: no scan.
@@ -114,11 +122,13 @@ class TableStats:
         estimated_rows: ``pg_class.reltuples`` (-1 when never vacuumed or analyzed).
         analyzed_blocks: ``pg_class.relpages``, heap blocks when last analyzed.
         blocks: heap blocks now (``pg_relation_size`` / block size).
+        partitioned: a partitioned table: its own heap is empty, its rows are in partitions.
     """
 
     estimated_rows: int
     analyzed_blocks: int
     blocks: int
+    partitioned: bool = False
 
     @property
     def rows_per_block(self) -> float:
@@ -135,11 +145,15 @@ class SweepStatements:
     reaper ships or that was checked when its config was loaded.
     """
 
-    def __init__(self, table: str, predicate: str) -> None:
+    def __init__(self, table: str, predicate: str, *, partitioned: bool = False) -> None:
         self.table = table
+        self.partitioned = partitioned
         parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
         self.heap_batch = sql.SQL(sqlfiles.engine("heap_batch")).format(**parts)
-        self.index_batch = sql.SQL(sqlfiles.engine("index_batch")).format(**parts)
+        # A tuple id is unique only within one partition: a partitioned table's batch names
+        # each victim by (tableoid, ctid), which costs a hash join the plain table is spared.
+        index_template = "index_batch_partitioned" if partitioned else "index_batch"
+        self.index_batch = sql.SQL(sqlfiles.engine(index_template)).format(**parts)
         self.count_eligible = sql.SQL(sqlfiles.engine("count_eligible")).format(**parts)
         self.estimate_eligible = sql.SQL(sqlfiles.engine("estimate_eligible")).format(**parts)
         self.count_eligible_capped = sql.SQL(sqlfiles.engine("count_eligible_capped")).format(
@@ -210,7 +224,8 @@ class Session:
             detail = self._describe_missing(stmts.required_privileges())
             if detail is None:
                 raise
-            raise errors.PrivilegeMissing(f"{stmts.table}: {detail}") from exc
+            # PostgreSQL's own line names the table but not the privilege: keep it, add ours.
+            raise errors.PrivilegeMissing(f"{exc}: {detail}") from exc
 
     def _describe_missing(self, needed: Sequence[tuple[str, str]]) -> str | None:
         try:
@@ -309,10 +324,21 @@ class Session:
             ObjectMissing: no such table.
         """
         with self._errors(table), self._conn.cursor() as cur:
-            cur.execute(sql.SQL(sqlfiles.engine("table_stats")), {"table": table})
+            cur.execute(
+                sql.SQL(sqlfiles.engine("table_stats")),
+                {"table": regclass_text(table)},
+            )
             row = cur.fetchone()
         assert row is not None
-        return TableStats(int(row[0]), int(row[1]), int(row[2]))
+        return TableStats(int(row[0]), int(row[1]), int(row[2]), bool(row[3]))
+
+    def statements(self, table: str, predicate: str) -> SweepStatements:
+        """A sweep's statements for ``table`` as the catalog describes it (partitioned or not).
+
+        Raises:
+            ObjectMissing: no such table.
+        """
+        return SweepStatements(table, predicate, partitioned=self.table_stats(table).partitioned)
 
     def estimate_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> float:
         """The planner's estimate of the rows the predicate matches (a plan, no scan)."""
@@ -376,8 +402,12 @@ class Session:
     def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
         """The catalog's estimated rows of each existing table in ``tables``."""
         with self._errors(), self._conn.cursor() as cur:
-            cur.execute(sql.SQL(sqlfiles.engine("storage_rows")), {"tables": list(tables)})
-            return {str(name): int(n) for name, n in cur.fetchall()}
+            quoted = {regclass_text(t): t for t in tables}
+            cur.execute(
+                sql.SQL(sqlfiles.engine("storage_rows")),
+                {"tables": list(quoted)},
+            )
+            return {quoted[str(name)]: int(n) for name, n in cur.fetchall()}
 
     def execute_script(self, name: str) -> None:
         """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``)."""
@@ -439,6 +469,9 @@ class Database:
             max_size=max_connections,
             kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
             configure=self._configure,
+            # Check a pooled connection before lending it: after a failover or a restart every
+            # idle connection is dead, and without the check each would fail one sweep.
+            check=ConnectionPool.check_connection,
             open=False,
             name="reaper",
             reconnect_timeout=0,

@@ -66,8 +66,8 @@ def test_missing_privilege_names_it_and_the_table_and_the_rest_goes_on(
     for name in ("nodes_session", "nodes_silent", "nodes_ephemeral"):
         assert results[name].outcome == "failure"
         assert results[name].error == (
-            "nodes: role reaper lacks DELETE on table nodes (grant it: GRANT DELETE ON nodes "
-            "TO reaper; see reaper/sql/grants.sql)"
+            "nodes: permission denied for table nodes: role reaper lacks DELETE on table nodes "
+            "(grant it: GRANT DELETE ON nodes TO reaper; see reaper/sql/grants.sql)"
         )
     # The token sweep reads the requests (its anti-join): it names that table.
     assert "lacks SELECT on table enrollment_requests" in str(results["bootstrap_tokens"].error)

@@ -1,0 +1,229 @@
+"""Settings, without a database: durations, the precedence flags > REAPER_* env > TOML file >
+defaults, the validation rules, and the ``[sweeps.NAME]`` tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from reaper.cli import enabled_sweeps, load_settings, settings_options
+from reaper.errors import ConfigError
+from reaper.settings import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_EPHEMERAL_NODE_RETENTION,
+    DEFAULT_NODE_RETENTION,
+    DEFAULT_SESSION_RETENTION,
+    Settings,
+    build_settings,
+    format_duration,
+    parse_duration,
+)
+from reaper.sweeps import BUILTIN_SWEEPS
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("30d", timedelta(days=30)),
+        ("72h", timedelta(hours=72)),
+        ("1h", timedelta(hours=1)),
+        ("90m", timedelta(minutes=90)),
+        ("45s", timedelta(seconds=45)),
+        ("500ms", timedelta(milliseconds=500)),
+        ("2w", timedelta(weeks=2)),
+        ("1h30m", timedelta(hours=1, minutes=30)),
+        ("1d12h", timedelta(days=1, hours=12)),
+        ("1.5h", timedelta(minutes=90)),
+        (" 30D ", timedelta(days=30)),
+        ("45", timedelta(seconds=45)),
+        ("2.5", timedelta(seconds=2.5)),
+        (45, timedelta(seconds=45)),
+        (0.5, timedelta(milliseconds=500)),
+        (timedelta(hours=3), timedelta(hours=3)),
+        ("-1h", -timedelta(hours=1)),
+        ("0s", timedelta(0)),
+    ],
+)
+def test_parse_duration(text: Any, expected: timedelta) -> None:
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", " ", "30x", "d", "h30", "30 d", "1h 30m", "thirty days", "1e3s", "--1h", "+-1h", "-+1h",
+     True],
+)
+def test_parse_duration_refuses(text: Any) -> None:
+    with pytest.raises(ValueError, match="duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    "d",
+    [timedelta(days=30), timedelta(hours=72), timedelta(minutes=90), timedelta(seconds=45),
+     timedelta(milliseconds=1500), timedelta(days=1, hours=2, minutes=3, seconds=4)],
+)
+def test_format_duration_reads_back(d: timedelta) -> None:
+    assert parse_duration(format_duration(d)) == d
+
+
+def test_defaults() -> None:
+    s = build_settings({})
+    assert s.session_retention == DEFAULT_SESSION_RETENTION == timedelta(hours=72)
+    assert s.node_retention == DEFAULT_NODE_RETENTION == timedelta(days=30)
+    assert s.ephemeral_node_retention == DEFAULT_EPHEMERAL_NODE_RETENTION == timedelta(hours=1)
+    assert s.batch_size == DEFAULT_BATCH_SIZE
+    assert s.dsn is None
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ({"node_retention": "0s"}, ["--node-retention", "positive"]),
+        ({"session_retention": "-1h"}, ["--session-retention", "positive"]),
+        ({"ephemeral_node_retention": "-5m"}, ["--ephemeral-node-retention", "positive"]),
+        ({"node_retention": "soon"}, ["--node-retention", "not a duration"]),
+        ({"batch_size": "0"}, ["--batch-size", "positive"]),
+        ({"batch_size": "many"}, ["--batch-size"]),
+        ({"heap_walk_threshold": "1.5"}, ["--heap-walk-threshold", "between 0 and 1"]),
+        ({"strategy": "fast"}, ["--strategy", "auto"]),
+        ({"synchronous_commit": "maybe"}, ["--synchronous-commit", "boolean"]),
+        (
+            {"ephemeral_node_retention": "2d", "node_retention": "1d"},
+            ["ephemeral_node_retention", "2d", "node_retention", "1d"],
+        ),
+    ],
+)
+def test_invalid_values_name_the_setting(values: dict[str, str], words: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_settings(values)
+    message = str(info.value)
+    assert "\n" not in message
+    for w in words:
+        assert w in message, message
+
+
+def test_ephemeral_retention_may_equal_node_retention() -> None:
+    s = build_settings({"ephemeral_node_retention": "7d", "node_retention": "7d"})
+    assert s.ephemeral_node_retention == s.node_retention
+
+
+def test_settings_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Settings().batch_size = 1  # type: ignore[misc]
+
+
+def test_retention_lookup() -> None:
+    s = build_settings({"node_retention": "10d"})
+    assert s.retention("node_retention") == timedelta(days=10)
+    with pytest.raises(ConfigError):
+        s.retention("batch_size")
+    with pytest.raises(ConfigError):
+        s.retention("no_such_retention")
+
+
+# The precedence is click's (flag over variable) and build_settings' (both over the file):
+# exercise them together through the options every command carries.
+@click.command()
+@settings_options
+def probe(config_path: Path | None, **raw: Any) -> None:
+    captured.append(load_settings(config_path, raw))
+
+
+captured: list[Settings] = []
+
+
+def resolve(args: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Settings:
+    for k in list(os.environ):
+        if k.startswith("REAPER_"):
+            monkeypatch.delenv(k)
+    captured.clear()
+    result = CliRunner().invoke(probe, args, env=env, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return captured[-1]
+
+
+def test_precedence_flags_env_toml_defaults(tmp_path: Path, monkeypatch) -> None:
+    config = tmp_path / "reaper.toml"
+    config.write_text(
+        'node_retention = "10d"\n'
+        'session-retention = "48h"\n'  # dashes work too
+        'ephemeral_node_retention = "30m"\n'
+        "batch_size = 100\n"
+    )
+    env = {"REAPER_NODE_RETENTION": "20d", "REAPER_SESSION_RETENTION": "24h"}
+    flags = ["--config", str(config), "--node-retention", "25d"]
+    s = resolve(flags, env, monkeypatch)
+    assert s.node_retention == timedelta(days=25)  # flag over env and file
+    assert s.session_retention == timedelta(hours=24)  # env over file
+    assert s.ephemeral_node_retention == timedelta(minutes=30)  # file over default
+    assert s.batch_size == 100
+    assert s.statement_timeout == Settings().statement_timeout  # default
+    # Without the flag, the variable wins; without the variable, the file.
+    assert resolve(["--config", str(config)], env, monkeypatch).node_retention == timedelta(
+        days=20
+    )
+    assert resolve(["--config", str(config)], {}, monkeypatch).node_retention == timedelta(
+        days=10
+    )
+    assert resolve([], {}, monkeypatch).node_retention == DEFAULT_NODE_RETENTION
+
+
+def test_config_file_from_the_environment(tmp_path: Path, monkeypatch) -> None:
+    config = tmp_path / "reaper.toml"
+    config.write_text('dsn = "host=example.invalid"\n')
+    s = resolve([], {"REAPER_CONFIG": str(config)}, monkeypatch)
+    assert s.dsn == "host=example.invalid"
+
+
+def test_unknown_toml_key_names_the_file_and_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"reaper\.toml.*node_retension"):
+        build_settings({}, {"node_retension": "7d"}, source="reaper.toml")
+
+
+def test_sweep_tables(tmp_path: Path) -> None:
+    s = build_settings(
+        {"batch_size": "500"},
+        {
+            "sweeps": {
+                "nodes_silent": {"enabled": False},
+                "router_leases": {"batch_size": 50},
+            }
+        },
+    )
+    assert not s.sweep("nodes_silent").enabled
+    assert s.sweep("nodes_session").enabled
+    assert s.batch_size_for("router_leases") == 50
+    assert s.batch_size_for("nodes_session") == 500
+    names = [sw.name for sw in enabled_sweeps(s, ())]
+    assert "nodes_silent" not in names
+    assert names == [sw.name for sw in BUILTIN_SWEEPS if sw.name != "nodes_silent"]
+    # Named on the command line, a disabled sweep runs.
+    assert [sw.name for sw in enabled_sweeps(s, ("nodes_silent",))] == ["nodes_silent"]
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        {"nodes_silent": {"enabled": "perhaps"}},
+        {"nodes_silent": {"enable": False}},
+        {"nodes_silent": {"batch_size": -1}},
+        {"nodes_silent": "off"},
+    ],
+)
+def test_bad_sweep_tables(table: dict[str, Any]) -> None:
+    with pytest.raises(ConfigError, match=r"sweeps\.nodes_silent"):
+        build_settings({}, {"sweeps": table})
+
+
+def test_a_sweep_table_must_name_a_sweep() -> None:
+    s = build_settings({}, {"sweeps": {"nodes_slient": {"enabled": False}}})
+    with pytest.raises(ConfigError, match="nodes_slient"):
+        enabled_sweeps(s, ())
