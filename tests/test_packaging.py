@@ -2,8 +2,8 @@
 load every statement from the installed package. A wheel without ``reaper/sql/`` fails.
 
 The wheel is built with ``python -m build --wheel`` from a copy of the source tree (so the
-worktree gains no build/ or .egg-info), and installed with ``--no-deps --no-index``: reading
-the SQL needs only the standard library, so no network and no dependency resolution.
+worktree gains no build/ or .egg-info), and installed with ``--no-deps --no-index`` (no network,
+no dependency resolution); its dependencies are borrowed from the test's own environment.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import sysconfig
 import venv
 import zipfile
 from collections.abc import Iterator
@@ -75,6 +76,19 @@ def install_and_probe(wheel: Path, where: Path) -> dict[str, object]:
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
          "--no-deps", "--no-index", str(wheel)],
         check=True, capture_output=True, timeout=120,
+    )
+    # reaper's dependencies (pglast, psycopg, ...) come from this environment's site-packages,
+    # listed after the fresh one's: `import reaper` still finds the installed wheel first, and
+    # .pth files there (this checkout's editable install) are not processed.
+    purelib = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True, capture_output=True, text=True,
+        ).stdout.strip()
+    )
+    (purelib / "outer-deps.pth").write_text(
+        "\n".join(sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}))
+        + "\n"
     )
     proc = subprocess.run(
         [str(python), "-I", "-c", PROBE], cwd=where, capture_output=True, text=True,

@@ -224,6 +224,6 @@ def test_bad_sweep_tables(table: dict[str, Any]) -> None:
 
 
 def test_a_sweep_table_must_name_a_sweep() -> None:
-    s = build_settings({}, {"sweeps": {"nodes_slient": {"enabled": False}}})
+    # A typo'd built-in is refused when the settings load, before any database work.
     with pytest.raises(ConfigError, match="nodes_slient"):
-        enabled_sweeps(s, ())
+        build_settings({}, {"sweeps": {"nodes_slient": {"enabled": False}}})
