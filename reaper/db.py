@@ -174,10 +174,11 @@ class SweepStatements:
             self._tables_read = sqlinfo.tables_read(self.table, self._predicate)
         return self._tables_read
 
-    def oldest_eligible(self, columns: Sequence[str]) -> sql.Composed:
-        """``SELECT least(min(col), ...) FROM table WHERE predicate`` over ``columns``."""
+    def oldest_eligible(self, expressions: Sequence[str]) -> sql.Composed:
+        """``SELECT least(min(expr), ...) FROM table WHERE predicate`` over ``expressions``,
+        SQL text taken from the predicate itself (:func:`reaper.sqlinfo.cutoff_expressions`)."""
         oldest = sql.SQL("least({})").format(
-            sql.SQL(", ").join(sql.SQL("min({})").format(sql.Identifier(c)) for c in columns)
+            sql.SQL(", ").join(sql.SQL("min({})").format(sql.SQL(e)) for e in expressions)
         )
         return sql.SQL(sqlfiles.engine("oldest_eligible")).format(oldest=oldest, **self._parts)
 
@@ -363,14 +364,14 @@ class Session:
             return int(self.scalar(stmts.count_eligible_capped, dict(params, cap=cap)))
 
     def oldest_eligible(
-        self, stmts: SweepStatements, params: Mapping[str, Any], columns: Sequence[str]
+        self, stmts: SweepStatements, params: Mapping[str, Any], expressions: Sequence[str]
     ) -> datetime | None:
-        """The least value of ``columns`` among the rows the predicate matches (None when no
-        row matches or no column is given)."""
-        if not columns:
+        """The least value of ``expressions`` among the rows the predicate matches (None when
+        no row matches, none is given, or they are not timestamps)."""
+        if not expressions:
             return None
         with self._sweep_errors(stmts):
-            value = self.scalar(stmts.oldest_eligible(columns), params)
+            value = self.scalar(stmts.oldest_eligible(expressions), params)
         return value if isinstance(value, datetime) else None
 
     def delete_heap_range(

@@ -128,10 +128,12 @@ def _column_name(node: Any) -> str | None:
     return str(fields[-1].sval) if fields else None
 
 
-def cutoff_columns(table: str, predicate: str) -> tuple[str, ...]:
-    """The swept table's columns that the predicate compares with a cutoff (``col <
-    %(cutoff)s`` or ``%(cutoff)s > col``), in order, without repeats; subqueries (other
-    tables) are not looked into. The oldest eligible row is the least of these columns.
+def cutoff_expressions(table: str, predicate: str) -> tuple[str, ...]:
+    """The expressions over the swept table that the predicate compares with a cutoff
+    (``expr < %(cutoff)s`` or ``%(cutoff)s > expr``: a column, or an expression such as
+    ``CASE WHEN token_type = 'worker' THEN updated_at END``), as SQL text, in order, without
+    repeats; subqueries (other tables) are not looked into. The oldest eligible row is the
+    least of these.
 
     Raises:
         ConfigError: the predicate does not parse.
@@ -143,13 +145,16 @@ def cutoff_columns(table: str, predicate: str) -> tuple[str, ...]:
             continue
         op = node.name[-1].sval if node.name else ""
         left, right = node.lexpr, node.rexpr
-        col = None
+        expr: Any = None
         if op in ("<", "<=") and isinstance(right, ast.ParamRef):
-            col = _column_name(left)
+            expr = left
         elif op in (">", ">=") and isinstance(left, ast.ParamRef):
-            col = _column_name(right)
-        if col and col not in out:
-            out.append(col)
+            expr = right
+        if expr is None or any(isinstance(n, ast.ParamRef | ast.SubLink) for n in _walk(expr)):
+            continue
+        text = str(RawStream()(expr))
+        if text not in out:
+            out.append(text)
     return tuple(out)
 
 

@@ -32,8 +32,8 @@ class SweepStatus:
     Attributes:
         backlog_rows: rows eligible now, counted up to the cap (None on error).
         backlog_capped: True when there are at least ``backlog_rows`` (the cap).
-        oldest_eligible: the least timestamp, among eligible rows, of the columns the predicate
-            compares with a cutoff (None when nothing is eligible).
+        oldest_eligible: the least timestamp, among eligible rows, of the expressions (columns,
+            mostly) the predicate compares with a cutoff (None when nothing is eligible).
         oldest_eligible_age_seconds: database now() minus ``oldest_eligible``, seconds.
         estimated_rows: ``pg_class.reltuples`` (-1: never analyzed).
         total_bytes: ``pg_total_relation_size`` (heap, indexes, TOAST), bytes.
@@ -139,8 +139,8 @@ def _one(
         st.cutoffs = compute_cutoffs(session, sweep, settings, now)
         st.backlog_rows = session.count_eligible_capped(stmts, st.cutoffs, cap)
         st.backlog_capped = st.backlog_rows >= cap
-        columns = sqlinfo.cutoff_columns(sweep.table, sweep.predicate)
-        st.oldest_eligible = session.oldest_eligible(stmts, st.cutoffs, columns)
+        expressions = sqlinfo.cutoff_expressions(sweep.table, sweep.predicate)
+        st.oldest_eligible = session.oldest_eligible(stmts, st.cutoffs, expressions)
         if st.oldest_eligible is not None:
             st.oldest_eligible_age_seconds = (db_now - st.oldest_eligible).total_seconds()
     except (errors.DatabaseError, errors.ConfigError) as exc:

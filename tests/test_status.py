@@ -61,3 +61,43 @@ def test_empty_backlog_and_a_missing_table(
     assert "routers" in by["router_leases"]["error"]
     assert by["nodes_session"]["backlog_rows"] == 0
     assert by["nodes_session"]["oldest_eligible_age_seconds"] is None
+
+
+def test_a_declared_sweep_on_an_expression_index(capsys, pg_server: str) -> None:
+    """examples/token-table.toml: check derives the index from the plan, status finds the
+    oldest row through the CASE expression, and agrees with the dry run."""
+    from pathlib import Path
+
+    from reaper import devserver
+
+    root = Path(__file__).resolve().parent.parent
+    dsn = devserver.create_database(pg_server)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute((root / "examples/token-table.sql").read_text())  # type: ignore[arg-type]
+            conn.execute(
+                "INSERT INTO token (external_id, key, token_type, workspace_id, updated_at, "
+                "created_at, active) SELECT gen_random_uuid(), 'k' || i, CASE WHEN i % 2 = 0 "
+                "THEN 'worker' ELSE 'machine' END, i % 10, now() - (i % 200) * interval '1 day', "
+                "now() - (i % 200) * interval '1 day', i % 3 = 0 FROM generate_series(1, 2000) i"
+            )
+            conn.execute("ANALYZE token")
+        config = str(root / "examples/token-table.toml")
+        code, dry = run_json(capsys, "run-once", "--dsn", dsn, "--config", config, "--dry-run")
+        assert code == 0
+        code, status = run_json(capsys, "status", "--dsn", dsn, "--config", config)
+        assert code == 0
+        assert {r["sweep"]: r["backlog_rows"] for r in status} == {
+            r["sweep"]: r["rows"] for r in dry
+        }
+        # The oldest worker was refreshed 198 days ago, the oldest machine token created 199.
+        ages = {r["sweep"]: round(r["oldest_eligible_age_seconds"] / 86400) for r in status}
+        assert ages == {"worker_tokens": 198, "machine_tokens": 199}
+        code, doc = run_json(capsys, "check", "--dsn", dsn, "--config", config)
+        assert code == 0, doc
+        assert {(f["sweep"], f["subject"]) for f in doc["findings"] if f["check"] == "index"} == {
+            ("worker_tokens", "token_worker_refreshed_idx"),
+            ("machine_tokens", "token_machine_retired_idx"),
+        }
+    finally:
+        devserver.drop_database(dsn)
