@@ -239,7 +239,13 @@ def _sweep_checks(
                            "check the sweep's table name, or disable the sweep"))
         return out
     out.append(finding("table", PASS, sweep.table, "exists"))
-    stmts = SweepStatements(sweep.table, sweep.predicate)
+    try:
+        stmts = session.statements(sweep.table, sweep.predicate)
+        leaves = session.rows(sqlfiles.ops("table_leaves"), {"table": sweep.table})
+    except errors.DatabaseError as exc:
+        out.append(finding("table", FAIL, sweep.table, str(exc)))
+        return out
+    relnames = {str(r["relname"]) for r in leaves}
     guarded("columns", sweep.table, lambda: _columns(session, sweep, finding))
     guarded("privileges", sweep.table, lambda: _privileges(session, stmts, finding))
 
@@ -256,19 +262,20 @@ def _sweep_checks(
     except (errors.DatabaseError, errors.ConfigError) as exc:
         out.append(finding("plan", FAIL, sweep.table, f"the batch does not plan: {exc}"))
 
-    used = _indexes_used(plan, sweep.table) if plan is not None else []
+    used = _indexes_used(plan, relnames) if plan is not None else []
     if plan is not None and not used and not sweep.indexes:
         # Undeclared, and the planner scans at today's cutoff (a backlog, a small table):
         # the indexes it relies on are those it uses when it may not scan.
         with contextlib.suppress(errors.DatabaseError):
             forced = session.explain(stmts.index_batch, batch, disable_seqscan=True,
                                      context=sweep.table)
-            used = _indexes_used(forced, sweep.table)
+            used = _indexes_used(forced, relnames)
     guarded("index", sweep.table, lambda: _indexes(session, sweep, stmts, used, finding))
     guarded("foreign_key_index", sweep.table, lambda: _foreign_keys(session, sweep, finding))
     if plan is not None:
         guarded("plan", sweep.table,
-                lambda: _plan(session, sweep, stmts, settings, plan, used, batch, finding))
+                lambda: _plan(session, sweep, stmts, settings, plan, used, batch, leaves,
+                              finding))
     return out
 
 
@@ -400,18 +407,19 @@ def _walk_plan(
         yield from _walk_plan(child, relation)
 
 
-def _indexes_used(plan: dict[str, Any], table: str) -> list[str]:
-    relname = table.split(".")[-1]
+def _indexes_used(plan: dict[str, Any], relnames: set[str]) -> list[str]:
+    """The indexes through which ``plan`` reads the relations ``relnames`` (a table, or a
+    partitioned table's leaves), in plan order."""
     out: list[str] = []
     for kind, relation, index in _walk_plan(plan):
-        if kind in _SCAN_NODES and relation == relname and index and index not in out:
+        if kind in _SCAN_NODES and relation in relnames and index and index not in out:
             out.append(index)
     return out
 
 
-def _seq_scanned(plan: dict[str, Any], table: str) -> bool:
-    relname = table.split(".")[-1]
-    return any(k == "Seq Scan" and r == relname for k, r, _ in _walk_plan(plan))
+def _seq_scans(plan: dict[str, Any], relnames: set[str]) -> set[str]:
+    """The relations among ``relnames`` that ``plan`` reads with a Seq Scan."""
+    return {r for k, r, _ in _walk_plan(plan) if k == "Seq Scan" and r in relnames}
 
 
 def _plan(
@@ -422,46 +430,64 @@ def _plan(
     plan: dict[str, Any],
     used: list[str],
     batch: dict[str, Any],
+    leaves: list[dict[str, Any]],
     finding: _FindingFn,
 ) -> Iterator[Finding]:
     subject = f"{sweep.table} (index batch)"
-    if not _seq_scanned(plan, sweep.table):
+    relnames = {str(r["relname"]) for r in leaves}
+    limit = settings.seq_scan_max_rows
+
+    def scanned(p: dict[str, Any]) -> tuple[str, int, int]:
+        """What ``p`` scans sequentially: a name for it, its estimated rows (-1: never
+        analyzed), its heap blocks. A partitioned table's rows are its leaves'."""
+        hit = [r for r in leaves if r["relname"] in _seq_scans(p, relnames)]
+        if not hit:
+            return "", 0, 0
+        analyzed = [int(r["estimated_rows"]) for r in hit if r["estimated_rows"] >= 0]
+        name = sweep.table if len(leaves) == 1 else (
+            f"{sweep.table} (partitions {', '.join(sorted(r['relname'] for r in hit))})"
+        )
+        return name, (sum(analyzed) if analyzed else -1), sum(int(r["blocks"]) for r in hit)
+
+    what, rows, blocks = scanned(plan)
+    if not what:
         how = f"index {', '.join(used)}" if used else "no sequential scan"
         yield finding("plan", PASS, subject, f"the batch reads {sweep.table} through {how}")
         return
-    stats = session.table_stats(sweep.table)
-    rows = stats.estimated_rows
-    limit = settings.seq_scan_max_rows
-    if rows < 0 and stats.blocks == 0:
-        yield finding("plan", PASS, subject, f"Seq Scan of {sweep.table}, which is empty")
+    if rows < 0 and blocks == 0:
+        yield finding("plan", PASS, subject, f"Seq Scan of {what}, which is empty")
         return
     if rows < 0:
         yield finding("plan", WARN, subject,
-                      f"Seq Scan of {sweep.table}, never analyzed: its size is unknown",
+                      f"Seq Scan of {what}, never analyzed: its size is unknown",
                       f"ANALYZE {sweep.table}")
         return
     if rows <= limit:
         yield finding("plan", PASS, subject,
-                      f"Seq Scan of a small table ({rows:,} rows <= seq_scan_max_rows {limit:,})")
+                      f"Seq Scan of {what}, small ({rows:,} rows <= seq_scan_max_rows "
+                      f"{limit:,})")
         return
     # A large backlog: the planner rightly scans (most rows qualify), and the run walks the
     # heap instead of following the index. The index must still serve once the backlog is gone.
-    strategy, fraction = choose_strategy(session, stmts, batch, settings)
+    strategy, fraction = choose_strategy(
+        session, stmts, batch, settings, settings.strategy_for(sweep.name)
+    )
     if strategy == "heap" and fraction is not None:
         forced = session.explain(stmts.index_batch, batch, disable_seqscan=True,
                                  context=sweep.table)
-        forced_used = _indexes_used(forced, sweep.table)
-        if forced_used and not _seq_scanned(forced, sweep.table):
+        forced_used = _indexes_used(forced, relnames)
+        _, forced_rows, _ = scanned(forced)
+        if forced_used and forced_rows <= limit:
             yield finding(
                 "plan", PASS, subject,
-                f"Seq Scan of {sweep.table} because {fraction:.0%} of its {rows:,} rows are "
+                f"Seq Scan of {what} because {fraction:.0%} of its {rows:,} rows are "
                 f"eligible: the run walks the heap; index {', '.join(forced_used)} serves the "
                 "batch once the backlog is gone",
             )
             return
     yield finding(
         "plan", FAIL, subject,
-        f"Seq Scan of {sweep.table} ({rows:,} rows > seq_scan_max_rows {limit:,}): every batch "
-        "reads the whole table",
+        f"Seq Scan of {what} ({rows:,} rows > seq_scan_max_rows {limit:,}): every batch reads "
+        "all of it",
         "reaper indexes ensure (or create an index that serves the predicate)",
     )

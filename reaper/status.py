@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from reaper import errors, sqlfiles, sqlinfo
-from reaper.db import Database, Session, SweepStatements
+from reaper.db import Database, Session
 from reaper.runner import compute_cutoffs
 from reaper.settings import Settings
 from reaper.sweeps import Sweep
@@ -114,7 +114,7 @@ def backlog(
     Raises:
         DatabaseError: the count failed (a missing table, column or privilege).
     """
-    stmts = SweepStatements(sweep.table, sweep.predicate)
+    stmts = session.statements(sweep.table, sweep.predicate)
     params = compute_cutoffs(session, sweep, settings, now)
     rows = session.count_eligible_capped(stmts, params, cap)
     return rows, rows >= cap
@@ -135,7 +135,7 @@ def _one(
         st.dead_tuples = t["dead_tuples"]
         st.last_vacuum, st.last_autovacuum = t["last_vacuum"], t["last_autovacuum"]
         db_now = session.now(now)
-        stmts = SweepStatements(sweep.table, sweep.predicate)
+        stmts = session.statements(sweep.table, sweep.predicate)
         st.cutoffs = compute_cutoffs(session, sweep, settings, now)
         st.backlog_rows = session.count_eligible_capped(stmts, st.cutoffs, cap)
         st.backlog_capped = st.backlog_rows >= cap

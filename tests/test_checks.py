@@ -256,3 +256,45 @@ def test_run_once_strict_refuses_to_sweep_on_a_failed_check(
                            "router_leases")
     assert code == 0, err
     assert conn.execute("SELECT count(*) FROM routers").fetchone() == (1,)
+
+
+def test_a_partitioned_table_is_checked_through_its_partitions(
+    dsn: str, conn: psycopg.Connection[Any], capsys, tmp_path
+) -> None:
+    conn.execute(
+        """
+        CREATE TABLE ev (id bigint, created_at timestamptz NOT NULL)
+            PARTITION BY RANGE (created_at);
+        CREATE TABLE ev_a PARTITION OF ev FOR VALUES FROM ('2000-01-01') TO ('2026-06-01');
+        CREATE TABLE ev_b PARTITION OF ev FOR VALUES FROM ('2026-06-01') TO ('2200-01-01');
+        CREATE INDEX ev_created_at_idx ON ev (created_at);
+        INSERT INTO ev SELECT g, now() - interval '1 hour' - (g % 20) * interval '1 second'
+        FROM generate_series(1, 20000) g;
+        INSERT INTO ev SELECT g, now() - interval '400 days' FROM generate_series(1, 20) g;
+        ANALYZE ev;
+        """
+    )
+    config = tmp_path / "reaper.toml"
+    config.write_text(
+        '[sweeps.events]\ntable = "ev"\nreason = "old"\n'
+        'predicate = "created_at < %(cutoff)s"\nretention = "30d"\n'
+    )
+    args = ("check", "--dsn", dsn, "--config", str(config), "--sweep", "events",
+            "--seq-scan-max-rows", "1000")
+    code, doc = run_json(capsys, *args)
+    plan = findings_of(doc, check="plan")[0]
+    assert (code, plan["status"]) == (0, "pass"), plan["detail"]
+    # The plan reads the large partition through its own index (PostgreSQL names it after
+    # the partition) and scans the small one (20 rows), which is not a failure.
+    assert {f["subject"] for f in findings_of(doc, check="index")} == {"ev_b_created_at_idx"}
+
+    code, status = run_json(capsys, "status", "--dsn", dsn, "--config", str(config),
+                            "--sweep", "events")
+    assert [(r["backlog_rows"], r["estimated_rows"]) for r in status] == [(20, 20020)]
+    assert status[0]["total_bytes"] > 16384
+
+    conn.execute("DROP INDEX ev_created_at_idx")
+    code, doc = run_json(capsys, *args)
+    plan = findings_of(doc, check="plan")[0]
+    assert (code, plan["status"]) == (1, "fail")
+    assert "20,020 rows > seq_scan_max_rows 1,000" in plan["detail"]
