@@ -66,9 +66,15 @@ def tool(name: str, how: str) -> str:
     return path
 
 
-def run(*cmd: str | Path, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+def run(
+    *cmd: str | Path, cwd: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        [str(c) for c in cmd],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
         env={**os.environ, "COLUMNS": "200"},
     )
 
@@ -150,8 +156,13 @@ def test_systemd_units_verify(tmp_path: Path) -> None:
 @pytest.mark.parametrize("unit", ["reaper.service", "reaper-once.service"])
 def test_systemd_exposure_is_ok(unit: str) -> None:
     analyze = tool("systemd-analyze", "Debian package systemd")
-    proc = run(analyze, "security", "--offline=true", f"--threshold={int(MAX_EXPOSURE * 10)}",
-               SYSTEMD / unit)
+    proc = run(
+        analyze,
+        "security",
+        "--offline=true",
+        f"--threshold={int(MAX_EXPOSURE * 10)}",
+        SYSTEMD / unit,
+    )
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", proc.stdout)
     assert m, proc.stdout + proc.stderr
     assert float(m.group(1)) <= MAX_EXPOSURE, proc.stdout
@@ -178,8 +189,7 @@ def test_systemd_daemon_unit_settings() -> None:
     assert unit_value(unit, "Service", "ProtectSystem") == "strict"
     assert unit_value(unit, "Service", "CapabilityBoundingSet") == ""
     assert "@system-service" in unit_values(unit, "Service", "SystemCallFilter")
-    env = dict(v.split("=", 1) for v in unit_values(unit, "Service", "Environment")
-               if " " not in v)
+    env = dict(v.split("=", 1) for v in unit_values(unit, "Service", "Environment") if " " not in v)
     shutdown = parse_duration(env["REAPER_SHUTDOWN_TIMEOUT"])
     assert parse_duration(unit_value(unit, "Service", "TimeoutStopSec")) > shutdown
 
@@ -260,9 +270,10 @@ def test_every_alert_has_for_severity_annotations_and_a_runbook() -> None:
         page, _, anchor = rule["annotations"]["runbook_url"].partition("#")
         assert page == "README.md" and anchor == name.lower(), name
         assert anchor in anchors, f"README.md has no heading for #{anchor}"
-    assert next(r for r in rules() if r["alert"] == "ReaperDeletingNothing")["labels"][
-        "severity"
-    ] == "info"
+    assert (
+        next(r for r in rules() if r["alert"] == "ReaperDeletingNothing")["labels"]["severity"]
+        == "info"
+    )
 
 
 def test_prometheusrule_carries_the_same_rules() -> None:
@@ -476,9 +487,9 @@ def test_deployment_probes_replicas_and_grace_period() -> None:
     assert service["spec"]["selector"].items() <= labels.items()
     assert service["spec"]["ports"][0]["targetPort"] == "metrics"
     monitor = one(KUBERNETES / "daemon" / "servicemonitor.yaml")
-    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"][
-        "labels"
-    ].items()
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
     # The alert rules select job="reaper": the ServiceMonitor's job label is the Service name.
     assert service["metadata"]["name"] == "reaper" and "jobLabel" not in monitor["spec"]
@@ -552,7 +563,8 @@ def test_wheel_builds_and_entry_point_runs_in_a_clean_venv(tmp_path: Path) -> No
     assert "run-once" in help_.stdout
     assert run(reaper, "run-once", "--help", cwd=tmp_path).returncode == 0
     check = run(
-        venv / "bin" / "python", "-c",
+        venv / "bin" / "python",
+        "-c",
         "import reaper, reaper.sqlfiles as s; print(reaper.__file__);"
         " print(sum(1 for n in s.all_files() if s.read(n)))",
         cwd=tmp_path,
