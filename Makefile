@@ -25,7 +25,7 @@ demo: $(VENV)/.demo
 
 ## lint: ruff and mypy
 lint: $(VENV)/.test
-	$(BIN)/ruff check reaper tests bench deploy
+	$(BIN)/ruff check $(wildcard reaper tests bench deploy)
 	$(BIN)/mypy
 
 ## test: lint, then every test against a real PostgreSQL ($$REAPER_TEST_DSN, Docker, or embedded)
