@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit bench clean
+.PHONY: demo test lint unit bench clean check-deploy deploy-generate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,7 +25,7 @@ demo: $(VENV)/.demo
 
 ## lint: ruff and mypy
 lint: $(VENV)/.test
-	$(BIN)/ruff check reaper tests bench
+	$(BIN)/ruff check $(wildcard reaper tests bench deploy)
 	$(BIN)/mypy
 
 ## test: lint, then every test against a real PostgreSQL ($$REAPER_TEST_DSN, Docker, or embedded)
@@ -39,6 +39,14 @@ unit: $(VENV)/.test
 ## bench: the benchmarks; prints Markdown tables (BENCH_ARGS=--help for the options)
 bench: $(VENV)/.test
 	$(BIN)/python -m bench $(BENCH_ARGS)
+
+## check-deploy: print the systemd-analyze security exposure of reaper.service (fails above 2.0)
+check-deploy:
+	systemd-analyze security --offline=true --threshold=20 deploy/systemd/reaper.service
+
+## deploy-generate: rewrite the ConfigMap and PrometheusRule from deploy/reaper.toml and the rules
+deploy-generate: $(BIN)/python
+	$(BIN)/python deploy/generate.py
 
 clean:
 	rm -rf $(VENV) .demo-pg build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache
