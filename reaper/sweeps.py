@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from reaper import sqlfiles
 from reaper.errors import ConfigError
+
+# How often `reaper run` runs a sweep unless told otherwise: an hour suits retentions of days
+# (a row lives at most retention + interval); ephemeral members (1 h retention, CI runners
+# re-enrolling by the thousand) get a few minutes.
+DEFAULT_SWEEP_INTERVAL = timedelta(hours=1)
+EPHEMERAL_SWEEP_INTERVAL = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,14 @@ class Sweep:
             ``now() - retention`` by the database clock, computed once per sweep run.
         after: sweeps that must run before this one in a run that does both (foreign keys).
         description: one line for ``--help`` and the README.
+        interval: how often ``reaper run`` runs it by default (``--interval`` and the
+            ``[sweeps.NAME]`` table's ``interval`` override it).
+        since: a timestamp SQL expression over ``table``'s columns: the moment a row's
+            retention started counting, compared with the first cutoff (``cutoffs``' first
+            parameter). ``cutoff - since`` is how far past its cutoff an eligible row is
+            (``reaper_backlog_oldest_seconds``), and ``ORDER BY since`` lists the oldest
+            first, so write it as a plain indexed column where possible. Empty: the sweep
+            has no oldest-row gauge.
     """
 
     name: str
@@ -38,6 +53,8 @@ class Sweep:
     cutoffs: Mapping[str, str]
     after: tuple[str, ...] = ()
     description: str = ""
+    interval: timedelta = DEFAULT_SWEEP_INTERVAL
+    since: str = ""
     # Populated for sweeps declared in a config file rather than shipped with reaper.
     retentions: Mapping[str, object] = field(default_factory=dict)
 
@@ -49,6 +66,7 @@ def _builtin(
     cutoffs: Mapping[str, str],
     description: str,
     after: tuple[str, ...] = (),
+    interval: timedelta = DEFAULT_SWEEP_INTERVAL,
 ) -> Sweep:
     return Sweep(
         name=name,
@@ -58,6 +76,8 @@ def _builtin(
         cutoffs=cutoffs,
         after=after,
         description=description,
+        interval=interval,
+        since=sqlfiles.since(name),
     )
 
 
@@ -82,6 +102,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "ephemeral",
         {"cutoff": "ephemeral_node_retention"},
         "ephemeral bootstrap members silent for more than ephemeral_node_retention",
+        interval=EPHEMERAL_SWEEP_INTERVAL,
     ),
     _builtin(
         "enrollment_requests",
