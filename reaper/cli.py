@@ -9,13 +9,15 @@ database) failed, 2 bad usage or configuration, always with one line on stderr.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
-from prometheus_client import CollectorRegistry
+import structlog
+from prometheus_client import REGISTRY, CollectorRegistry
 from rich.console import Console
 from rich.table import Table
 
@@ -187,6 +189,53 @@ def run_once(
     else:
         print_results(results, dry_run=dry_run)
     sys.exit(EXIT_FAILED if any(r.outcome == FAILURE for r in results) else EXIT_OK)
+
+
+@cli.command("run")
+@settings_options
+def run(config_path: Path | None, **raw: Any) -> None:
+    """Run every enabled sweep on its schedule, and serve /metrics, /healthz and /readyz.
+
+    Each sweep runs every --interval (or its own interval; [sweeps.NAME] interval = "5m" in
+    the config file), a few seconds of --jitter apart, holding its advisory lock: where another
+    process runs it, the run is skipped. SIGTERM or SIGINT: the batches in flight finish, then
+    exit 0 within --shutdown-timeout. A database that is down is waited for (/readyz says 503).
+    Exit code 2: bad configuration, or a connection on which advisory locks do not hold.
+    """
+    from reaper.daemon import Daemon
+
+    settings = load_settings(config_path, raw)
+    sweeps = enabled_sweeps(settings, ())
+    daemon = Daemon(settings, sweeps, registry=REGISTRY)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        structlog.get_logger("reaper.cli").info(
+            "stop_requested", signal=signal.Signals(signum).name
+        )
+        daemon.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    daemon.start()
+    while not daemon.exit_requested.wait(1.0):
+        pass
+    clean = daemon.stop()
+    if daemon.fatal:
+        click.echo(f"reaper: {daemon.fatal}", err=True)
+        _exit_now(EXIT_USAGE, clean)
+    _exit_now(EXIT_OK, clean)
+
+
+def _exit_now(code: int, clean: bool) -> None:
+    """Exit; when a run outlived the shutdown timeout, without waiting for its thread (the
+    database rolls back whatever it had open when the connection drops)."""
+    if clean:
+        sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    import os
+
+    os._exit(code)
 
 
 def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep]) -> None:

@@ -164,7 +164,7 @@ def _listen(value: Any) -> str:
     """``HOST:PORT``, ``:PORT`` (every interface) or ``[IPv6]:PORT``; returned as given."""
     text = str(value).strip()
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"{text!r} is not HOST:PORT (e.g. :9465, 127.0.0.1:9465, [::]:9465)")
     if host.startswith("[") != host.endswith("]"):
         raise ValueError(f"{text!r}: an IPv6 address goes in brackets, e.g. [::1]:9465")
@@ -315,7 +315,8 @@ class Settings:
     listen: str = _setting(
         DEFAULT_LISTEN,
         _listen,
-        "reaper run: address of /metrics, /healthz and /readyz (:PORT is every interface).",
+        "reaper run: address of /metrics, /healthz and /readyz (:PORT is every interface; port 0 "
+        "picks a free one, logged as http_listening).",
         "HOST:PORT",
     )
     shutdown_timeout: timedelta = _setting(
