@@ -64,6 +64,8 @@ class SweepResult:
         error_type: the failure's exception class name (e.g. ``ConnectionFailed``).
         batch_seconds: duration of each batch transaction, in order.
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
+        locked_at, unlocked_at: Unix times between which the run held its advisory locks
+            and did its work (None when it never got them).
     """
 
     sweep: str
@@ -81,6 +83,8 @@ class SweepResult:
     dry_run: bool = False
     batch_seconds: list[float] = field(default_factory=list)
     lock_holders: list[int] = field(default_factory=list)
+    locked_at: float | None = None
+    unlocked_at: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601, seconds rounded to milliseconds."""
@@ -341,9 +345,11 @@ def run_sweep(
                 result.outcome = SKIPPED
                 result.lock_holders = [h.pid for h in session.advisory_lock_holders(keys)]
             else:
+                result.locked_at = time.time()
                 try:
                     _sweep_batches(session, sweep, settings, result, progress, now, bound)
                 finally:
+                    result.unlocked_at = time.time()
                     if keys:
                         session.release_advisory_locks()
     except Exception as exc:
@@ -368,7 +374,10 @@ def run_sweep(
         # on: not an error, the next scheduled run tries again.
         bound.info("sweep_skipped", lock_holders=result.lock_holders, seconds=fields["seconds"])
     else:
-        bound.info("sweep_finished", stopped_by=result.stopped_by, **fields)
+        bound.info(
+            "sweep_finished", stopped_by=result.stopped_by, locked_at=result.locked_at,
+            unlocked_at=result.unlocked_at, **fields,
+        )
     return result
 
 
