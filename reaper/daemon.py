@@ -505,6 +505,16 @@ class Daemon:
                 self._health.set(False, self.fatal)
                 self.exit_requested.set()
                 return
+            except errors.ConnectionFailed as exc:
+                # The pool only says it got no connection in time; a direct attempt tells why
+                # (refused, authentication, no such database), password scrubbed.
+                reason = str(exc)
+                try:
+                    self.db.check_connection()
+                except errors.ConnectionFailed as direct:
+                    reason = str(direct)
+                self._health.set(False, reason)
+                return
             except errors.DatabaseError as exc:
                 self._health.set(False, str(exc))
                 return

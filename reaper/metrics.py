@@ -115,7 +115,8 @@ class Metrics:
             self.storage_rows.labels(table=table).set(n)
 
     def set_backlog(self, sweep: str, rows: int, oldest_seconds: float | None) -> None:
-        """Set ``reaper_backlog_rows`` (rows) and, when known, ``reaper_backlog_oldest_seconds``."""
+        """Set ``reaper_backlog_rows`` (rows) and, when known, the oldest row's seconds past
+        its cutoff (``reaper_backlog_oldest_seconds``)."""
         self.backlog_rows.labels(sweep=sweep).set(rows)
         if oldest_seconds is not None:
             self.backlog_oldest.labels(sweep=sweep).set(oldest_seconds)

@@ -3,6 +3,7 @@ processes, and seeding a handful of garbage and live rows."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -84,10 +85,8 @@ class ReaperProcess:
         for line in self.log_path.read_text().splitlines():
             line = line.strip()
             if line.startswith("{"):
-                try:
+                with contextlib.suppress(json.JSONDecodeError):
                     out.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass
         return out
 
     def events(self, name: str) -> list[dict[str, Any]]:
@@ -121,7 +120,11 @@ def scalar(conn: psycopg.Connection[Any], query: str, *params: Any) -> Any:
 
 
 def seed_routers(
-    conn: psycopg.Connection[Any], garbage: int, keep: int = 3, prefix: str = "", age: str = "31 days"
+    conn: psycopg.Connection[Any],
+    garbage: int,
+    keep: int = 3,
+    prefix: str = "",
+    age: str = "31 days",
 ) -> None:
     """``garbage`` router leases expired ``age`` ago (past the 30-day retention), ``keep``
     live ones."""

@@ -160,7 +160,8 @@ def test_a_budget_stops_a_run_and_the_next_run_continues_at_once(make_daemon, co
     daemon = make_daemon(
         ["router_leases"], max_rows_per_run="10", batch_size="5", strategy="index"
     )
-    wait_for("every garbage row gone", lambda: count(conn, "routers", "router_id", "garbage-%") == 0)
+    wait_for("every garbage row gone",
+             lambda: count(conn, "routers", "router_id", "garbage-%") == 0)
     wait_for("the last run", lambda: value(
         daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="success") >= 6)
     # Five runs of 10 rows (2 batches each), back to back although the interval is an hour,
