@@ -178,6 +178,9 @@ def run_once(
     sweeps = enabled_sweeps(settings, sweep_names)
     db = open_database(settings)
     db.check_connection()
+    if not dry_run:
+        # The sweeps' advisory locks must hold (not behind a transaction-pooling proxy).
+        db.check_advisory_locks()
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
         results = run_sweeps(db, sweeps, settings, metrics=metrics, dry_run=dry_run)

@@ -26,6 +26,12 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from reaper import errors, sqlfiles
 
 APPLICATION_NAME = "reaper"
+# One line (stderr, logs, /readyz) for a session-level advisory lock that did not hold.
+LOCK_NOT_HELD = (
+    "a session-level advisory lock did not hold across transactions: the connection goes "
+    "through a transaction-pooling proxy (PgBouncer pool_mode=transaction); connect reaper "
+    "to PostgreSQL directly or through a pool in session mode"
+)
 # TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
 MIN_HEAP_WALK_VERSION = 140000
 
@@ -309,7 +315,7 @@ class Session:
             held = int(self.scalar(sqlfiles.engine("held_advisory_locks"), {"keys": list(keys)}))
         if held < len(keys):
             self.release_advisory_locks()
-            raise errors.LockNotHeld()
+            raise errors.LockNotHeld(LOCK_NOT_HELD)
         return True
 
     def release_advisory_locks(self) -> None:
@@ -441,7 +447,7 @@ class Database:
                 first.execute(sql.SQL(sqlfiles.engine("release_advisory_locks")))
                 second.execute(sql.SQL(sqlfiles.engine("release_advisory_locks")))
             if not held or not held[0] or (stolen and stolen[0]):
-                raise errors.LockNotHeld()
+                raise errors.LockNotHeld(LOCK_NOT_HELD)
 
     def cancel_running(self) -> int:
         """Cancel the statement in flight on every connection lent out now (its transaction

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -17,6 +19,7 @@ from urllib.parse import parse_qs, urlparse
 
 import psycopg
 import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from reaper import demo, devserver
 from tests.daemon_helpers import (
@@ -278,3 +281,85 @@ def test_three_daemons_and_a_run_once_delete_each_row_once(dsn, conn, tmp_path) 
     print(f"\n{runs} runs by 3 daemons and a run-once, {skipped} skipped on a held lock")
     assert scalar(conn, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper'"
                   " AND datname = %s", conn.info.dbname) == 0
+
+
+@pytest.fixture
+def pgbouncer(dsn: str) -> Iterator[Any]:
+    """``start(pool_mode)`` -> the DSN of the test database through a PgBouncer of the test's
+    own in that pool mode (skipped where pgbouncer is not installed)."""
+    exe = shutil.which("pgbouncer") or (
+        "/usr/sbin/pgbouncer" if Path("/usr/sbin/pgbouncer").exists() else None
+    )
+    if exe is None:
+        pytest.skip("pgbouncer is not installed (apt-get install pgbouncer)")
+    target = conninfo_to_dict(dsn)
+    procs: list[subprocess.Popen[bytes]] = []
+    work = Path(tempfile.mkdtemp(prefix="reaper-pgb-"))
+    work.chmod(0o777)
+
+    def start(pool_mode: str) -> str:
+        port = free_port()
+        (work / "users.txt").write_text('"postgres" ""\n')
+        ini = work / f"{pool_mode}.ini"
+        ini.write_text(
+            "[databases]\n"
+            f"* = host={target.get('host', 'localhost')} port={target.get('port', 5432)}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {work}/users.txt\npool_mode = {pool_mode}\n"
+            f"logfile = {work}/{pool_mode}.log\n"
+            "ignore_startup_parameters = extra_float_digits,options\n"
+        )
+        user = ["-u", "postgres"] if os.geteuid() == 0 else []
+        procs.append(subprocess.Popen([exe, *user, str(ini)], stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL))
+        out = make_conninfo(dsn, host="127.0.0.1", port=port, user="postgres")
+        wait_for("pgbouncer", lambda: _answers(out), limit=20)
+        return out
+
+    yield start
+    for p in procs:
+        p.terminate()
+        p.wait(timeout=10)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def _answers(dsn: str) -> bool:
+    try:
+        with psycopg.connect(dsn, connect_timeout=2):
+            return True
+    except psycopg.Error:
+        return False
+
+
+def test_transaction_pooling_fails_loudly_at_startup(pgbouncer, tmp_path) -> None:
+    through = pgbouncer("transaction")
+    reaper = start_reaper(["run", "--listen", f"127.0.0.1:{free_port()}", "--dsn", through],
+                          tmp_path)
+    code = reaper.proc.wait(timeout=60)
+    assert code == 2
+    last = reaper.log_path.read_text().strip().splitlines()[-1]
+    assert last.startswith("reaper: ") and "transaction-pooling proxy" in last
+
+
+def test_session_pooling_holds_the_lock(pgbouncer, conn, tmp_path) -> None:
+    seed_routers(conn, garbage=3)
+    through = pgbouncer("session")
+    port = free_port()
+    reaper = start_reaper(["run", "--listen", f"127.0.0.1:{port}", "--dsn", through,
+                           "--jitter", "0"], tmp_path)
+    try:
+        wait_for("garbage gone", lambda: count(conn, "routers", "router_id", "garbage-%") == 0)
+        assert http_get(port, "/readyz")[0] == 200
+    finally:
+        assert reaper.terminate() == 0
+
+
+def test_run_once_refuses_transaction_pooling_too(pgbouncer) -> None:
+    through = pgbouncer("transaction")
+    proc = subprocess.run(
+        [*reaper_command(), "run-once", "--dsn", through], capture_output=True, text=True,
+        timeout=60, env={"PATH": "/usr/bin:/bin", "REAPER_LOG_FORMAT": "json"},
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith("reaper: a session-level advisory")
