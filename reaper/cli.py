@@ -199,9 +199,9 @@ def run_once(
 def run(config_path: Path | None, **raw: Any) -> None:
     """Run every enabled sweep on its schedule, and serve /metrics, /healthz and /readyz.
 
-    Each sweep runs every --interval (or its own interval; [sweeps.NAME] interval = "5m" in
-    the config file), a few seconds of --jitter apart, holding its advisory lock: where another
-    process runs it, the run is skipped. SIGTERM or SIGINT: the batches in flight finish, then
+    Each sweep runs every --interval (or its own: [sweeps.NAME] interval = "5m" in the config
+    file), each run delayed by a random 0..--jitter of its interval, holding its advisory lock:
+    where another process runs the sweep, the run is skipped. SIGTERM or SIGINT: the batches in flight finish, then
     exit 0 within --shutdown-timeout. A database that is down is waited for (/readyz says 503).
     Exit code 2: bad configuration, or a connection on which advisory locks do not hold.
     """
