@@ -24,8 +24,8 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reaper import demo, devserver  # noqa: E402
-from tests.daemon_helpers import (  # noqa: E402
+from reaper import demo, devserver
+from tests.daemon_helpers import (
     free_port,
     http_get,
     metric_samples,

@@ -200,10 +200,11 @@ def run(config_path: Path | None, **raw: Any) -> None:
     """Run every enabled sweep on its schedule, and serve /metrics, /healthz and /readyz.
 
     Each sweep runs every --interval (or its own: [sweeps.NAME] interval = "5m" in the config
-    file), each run delayed by a random 0..--jitter of its interval, holding its advisory lock:
-    where another process runs the sweep, the run is skipped. SIGTERM or SIGINT: the batches in flight finish, then
-    exit 0 within --shutdown-timeout. A database that is down is waited for (/readyz says 503).
-    Exit code 2: bad configuration, or a connection on which advisory locks do not hold.
+    file), each run delayed by a random 0..--jitter of its interval, holding its advisory
+    lock: where another process runs the sweep, the run is skipped. SIGTERM or SIGINT: the
+    batches in flight finish, then exit 0 within --shutdown-timeout. A database that is down
+    is waited for (/readyz says 503). Exit code 2: bad configuration, or a connection on
+    which advisory locks do not hold.
     """
     from reaper.daemon import Daemon
 
@@ -230,14 +231,17 @@ def run(config_path: Path | None, **raw: Any) -> None:
 
 
 def _exit_now(code: int, clean: bool) -> None:
-    """Exit; when a run outlived the shutdown timeout, without waiting for its thread (the
-    database rolls back whatever it had open when the connection drops)."""
-    if clean:
-        sys.exit(code)
-    sys.stdout.flush()
-    sys.stderr.flush()
+    """Exit now, without waiting for threads: the sweeps have stopped (or, when ``clean`` is
+    False, had their statements cancelled) and the pool and the port are closed; what is left
+    is at most a readiness probe waiting on a dead host, which must not delay the exit."""
+    import logging
     import os
 
+    if not clean:
+        structlog.get_logger("reaper.cli").warning("exit_with_runs_in_flight")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
     os._exit(code)
 
 

@@ -490,38 +490,39 @@ class Daemon:
         """Readiness: the database answers and every swept table exists. The first answer also
         checks that advisory locks hold on this connection string (fatal when not)."""
         self._health.probe_started_at = time.monotonic()
-        with self._working():
-            if self._stop.is_set():
-                return
+        # Not counted as work in flight: a probe holds nothing, and one stuck connecting to
+        # a dead host must not hold up a shutdown.
+        if self._stop.is_set():
+            return
+        try:
+            with self.db.session() as session:
+                missing = session.missing_tables(self._tables())
+            if not self._lock_checked:
+                self.db.check_advisory_locks()
+                self._lock_checked = True
+        except errors.LockNotHeld as exc:
+            self.fatal = str(exc)
+            log.critical("advisory_lock_does_not_hold", error=self.fatal)
+            self._health.set(False, self.fatal)
+            self.exit_requested.set()
+            return
+        except errors.ConnectionFailed as exc:
+            # The pool only says it got no connection in time; a direct attempt tells why
+            # (refused, authentication, no such database), password scrubbed.
+            reason = str(exc)
             try:
-                with self.db.session() as session:
-                    missing = session.missing_tables(self._tables())
-                if not self._lock_checked:
-                    self.db.check_advisory_locks()
-                    self._lock_checked = True
-            except errors.LockNotHeld as exc:
-                self.fatal = str(exc)
-                log.critical("advisory_lock_does_not_hold", error=self.fatal)
-                self._health.set(False, self.fatal)
-                self.exit_requested.set()
-                return
-            except errors.ConnectionFailed as exc:
-                # The pool only says it got no connection in time; a direct attempt tells why
-                # (refused, authentication, no such database), password scrubbed.
-                reason = str(exc)
-                try:
-                    self.db.check_connection()
-                except errors.ConnectionFailed as direct:
-                    reason = str(direct)
-                self._health.set(False, reason)
-                return
-            except errors.DatabaseError as exc:
-                self._health.set(False, str(exc))
-                return
-            if missing:
-                self._health.set(False, f"missing tables: {', '.join(missing)}")
-            else:
-                self._health.set(True, "")
+                self.db.check_connection()
+            except errors.ConnectionFailed as direct:
+                reason = str(direct)
+            self._health.set(False, reason)
+            return
+        except errors.DatabaseError as exc:
+            self._health.set(False, str(exc))
+            return
+        if missing:
+            self._health.set(False, f"missing tables: {', '.join(missing)}")
+        else:
+            self._health.set(True, "")
 
     def _statements_for(self, sweep: Sweep) -> SweepStatements:
         stmts = self._statements.get(sweep.name)
@@ -538,33 +539,33 @@ class Daemon:
         self._refresh_gauges()
 
     def _refresh_gauges(self) -> None:
-        with self._working():
-            if self._stop.is_set():
-                return
-            settings = self._settings
-            try:
-                with self.db.session() as session:
-                    self.metrics.set_storage_rows(session.storage_rows(self._tables()))
-                    for sweep in list(self._sweeps.values()):
-                        if self._stop.is_set():
-                            return
-                        try:
-                            cutoffs: dict[str, Any] = dict(
-                                compute_cutoffs(session, sweep, settings, None)
-                            )
-                            stmts = self._statements_for(sweep)
-                            rows = session.backlog_rows(stmts, cutoffs, settings.backlog_limit)
-                            oldest = (
-                                session.backlog_oldest_seconds(stmts, cutoffs)
-                                if rows else (0.0 if sweep.since else None)
-                            )
-                            self.metrics.set_backlog(sweep.name, rows, oldest)
-                        except errors.ConnectionFailed:
-                            raise
-                        except errors.ReaperError as exc:
-                            log.warning("backlog_failed", sweep=sweep.name, error=str(exc))
-            except errors.ReaperError as exc:
-                log.warning("gauges_failed", error=str(exc))
+        # Not counted as work in flight (see _probe).
+        if self._stop.is_set():
+            return
+        settings = self._settings
+        try:
+            with self.db.session() as session:
+                self.metrics.set_storage_rows(session.storage_rows(self._tables()))
+                for sweep in list(self._sweeps.values()):
+                    if self._stop.is_set():
+                        return
+                    try:
+                        cutoffs: dict[str, Any] = dict(
+                            compute_cutoffs(session, sweep, settings, None)
+                        )
+                        stmts = self._statements_for(sweep)
+                        rows = session.backlog_rows(stmts, cutoffs, settings.backlog_limit)
+                        oldest = (
+                            session.backlog_oldest_seconds(stmts, cutoffs)
+                            if rows else (0.0 if sweep.since else None)
+                        )
+                        self.metrics.set_backlog(sweep.name, rows, oldest)
+                    except errors.ConnectionFailed:
+                        raise
+                    except errors.ReaperError as exc:
+                        log.warning("backlog_failed", sweep=sweep.name, error=str(exc))
+        except errors.ReaperError as exc:
+            log.warning("gauges_failed", error=str(exc))
 
     # -- HTTP checks ---------------------------------------------------------------------
 
