@@ -353,3 +353,21 @@ def test_apply_swaps_settings_and_reschedules(make_daemon) -> None:
     assert daemon.next_run_time("nodes_ephemeral") is not None
     job = daemon._scheduler.get_job("router_leases")
     assert job.trigger.interval == timedelta(hours=2)
+
+
+@pytest.mark.parametrize(("listen", "host", "port"), [
+    (":9465", "", 9465), ("127.0.0.1:9465", "127.0.0.1", 9465), ("[::1]:9465", "::1", 9465),
+])
+def test_listen_addresses(listen, host, port) -> None:
+    from reaper.settings import build_settings, split_listen
+
+    assert split_listen(build_settings({"listen": listen}).listen) == (host, port)
+
+
+@pytest.mark.parametrize("listen", ["9465", "host:", ":99999", "[::1:9465", "::1:x"])
+def test_bad_listen_addresses(listen) -> None:
+    from reaper.errors import ConfigError
+    from reaper.settings import build_settings
+
+    with pytest.raises(ConfigError, match="--listen"):
+        build_settings({"listen": listen})

@@ -366,3 +366,13 @@ def test_run_once_refuses_transaction_pooling_too(pgbouncer) -> None:
     )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("reaper: a session-level advisory")
+
+
+def test_sigint_stops_an_idle_daemon_with_exit_0(dsn, tmp_path) -> None:
+    port = free_port()
+    reaper = start_reaper(["run", "--listen", f"127.0.0.1:{port}", "--dsn", dsn], tmp_path)
+    wait_for("ready", lambda: http_get(port, "/readyz")[0] == 200)
+    reaper.proc.send_signal(signal.SIGINT)
+    assert reaper.proc.wait(timeout=60) == 0
+    assert reaper.events("stop_requested")[0]["signal"] == "SIGINT"
+    assert http_get(port, "/healthz")[0] == 0  # the port is closed
