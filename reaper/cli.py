@@ -26,7 +26,7 @@ from reaper.db import Database
 from reaper.metrics import Metrics
 from reaper.runner import FAILURE, SweepResult, run_sweeps
 from reaper.settings import SETTING_FIELDS, Settings, build_settings, format_duration, load_toml
-from reaper.sweeps import BUILTIN_SWEEPS, Sweep, select
+from reaper.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 ENV_PREFIX = "REAPER"
@@ -99,22 +99,17 @@ def open_database(settings: Settings) -> Database:
 
 
 def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:
-    """The sweeps to run: those named (all when none), minus those the config disables
-    (a sweep named explicitly runs even when disabled), in dependency order.
+    """The sweeps to run: the built-in and declared ones named (all when none), minus those
+    the config disables (a sweep named explicitly runs even when disabled), in dependency
+    order. See :func:`reaper.sweeps.configured_sweeps`.
 
     Raises:
-        ConfigError: an unknown sweep name, in ``names`` or in the config's [sweeps] tables.
+        ConfigError: an unknown sweep name in ``names``, or a bad ``[sweeps.NAME]`` table.
     """
-    known = {s.name for s in BUILTIN_SWEEPS}
-    for name in settings.sweeps:
-        if name not in known:
-            raise errors.ConfigError(
-                f"[sweeps.{name}] names no sweep; choose from: {', '.join(sorted(known))}"
-            )
-    chosen = select(BUILTIN_SWEEPS, names)
+    chosen = select(configured_sweeps(settings), names)
     if names:
         return chosen
-    return [s for s in chosen if settings.sweep(s.name).enabled]
+    return [s for s in chosen if s.enabled]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -149,9 +144,10 @@ def cli(log_level: str, log_format: str) -> None:
     "sweep_names",
     multiple=True,
     metavar="NAME",
-    help="Run only this sweep (repeatable). Default: every enabled sweep. Names: "
+    help="Run only this sweep (repeatable), even when the config disables it. Default: every "
+    "enabled sweep. Built-in names: "
     + ", ".join(s.name for s in BUILTIN_SWEEPS)
-    + ".",
+    + ", and those the config's [sweeps.NAME] tables declare.",
 )
 @click.option("--dry-run", is_flag=True, help="Count the eligible rows; delete nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
@@ -250,7 +246,7 @@ def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep
         with db.session() as session:
             metrics.set_storage_rows(session.storage_rows(sorted({s.table for s in sweeps})))
     except errors.DatabaseError as exc:
-        log.structlog.get_logger("reaper.cli").warning("storage_rows_failed", error=str(exc))
+        structlog.get_logger("reaper.cli").warning("storage_rows_failed", error=str(exc))
 
 
 def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:

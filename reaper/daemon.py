@@ -528,7 +528,9 @@ class Daemon:
         stmts = self._statements.get(sweep.name)
         if stmts is None:
             first_cutoff = next(iter(sweep.cutoffs), "cutoff")
-            stmts = SweepStatements(sweep.table, sweep.predicate, sweep.since, first_cutoff)
+            stmts = SweepStatements(
+                sweep.table, sweep.predicate, since=sweep.since, cutoff_param=first_cutoff
+            )
             self._statements[sweep.name] = stmts
         return stmts
 

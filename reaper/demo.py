@@ -158,7 +158,7 @@ def seed(dsn: str, sizes: Sizes | None = None) -> None:
         for stmt in SEED.split(";\n\n"):
             if stmt.strip():
                 # SEED writes % plainly (modulo, LIKE); psycopg wants %% beside %(name)s.
-                conn.execute(re.sub(r"%(?!\()", "%%", stmt), params)  # type: ignore[call-overload]
+                conn.execute(re.sub(r"%(?!\()", "%%", stmt), params)
         conn.execute("ANALYZE")
 
 

@@ -31,7 +31,7 @@ CONTAINER_IMAGE = "postgres:16-alpine"
 
 def _docker_answers() -> bool:
     try:
-        import docker  # type: ignore[import-untyped]
+        import docker
 
         client = docker.from_env(timeout=3)
         client.ping()
@@ -57,7 +57,7 @@ def server(env_var: str = "REAPER_TEST_DSN", data_dir: Path | None = None) -> It
         yield dsn
         return
     if os.environ.get("REAPER_USE_DOCKER", "1") != "0" and _docker_answers():
-        from testcontainers.postgres import PostgresContainer  # type: ignore[import-untyped]
+        from testcontainers.postgres import PostgresContainer
 
         with PostgresContainer(CONTAINER_IMAGE, driver=None) as pg:
             yield pg.get_connection_url()
@@ -66,7 +66,7 @@ def server(env_var: str = "REAPER_TEST_DSN", data_dir: Path | None = None) -> It
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers): harmless here.
             warnings.simplefilter("ignore")
-            import pgserver  # type: ignore[import-untyped]
+            import pgserver
     except ImportError:
         raise RuntimeError(
             f"no PostgreSQL: set {env_var}, start Docker, or `pip install pgserver`"
@@ -80,7 +80,8 @@ def server(env_var: str = "REAPER_TEST_DSN", data_dir: Path | None = None) -> It
             mode = "stop"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            srv = pgserver.get_server(str(data_dir), cleanup_mode=mode)
+            srv = pgserver.get_server(  # type: ignore[attr-defined]
+               str(data_dir), cleanup_mode=mode)
         try:
             yield srv.get_uri()
         finally:
@@ -118,4 +119,4 @@ def load_schema(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for script in ("schema.sql", "indexes.sql"):
             for stmt in sqlfiles.statements(script):
-                conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
+                conn.execute(sql.SQL(stmt))

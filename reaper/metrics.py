@@ -96,7 +96,9 @@ class Metrics:
             self.last_success.labels(sweep=s.name)
             self.storage_rows.labels(table=s.table)
 
-    def batch_finished(self, sweep: str, table: str, reason: str, rows: int, seconds: float) -> None:
+    def batch_finished(
+        self, sweep: str, table: str, reason: str, rows: int, seconds: float
+    ) -> None:
         """Count one committed batch: ``rows`` deleted in ``seconds``."""
         self.deleted_rows.labels(table=table, reason=reason).inc(rows)
         self.batch_duration.labels(sweep=sweep).observe(seconds)

@@ -10,12 +10,13 @@ returned as a result: the next sweep runs as if nothing happened.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -30,7 +31,7 @@ from reaper.db import (
 )
 from reaper.metrics import Metrics
 from reaper.settings import Settings
-from reaper.sweeps import Sweep
+from reaper.sweeps import Sweep, retention_of
 
 log = structlog.get_logger("reaper.runner")
 
@@ -115,10 +116,15 @@ class Budget:
     max_seconds: float | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Budget:
-        """The per-run budget of ``--max-rows-per-run`` / ``--max-seconds-per-run``."""
-        secs = settings.max_seconds_per_run
-        return cls(settings.max_rows_per_run, secs.total_seconds() if secs else None)
+    def from_settings(cls, settings: Settings, sweep: str | None = None) -> Budget:
+        """The per-run budget of ``--max-rows-per-run`` / ``--max-seconds-per-run``, or of
+        sweep ``sweep``'s own ``[sweeps.NAME]`` budget where it sets one."""
+        if sweep is None:
+            rows, secs = settings.max_rows_per_run, settings.max_seconds_per_run
+        else:
+            rows = settings.max_rows_per_run_for(sweep)
+            secs = settings.max_seconds_per_run_for(sweep)
+        return cls(rows, secs.total_seconds() if secs else None)
 
 
 class _Progress:
@@ -181,17 +187,15 @@ def compute_cutoffs(
         ConfigError: the sweep names a retention setting that does not exist.
     """
     db_now = session.now(now)
-    out = {}
-    for param, retention_name in sweep.cutoffs.items():
-        retention = sweep.retentions.get(retention_name)
-        if not isinstance(retention, timedelta):
-            retention = settings.retention(retention_name)
-        out[param] = db_now - retention
-    return out
+    return {param: db_now - retention_of(sweep, param, settings) for param in sweep.cutoffs}
 
 
 def choose_strategy(
-    session: Session, stmts: SweepStatements, params: Mapping[str, Any], settings: Settings
+    session: Session,
+    stmts: SweepStatements,
+    params: Mapping[str, Any],
+    settings: Settings,
+    strategy: str | None = None,
 ) -> tuple[str, float | None]:
     """``(strategy, fraction)``: ``heap`` or ``index``, and the planner's estimate of the
     fraction of the table that is garbage (None when not asked).
@@ -200,20 +204,26 @@ def choose_strategy(
     catalog how many rows the table holds: the heap walk reads every block once, so it wins
     when garbage is at least ``heap_walk_threshold`` of the table; the index wins when garbage
     is scattered (bench/ measures the crossover). Servers before PostgreSQL 14 have no TID
-    range scan and always use the index.
+    range scan and always use the index. ``strategy`` (a sweep's own, from its
+    ``[sweeps.NAME]`` table) overrides ``settings.strategy``.
     """
+    wanted = strategy or settings.strategy
     if session.server_version < MIN_HEAP_WALK_VERSION:
         return "index", None
     stats = session.table_stats(stmts.table)
+    if stats.partitioned:
+        # A partitioned table's own heap is empty: a walk over it would find nothing and
+        # report success. The index path reaches every partition.
+        return "index", None
     if stats.estimated_rows < 0:
         # Never analyzed: no estimate to trust. The walk is linear whatever the garbage is.
         auto = "heap" if stats.blocks > FIRST_BLOCKS_UNKNOWN else "index"
-        return (auto if settings.strategy == "auto" else settings.strategy), None
+        return (auto if wanted == "auto" else wanted), None
     if stats.estimated_rows == 0:
-        return ("index" if settings.strategy == "auto" else settings.strategy), None
+        return ("index" if wanted == "auto" else wanted), None
     fraction = min(session.estimate_eligible(stmts, params) / stats.estimated_rows, 1.0)
-    if settings.strategy != "auto":
-        return settings.strategy, fraction
+    if wanted != "auto":
+        return wanted, fraction
     return ("heap" if fraction >= settings.heap_walk_threshold else "index"), fraction
 
 
@@ -257,9 +267,9 @@ def _walk_heap(
             return stopped
         last = min(first + span, end)
         t0 = time.monotonic()
-        lo = first
         rows = _retry_fk(
-            lambda: session.delete_heap_range(stmts, params, lo, last), progress.result.sweep
+            functools.partial(session.delete_heap_range, stmts, params, first, last),
+            progress.result.sweep,
         )
         seconds = time.monotonic() - t0
         progress.batch(rows or 0, seconds)
@@ -318,7 +328,8 @@ def run_sweep(
         metrics: counters to update per batch and per run (None: no metrics).
         now: pin the clock (tests); None uses the database's now().
         dry_run: count the eligible rows, delete nothing.
-        budget: stop after so many rows or seconds (default: ``settings``' per-run budget).
+        budget: stop after so many rows or seconds (default: the sweep's per-run budget in
+            ``settings``, else the global one).
         stop: checked between batches; when set, the run ends after the batch in flight.
         on_batch: called after every batch with the result so far (progress bars).
         lock: first take the sweep's session-level advisory locks (:func:`lock_keys`) on the
@@ -333,7 +344,10 @@ def run_sweep(
     """
     result = SweepResult(sweep.name, sweep.table, sweep.reason, dry_run=dry_run)
     progress = _Progress(
-        result, None if dry_run else metrics, budget or Budget.from_settings(settings), stop,
+        result,
+        None if dry_run else metrics,
+        budget or Budget.from_settings(settings, sweep.name),
+        stop,
         on_batch,
     )
     bound = log.bind(sweep=sweep.name, table=sweep.table, reason=sweep.reason)
@@ -394,13 +408,15 @@ def _sweep_batches(
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-    stmts = SweepStatements(sweep.table, sweep.predicate)
+    stmts = session.statements(sweep.table, sweep.predicate)
     params = dict(result.cutoffs)
     if dry_run:
         result.rows = session.count_eligible(stmts, params)
         result.stopped_by = "done"
         return
-    result.strategy, fraction = choose_strategy(session, stmts, params, settings)
+    result.strategy, fraction = choose_strategy(
+        session, stmts, params, settings, settings.strategy_for(sweep.name)
+    )
     batch_size = settings.batch_size_for(sweep.name)
     if result.strategy == "heap":
         result.stopped_by = _walk_heap(

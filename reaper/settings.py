@@ -196,12 +196,36 @@ def _setting(
 
 @dataclass(frozen=True)
 class SweepSettings:
-    """Per-sweep overrides from the TOML file's ``[sweeps.NAME]`` tables."""
+    """One ``[sweeps.NAME]`` table of the TOML file, parsed (durations as timedelta).
+
+    For a built-in sweep it holds overrides; with ``table`` set it declares a new sweep
+    (:func:`reaper.sweeps.configured_sweeps` turns both into :class:`reaper.sweeps.Sweep`).
+
+    Attributes:
+        enabled: False: the sweep runs only when named (``run-once --sweep NAME``).
+        batch_size: rows per batch (None: the global ``batch_size``).
+        interval: how often the daemon runs it (None: the daemon's default).
+        max_rows_per_run, max_seconds_per_run: this sweep's budget per run (None: the global
+            one).
+        retention: one duration (the ``%(cutoff)s`` parameter), or cutoff parameter name ->
+            duration when the predicate names several cutoffs; None: no override.
+        after: sweeps that must run before this one.
+        strategy: auto, heap or index for this sweep (None: the global ``strategy``).
+        table, reason, predicate, description: a declared sweep's (None for a built-in).
+    """
 
     enabled: bool = True
     batch_size: int | None = None
-    # How often `reaper run` runs this sweep (None: --interval, else the sweep's default).
     interval: timedelta | None = None
+    max_rows_per_run: int | None = None
+    max_seconds_per_run: timedelta | None = None
+    retention: timedelta | Mapping[str, timedelta] | None = None
+    after: tuple[str, ...] = ()
+    strategy: str | None = None
+    table: str | None = None
+    reason: str | None = None
+    predicate: str | None = None
+    description: str | None = None
 
 
 @dataclass(frozen=True)
@@ -378,8 +402,24 @@ class Settings:
         ``--interval``, else ``default`` (the sweep's own)."""
         return self.sweep(name).interval or self.interval or default
 
-    def validate(self) -> Settings:
-        """Check the rules that span several settings; return self.
+    def max_rows_per_run_for(self, name: str) -> int | None:
+        """Row budget of one run of sweep ``name``: its own, else the global one (None: none)."""
+        return self.sweep(name).max_rows_per_run or self.max_rows_per_run
+
+    def max_seconds_per_run_for(self, name: str) -> timedelta | None:
+        """Time budget of one run of sweep ``name``: its own, else the global one (None: none)."""
+        return self.sweep(name).max_seconds_per_run or self.max_seconds_per_run
+
+    def strategy_for(self, name: str) -> str:
+        """How sweep ``name`` finds its batches (auto, heap, index): its own, else the global."""
+        return self.sweep(name).strategy or self.strategy
+
+    def validate(self, source: str = "config file") -> Settings:
+        """Check the rules that span several settings, and every sweep the ``[sweeps]`` tables
+        declare or change (predicates parsed, ``after`` resolved); return self.
+
+        Args:
+            source: how to name the config file in a sweep's error message.
 
         Raises:
             ConfigError: one line naming the setting and the fix.
@@ -397,6 +437,14 @@ class Settings:
                 f"max_failure_backoff ({format_duration(self.max_failure_backoff)}); shorten it "
                 "or lengthen max_failure_backoff"
             )
+        # Imported here: reaper.sweeps builds on these settings (it reads them, they never
+        # read it), and this is the one place where settings ask for the sweeps' verdict.
+        from reaper.sweeps import configured_sweeps
+
+        try:
+            configured_sweeps(self)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
         return self
 
 
@@ -458,29 +506,92 @@ def build_settings(
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{where}: {exc}") from None
     parsed["sweeps"] = _parse_sweeps_table(sweeps_table, source)
-    return Settings(**parsed).validate()
+    return Settings(**parsed).validate(source)
+
+
+SWEEP_NAME = re.compile(r"[a-z][a-z0-9_]*")
+_SWEEP_KEYS = {f.name for f in dataclasses.fields(SweepSettings)}
 
 
 def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [sweeps] must be a table of [sweeps.NAME] tables")
-    known = {f.name for f in dataclasses.fields(SweepSettings)}
     out = {}
     for name, body in table.items():
+        where = f"{source}: [sweeps.{name}]"
+        if not SWEEP_NAME.fullmatch(name):
+            raise ConfigError(
+                f"{where}: a sweep name is lower case letters, digits and _ (a metric label), "
+                "starting with a letter"
+            )
         if not isinstance(body, dict):
-            raise ConfigError(f"{source}: [sweeps.{name}] must be a table")
-        unknown = set(body) - known
+            raise ConfigError(f"{where} must be a table")
+        body = {k.replace("-", "_"): v for k, v in body.items()}
+        if "key" in body:
+            raise ConfigError(
+                f"{where}: remove 'key': reaper batches by tuple id (ctid), locked and "
+                "re-checked in one statement, so a sweep needs no key column"
+            )
+        unknown = set(body) - _SWEEP_KEYS
         if unknown:
             raise ConfigError(
-                f"{source}: [sweeps.{name}] has unknown key(s) {', '.join(sorted(unknown))}; "
-                f"known: {', '.join(sorted(known))}"
+                f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
+                f"known: {', '.join(sorted(_SWEEP_KEYS))}"
             )
         try:
-            out[name] = SweepSettings(
-                enabled=_bool(body.get("enabled", True)),
-                batch_size=_optional_positive_int(body.get("batch_size")),
-                interval=_optional_positive_duration(body.get("interval")),
-            )
-        except ValueError as exc:
-            raise ConfigError(f"{source}: [sweeps.{name}]: {exc}") from None
+            out[name] = _parse_sweep(body)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{where} {exc}") from None
     return out
+
+
+def _keyed(key: str, parse: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return parse(value)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{key}: {exc}") from None
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value.strip()
+
+
+def _retention(value: Any) -> timedelta | dict[str, timedelta]:
+    if isinstance(value, dict):
+        if not value:
+            raise ValueError("an empty table; give { cutoff_name = \"30d\", ... }")
+        out = {}
+        for param, raw in value.items():
+            if not re.fullmatch(r"[a-z_][a-z0-9_]*", param):
+                raise ValueError(f"{param!r} is not a parameter name (lower case, digits, _)")
+            out[param] = _keyed(param, _positive_duration, raw)
+        return out
+    return _positive_duration(value)
+
+
+def _after(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError('must be a list of sweep names, e.g. after = ["other_sweep"]')
+    return tuple(value)
+
+
+def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
+    parsers: dict[str, Callable[[Any], Any]] = {
+        "enabled": _bool,
+        "batch_size": _optional_positive_int,
+        "interval": _optional_positive_duration,
+        "max_rows_per_run": _optional_positive_int,
+        "max_seconds_per_run": _optional_positive_duration,
+        "retention": _retention,
+        "after": _after,
+        "strategy": _strategy,
+        "table": _text,
+        "reason": _text,
+        "predicate": _text,
+        "description": _text,
+    }
+    return SweepSettings(**{k: _keyed(k, parsers[k], v) for k, v in body.items()})

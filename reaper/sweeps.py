@@ -1,16 +1,23 @@
 """The sweeps, as data: what each one deletes, from which table, and why.
 
 A sweep is a :class:`Sweep` value. The engine (:mod:`reaper.runner`) knows nothing about any
-one table: it takes a sweep's table, its predicate (a SQL file under ``reaper/sql/sweeps/``),
-the retentions that give its cutoffs, and the sweeps that must run before it.
+one table: it takes a sweep's table, its predicate (a SQL file under ``reaper/sql/sweeps/``
+for the built-ins, a ``[sweeps.NAME]`` table of the config file for the others), the
+retentions that give its cutoffs, and the sweeps that must run before it.
+:func:`configured_sweeps` merges the built-ins and the declared sweeps into the one list that
+run-once, the daemon and ``reaper check`` use.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
+from reaper import predicate as predicates
 from reaper import sqlfiles
 from reaper.errors import ConfigError
 
@@ -19,6 +26,9 @@ from reaper.errors import ConfigError
 # re-enrolling by the thousand) get a few minutes.
 DEFAULT_SWEEP_INTERVAL = timedelta(hours=1)
 EPHEMERAL_SWEEP_INTERVAL = timedelta(minutes=5)
+
+if TYPE_CHECKING:
+    from reaper.settings import Settings, SweepSettings
 
 
 @dataclass(frozen=True)
@@ -31,7 +41,7 @@ class Sweep:
         reason: the ``reason`` label of ``reaper_deleted_rows_total``.
         predicate: a boolean SQL expression over ``table``'s columns; it names each cutoff as
             a parameter (``%(cutoff)s``). Rows for which it holds at the moment of the delete
-            are garbage.
+            are garbage. A declared sweep's predicate passed :func:`reaper.predicate.check`.
         cutoffs: parameter name -> retention setting name; each cutoff is
             ``now() - retention`` by the database clock, computed once per sweep run.
         after: sweeps that must run before this one in a run that does both (foreign keys).
@@ -44,6 +54,11 @@ class Sweep:
             (``reaper_backlog_oldest_seconds``), and ``ORDER BY since`` lists the oldest
             first, so write it as a plain indexed column where possible. Empty: the sweep
             has no oldest-row gauge.
+        retentions: retention name -> duration, for the names in ``cutoffs`` that are not
+            settings: those a ``[sweeps.NAME]`` table gives (``sweeps.NAME.retention``, or
+            ``sweeps.NAME.retention.PARAM`` for one of several cutoffs).
+        enabled: False when the config disables it: it runs only when named explicitly.
+        builtin: shipped with reaper (False: declared in the config file).
     """
 
     name: str
@@ -55,8 +70,9 @@ class Sweep:
     description: str = ""
     interval: timedelta = DEFAULT_SWEEP_INTERVAL
     since: str = ""
-    # Populated for sweeps declared in a config file rather than shipped with reaper.
-    retentions: Mapping[str, object] = field(default_factory=dict)
+    retentions: Mapping[str, timedelta] = field(default_factory=dict)
+    enabled: bool = True
+    builtin: bool = False
 
 
 def _builtin(
@@ -78,6 +94,7 @@ def _builtin(
         description=description,
         interval=interval,
         since=sqlfiles.since(name),
+        builtin=True,
     )
 
 
@@ -188,3 +205,162 @@ def dependency_order(sweeps: Sequence[Sweep]) -> list[Sweep]:
         done.add(ready.name)
         waiting.remove(ready)
     return placed
+
+
+# A built-in sweep whose predicate relies on one cutoff never being later than another keeps
+# that rule when a [sweeps.NAME] table changes its retentions: (earlier, later) parameters.
+# enrollment_requests: its OR is exact only while the ephemeral retention <= the node one.
+_CUTOFF_ORDER: Mapping[str, tuple[str, str]] = {
+    "enrollment_requests": ("ephemeral_cutoff", "cutoff"),
+}
+# What a [sweeps.NAME] table may change on a built-in sweep (the rest is its definition).
+_DECLARATION_KEYS = ("table", "reason", "predicate", "description")
+_SINGLE_CUTOFF = "cutoff"
+# A reason is a metric label value; kept to the built-ins' shape (stale, expired, silent).
+REASON = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def configured_sweeps(settings: Settings) -> list[Sweep]:
+    """Every sweep the configuration knows, in dependency order: the built-ins (with their
+    ``[sweeps.NAME]`` overrides applied) then the sweeps the ``[sweeps.NAME]`` tables declare,
+    disabled ones included (``Sweep.enabled`` says which). The one list that run-once, the
+    daemon and ``reaper check`` use.
+
+    Raises:
+        ConfigError: one line naming ``[sweeps.NAME]`` and the fix: a declaration without
+            ``table``, ``reason``, ``predicate`` or ``retention``, a built-in redefined, a
+            retention that does not match the predicate's cutoffs, a rejected predicate
+            (see :mod:`reaper.predicate`), an unknown name in ``after``, or a cycle.
+    """
+    builtin_names = [s.name for s in BUILTIN_SWEEPS]
+    out: list[Sweep] = []
+    for sweep in BUILTIN_SWEEPS:
+        overrides = settings.sweeps.get(sweep.name)
+        out.append(sweep if overrides is None else _override(sweep, overrides, settings))
+    for name, body in settings.sweeps.items():
+        if name not in builtin_names:
+            out.append(_declared(name, body, builtin_names))
+    index = by_name(out)
+    for sweep in out:
+        for other in sweep.after:
+            if other not in index:
+                raise ConfigError(
+                    f"[sweeps.{sweep.name}] after: no sweep is named {other!r}; "
+                    f"choose from: {', '.join(index)}"
+                )
+            if other == sweep.name:
+                raise ConfigError(f"[sweeps.{sweep.name}] after: a sweep cannot wait on itself")
+    return dependency_order(out)
+
+
+def _retention_names(
+    name: str, retention: timedelta | Mapping[str, timedelta], params: Sequence[str] | None
+) -> tuple[dict[str, str], dict[str, timedelta]]:
+    """``(cutoffs, retentions)`` of a ``retention`` key: one duration is ``%(cutoff)s``."""
+    where = f"[sweeps.{name}] retention"
+    if isinstance(retention, timedelta):
+        if params is not None and len(params) != 1:
+            raise ConfigError(
+                f"{where}: this sweep has several cutoffs ({', '.join(params)}); give a "
+                "table, e.g. retention = { "
+                + ", ".join(f'{p} = "30d"' for p in params) + " }"
+            )
+        param = params[0] if params else _SINGLE_CUTOFF
+        key = f"sweeps.{name}.retention"
+        return {param: key}, {key: retention}
+    if params is not None:
+        unknown = sorted(set(retention) - set(params))
+        if unknown:
+            raise ConfigError(
+                f"{where}: this sweep has no cutoff {unknown[0]!r}; its cutoffs: "
+                + ", ".join(params)
+            )
+    cutoffs = {p: f"sweeps.{name}.retention.{p}" for p in retention}
+    return cutoffs, {cutoffs[p]: d for p, d in retention.items()}
+
+
+def _override(sweep: Sweep, body: SweepSettings, settings: Settings) -> Sweep:
+    given = [k for k in _DECLARATION_KEYS if getattr(body, k) is not None]
+    if given:
+        raise ConfigError(
+            f"[sweeps.{sweep.name}] redefines the built-in sweep {sweep.name!r} ({given[0]}); "
+            "a built-in takes only enabled, retention, batch_size, interval, strategy, "
+            "max_rows_per_run, max_seconds_per_run and after: to declare a new sweep, "
+            "choose another name"
+        )
+    cutoffs, retentions = dict(sweep.cutoffs), dict(sweep.retentions)
+    if body.retention is not None:
+        new_cutoffs, new_retentions = _retention_names(
+            sweep.name, body.retention, list(sweep.cutoffs)
+        )
+        cutoffs.update(new_cutoffs)
+        retentions.update(new_retentions)
+    out = dataclasses.replace(
+        sweep,
+        cutoffs=cutoffs,
+        retentions=retentions,
+        after=tuple(dict.fromkeys(sweep.after + body.after)),
+        enabled=body.enabled,
+    )
+    order = _CUTOFF_ORDER.get(sweep.name)
+    if order is not None:
+        earlier, later = (retention_of(out, p, settings) for p in order)
+        if earlier > later:
+            raise ConfigError(
+                f"[sweeps.{sweep.name}] retention: {order[0]} must not be longer than "
+                f"{order[1]} (the predicate relies on it); shorten it"
+            )
+    return out
+
+
+def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> Sweep:
+    if body.table is None:
+        raise ConfigError(
+            f"[sweeps.{name}] has no table key and no built-in sweep has that name; a new "
+            "sweep needs table, reason, predicate and retention (built-ins: "
+            + ", ".join(builtin_names) + ")"
+        )
+    parts = body.table.split(".")
+    if len(parts) > 2 or not all(parts):
+        raise ConfigError(
+            f"[sweeps.{name}] table: {body.table!r} is not a table name; write name or "
+            "schema.name"
+        )
+    for key in ("reason", "predicate", "retention"):
+        if getattr(body, key) is None:
+            raise ConfigError(f"[sweeps.{name}] has no {key} key; a new sweep needs one")
+    assert body.reason is not None and body.predicate is not None and body.retention is not None
+    if not REASON.fullmatch(body.reason):
+        raise ConfigError(
+            f"[sweeps.{name}] reason: {body.reason!r} is not a reason label; use lower case "
+            "letters, digits and _ (e.g. stale, expired)"
+        )
+    cutoffs, retentions = _retention_names(name, body.retention, None)
+    try:
+        predicates.check(body.predicate, body.table, set(cutoffs))
+    except predicates.PredicateError as exc:
+        raise ConfigError(f"[sweeps.{name}] predicate {exc}") from None
+    return Sweep(
+        name=name,
+        table=body.table,
+        reason=body.reason,
+        predicate=body.predicate,
+        cutoffs=cutoffs,
+        after=body.after,
+        description=body.description or "",
+        retentions=retentions,
+        enabled=body.enabled,
+    )
+
+
+def retention_of(sweep: Sweep, param: str, settings: Settings) -> timedelta:
+    """The retention behind the sweep's cutoff parameter ``param``: the sweep's own (from a
+    ``[sweeps.NAME]`` table), else the named retention setting.
+
+    Raises:
+        KeyError: the sweep has no such cutoff.
+        ConfigError: its retention setting does not exist.
+    """
+    name = sweep.cutoffs[param]
+    own = sweep.retentions.get(name)
+    return own if own is not None else settings.retention(name)

@@ -8,4 +8,4 @@ WITH victims AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 DELETE FROM {table}
-WHERE ctid = ANY (ARRAY(SELECT ctid FROM victims)) AND ({predicate})
+WHERE ctid = ANY (ARRAY(SELECT ctid FROM victims))
