@@ -212,6 +212,8 @@ class SweepSettings:
         after: sweeps that must run before this one.
         strategy: auto, heap or index for this sweep (None: the global ``strategy``).
         table, reason, predicate, description: a declared sweep's (None for a built-in).
+        since: a declared sweep's "since" expression (see :class:`reaper.sweeps.Sweep`), for
+            ``reaper_backlog_oldest_seconds``; None: no such gauge for it.
     """
 
     enabled: bool = True
@@ -226,6 +228,7 @@ class SweepSettings:
     reason: str | None = None
     predicate: str | None = None
     description: str | None = None
+    since: str | None = None
 
 
 @dataclass(frozen=True)
@@ -593,5 +596,6 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "reason": _text,
         "predicate": _text,
         "description": _text,
+        "since": _text,
     }
     return SweepSettings(**{k: _keyed(k, parsers[k], v) for k, v in body.items()})

@@ -214,7 +214,7 @@ _CUTOFF_ORDER: Mapping[str, tuple[str, str]] = {
     "enrollment_requests": ("ephemeral_cutoff", "cutoff"),
 }
 # What a [sweeps.NAME] table may change on a built-in sweep (the rest is its definition).
-_DECLARATION_KEYS = ("table", "reason", "predicate", "description")
+_DECLARATION_KEYS = ("table", "reason", "predicate", "description", "since")
 _SINGLE_CUTOFF = "cutoff"
 # A reason is a metric label value; kept to the built-ins' shape (stale, expired, silent).
 REASON = re.compile(r"[a-z][a-z0-9_]*")
@@ -336,6 +336,18 @@ def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> S
             "letters, digits and _ (e.g. stale, expired)"
         )
     cutoffs, retentions = _retention_names(name, body.retention, None)
+    since = ""
+    if body.since is not None:
+        # Checked as the predicate "since < first cutoff": the same rules (columns of the
+        # table, no subquery on other tables' side effects, no function with side effects).
+        first = next(iter(cutoffs))
+        try:
+            predicates.check(f"({body.since}) < %({first})s", body.table, {first})
+        except predicates.PredicateError as exc:
+            raise ConfigError(
+                f"[sweeps.{name}] since (checked as ({body.since}) < %({first})s) {exc}"
+            ) from None
+        since = body.since
     try:
         predicates.check(body.predicate, body.table, set(cutoffs))
     except predicates.PredicateError as exc:
@@ -348,6 +360,7 @@ def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> S
         cutoffs=cutoffs,
         after=body.after,
         description=body.description or "",
+        since=since,
         retentions=retentions,
         enabled=body.enabled,
     )

@@ -371,3 +371,45 @@ def test_bad_listen_addresses(listen) -> None:
 
     with pytest.raises(ConfigError, match="--listen"):
         build_settings({"listen": listen})
+
+
+def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
+    from reaper.settings import build_settings
+    from reaper.sweeps import configured_sweeps
+
+    conn.execute("CREATE TABLE audit_log (id bigint PRIMARY KEY, logged_at timestamptz)")
+    conn.execute("CREATE INDEX ON audit_log (logged_at)")
+    conn.execute("INSERT INTO audit_log SELECT i, now() - interval '10 days'"
+                 " - i * interval '1 hour' FROM generate_series(1, 6) i")
+    conn.execute("INSERT INTO audit_log VALUES (100, now())")
+    settings = build_settings(
+        {"dsn": dsn, "listen": "127.0.0.1:0", "interval": "1h"},
+        {"sweeps": {"audit_log": {
+            "table": "audit_log", "reason": "expired", "retention": "7d",
+            "predicate": "logged_at < %(cutoff)s", "since": "logged_at", "interval": "10m",
+        }}},
+    )
+    audit = next(s for s in configured_sweeps(settings) if s.name == "audit_log")
+    assert audit.since == "logged_at"
+    daemon = Daemon(settings, [audit], registry=CollectorRegistry())
+    try:
+        assert daemon._trigger(audit).interval == timedelta(minutes=10)
+        daemon.db.open()
+        daemon.refresh_gauges()
+        assert value(daemon, "reaper_backlog_rows", sweep="audit_log") == 6
+        # The oldest row was logged 10 days + 6 hours ago: 3 days 6 hours past the 7-day cutoff.
+        oldest = value(daemon, "reaper_backlog_oldest_seconds", sweep="audit_log")
+        assert 3 * 86_400 + 6 * 3600 <= oldest < 3 * 86_400 + 6 * 3600 + 600
+    finally:
+        daemon.stop(timedelta(seconds=5))
+
+
+def test_a_declared_since_is_checked_like_a_predicate() -> None:
+    from reaper.errors import ConfigError
+    from reaper.settings import build_settings
+
+    with pytest.raises(ConfigError, match=r"\[sweeps.audit_log\] since"):
+        build_settings({}, {"sweeps": {"audit_log": {
+            "table": "audit_log", "reason": "expired", "retention": "7d",
+            "predicate": "logged_at < %(cutoff)s", "since": "pg_terminate_backend(1)::timestamptz",
+        }}})
