@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -81,10 +82,13 @@ def main() -> int:
             port = free_port()
             env = {k: v for k, v in os.environ.items() if not k.startswith("REAPER_")}
             env.update(REAPER_LOG_LEVEL="warning", REAPER_LOG_FORMAT="json")
+            log_path = Path(tempfile.gettempdir()) / "reaper-daemon-memory.log"
+            log_file = log_path.open("wb")
+            print(f"reaper run's log: {log_path}")
             proc = subprocess.Popen(
                 [*reaper_command(), "run", "--dsn", dsn, "--listen", f"127.0.0.1:{port}",
                  "--interval", "50ms", "--jitter", "0", "--gauge-interval", "1s"],
-                env=env, stderr=subprocess.DEVNULL,
+                env=env, stderr=log_file,
             )
             stop = threading.Event()
             writer = threading.Thread(target=trickle, args=(dsn, stop), daemon=True)
@@ -92,8 +96,12 @@ def main() -> int:
             try:
                 figures = []
                 for target in (10, args.runs):
-                    n = wait_for(f"{target} runs", lambda t=target: (r := runs(port)) >= t and r,
-                                 limit=3600)
+                    def reached(t: int = target) -> int | bool:
+                        if proc.poll() is not None:
+                            raise RuntimeError(f"reaper run exited with {proc.returncode}")
+                        return (r := runs(port)) >= t and r
+
+                    n = wait_for(f"{target} runs", reached, limit=3600)
                     figures.append((n, rss_kib(proc.pid)))
                 t0 = time.monotonic()
                 proc.send_signal(signal.SIGTERM)
