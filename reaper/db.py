@@ -358,6 +358,8 @@ class Session:
     def release_advisory_locks(self) -> None:
         """Release every session-level advisory lock of this session. Never raises: when the
         release fails the connection is closed, which releases them on the server."""
+        if self._conn.closed:
+            return  # the session is gone, and its locks with it
         try:
             self.scalar(sqlfiles.engine("release_advisory_locks"))
         except errors.DatabaseError as exc:
