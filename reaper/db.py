@@ -26,6 +26,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from reaper import errors, sqlfiles
 
 APPLICATION_NAME = "reaper"
+# Rounds of the advisory lock probe (Database.check_advisory_locks): a few milliseconds each.
+LOCK_PROBE_ROUNDS = 20
 # One line (stderr, logs, /readyz) for a session-level advisory lock that did not hold.
 LOCK_NOT_HELD = (
     "a session-level advisory lock did not hold across transactions: the connection goes "
@@ -455,13 +457,18 @@ class Database:
     def _reset(conn: psycopg.Connection[Any]) -> None:
         conn.execute(sql.SQL(sqlfiles.engine("release_advisory_locks")))
 
-    def check_advisory_locks(self) -> None:
-        """Check that a session-level advisory lock holds on this connection string: taken on
-        one connection, it must still be there in that connection's next transaction, and a
-        second connection must not get it. Both fail behind a transaction-pooling proxy
-        (PgBouncer pool_mode=transaction), which lends each transaction any server session:
-        the next transaction (most often on the same server session, PgBouncer reuses the
-        last one) is the second connection's.
+    def check_advisory_locks(self, rounds: int = LOCK_PROBE_ROUNDS) -> None:
+        """Check that a session-level advisory lock holds on this connection string.
+
+        A probe lock is taken on one connection; then, ``rounds`` times, that connection asks
+        from a new transaction whether it still holds the lock on the same server backend, and
+        a second connection tries to take it. Directly or through a session-mode pool, the
+        first always holds it and the second never gets it. Behind a transaction-pooling proxy
+        (PgBouncer pool_mode=transaction), which lends each transaction any server backend,
+        a transaction lands on another backend (the lock is not there) or the second
+        connection lands on the lock's backend (and gets it, locks being re-entrant per
+        session): PgBouncer reuses the backend it used last, so the first round nearly always
+        tells; the rounds are for a proxy that other clients keep busy.
 
         Raises:
             LockNotHeld: the lock did not hold; reaper must connect directly or in session mode.
@@ -469,24 +476,36 @@ class Database:
         """
         key = advisory_lock_key("reaper:lock-probe")
         redact = self._redact
+        held_sql = sql.SQL(sqlfiles.engine("held_advisory_locks"))
+        release_sql = sql.SQL(sqlfiles.engine("release_advisory_locks"))
         with translate_errors(redact, f"cannot connect to {self.target}"):
-            first = psycopg.connect(self._conninfo, autocommit=True)
-            second = psycopg.connect(self._conninfo, autocommit=True)
+            first = psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
+            second = psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
         with first, second, translate_errors(redact, "advisory lock probe"):
             got = first.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
             if not got or not got[0]:
                 return  # another reaper is probing right now: it holds, as far as we can tell
+            pids = set()
             try:
-                held = first.execute(
-                    sql.SQL(sqlfiles.engine("held_advisory_locks")),
-                    {"keys": [key]},
-                ).fetchone()
-                stolen = second.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                for _ in range(rounds):
+                    row = first.execute(
+                        sql.SQL("SELECT ({}), pg_backend_pid()").format(held_sql),
+                        {"keys": [key]},
+                    ).fetchone()
+                    stolen = second.execute(
+                        "SELECT pg_try_advisory_lock(%s)", (key,)
+                    ).fetchone()
+                    if stolen and stolen[0]:
+                        second.execute(release_sql)
+                    if not row or row[0] != 1 or (stolen and stolen[0]):
+                        raise errors.LockNotHeld(LOCK_NOT_HELD)
+                    pids.add(row[1])
+                if len(pids) > 1:
+                    raise errors.LockNotHeld(LOCK_NOT_HELD)
             finally:
-                first.execute(sql.SQL(sqlfiles.engine("release_advisory_locks")))
-                second.execute(sql.SQL(sqlfiles.engine("release_advisory_locks")))
-            if not held or not held[0] or (stolen and stolen[0]):
-                raise errors.LockNotHeld(LOCK_NOT_HELD)
+                with contextlib.suppress(psycopg.Error):
+                    first.execute(release_sql)
+                    second.execute(release_sql)
 
     def cancel_running(self) -> int:
         """Cancel the statement in flight on every connection lent out now (its transaction

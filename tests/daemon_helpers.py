@@ -98,6 +98,19 @@ class ReaperProcess:
         return self.proc.wait(timeout=limit)
 
 
+# Every process start_reaper started, so that a failing test leaves none running.
+STARTED: list[subprocess.Popen[bytes]] = []
+
+
+def kill_leftovers() -> None:
+    """SIGKILL the processes start_reaper started that still run (a failed test's)."""
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
 def start_reaper(
     args: list[str], tmp_path: Path, env: dict[str, str] | None = None, name: str = "reaper"
 ) -> ReaperProcess:
@@ -111,6 +124,7 @@ def start_reaper(
         proc = subprocess.Popen(
             [*reaper_command(), *args], stdout=subprocess.DEVNULL, stderr=fh, env=full_env
         )
+    STARTED.append(proc)
     return ReaperProcess(proc, log_path)
 
 

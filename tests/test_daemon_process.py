@@ -27,6 +27,7 @@ from tests.daemon_helpers import (
     count,
     free_port,
     http_get,
+    kill_leftovers,
     metric_samples,
     reaper_command,
     reaper_sessions,
@@ -37,6 +38,12 @@ from tests.daemon_helpers import (
 )
 
 pytestmark = pytest.mark.db
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left() -> Iterator[None]:
+    yield
+    kill_leftovers()
 
 
 def one_line_error(args: list[str], tmp_path: Path) -> str:
