@@ -48,3 +48,9 @@ class StatementTimeout(DatabaseError):
 
 class ForeignKeyConflict(DatabaseError):
     """A row in this batch is still referenced by a foreign key; the batch was rolled back."""
+
+
+class LockNotHeld(DatabaseError):
+    """A session-level advisory lock did not hold across transactions: the connection goes
+    through a transaction-pooling proxy (PgBouncer pool_mode=transaction), which hands each
+    transaction to any server session. Connect reaper directly or through a session-mode pool."""
