@@ -15,7 +15,6 @@ any role may read (``pg_index``, ``pg_constraint``, ``pg_locks``, ``has_table_pr
 from __future__ import annotations
 
 import contextlib
-import secrets
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -101,6 +100,7 @@ def run_checks(
     findings: list[Finding] = []
     with db.session() as session:
         findings += _server_checks(session)
+        findings.append(_advisory_lock_check(db))
         for sweep in sweeps:
             findings += _sweep_checks(session, sweep, settings, now)
     return findings
@@ -182,38 +182,23 @@ def _server_checks(session: Session) -> list[Finding]:
         )
     else:
         out.append(Finding(ALL_SWEEPS, "role", PASS, role, "not a superuser"))
-    out.append(_advisory_lock_check(session))
     return out
 
 
-def _advisory_lock_check(session: Session) -> Finding:
-    """Take an advisory lock, see it held from the next statement, release it.
-
-    Through a transaction-pooling proxy (PgBouncer, pool_mode=transaction) the next statement
-    may run on another server session: the lock is not seen, or is released elsewhere.
-    """
-    key = secrets.randbits(62)  # our own key: never collides with a sweep's lock
+def _advisory_lock_check(db: Database) -> Finding:
+    """The sweeps' advisory locks hold on this connection string
+    (:meth:`reaper.db.Database.check_advisory_locks`, the probe ``run`` and ``run-once`` make
+    at startup): not through a transaction-pooling proxy."""
     subject = "pg_try_advisory_lock"
     try:
-        taken = session.rows(sqlfiles.ops("advisory_try_lock"), {"key": key})[0]
-        held = session.rows(sqlfiles.ops("advisory_held"))[0]
-        unlocked = session.scalar(sqlfiles.ops("advisory_unlock"), {"key": key})
+        db.check_advisory_locks()
+    except errors.LockNotHeld as exc:
+        return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject, str(exc),
+                       "connect reaper to PostgreSQL directly, or through a pool in session mode")
     except errors.DatabaseError as exc:
         return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject, str(exc))
-    if not taken["locked"]:
-        return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject,
-                       "a fresh advisory lock key could not be taken")
-    if not held["held"] or held["pid"] != taken["pid"] or not unlocked:
-        return Finding(
-            ALL_SWEEPS, "advisory_lock", FAIL, subject,
-            f"the lock taken by server process {taken['pid']} is not held by the next "
-            f"statement (server process {held['pid']}): a transaction-pooling proxy sits "
-            "between reaper and PostgreSQL, and sweeps on two replicas would not exclude "
-            "each other",
-            "connect reaper to PostgreSQL directly, or through a pool in session mode",
-        )
     return Finding(ALL_SWEEPS, "advisory_lock", PASS, subject,
-                   "taken, held across statements, released on the same server session")
+                   "held across transactions on one server session, exclusive to it")
 
 
 # -- each sweep -------------------------------------------------------------------------------

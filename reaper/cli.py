@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 import click
 import structlog
-from prometheus_client import CollectorRegistry
+from prometheus_client import REGISTRY, CollectorRegistry
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -178,6 +179,9 @@ def run_once(
     sweeps = enabled_sweeps(settings, sweep_names)
     db = open_database(settings)
     db.check_connection()
+    if not dry_run:
+        # The sweeps' advisory locks must hold (not behind a transaction-pooling proxy).
+        db.check_advisory_locks()
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
         if settings.strict:
@@ -258,6 +262,57 @@ def _refuse_on_failed_checks(
                        err=True)
         click.echo(f"reaper: --strict: {len(failed)} check(s) failed; nothing swept", err=True)
         sys.exit(EXIT_FAILED)
+
+
+@cli.command("run")
+@settings_options
+def run(config_path: Path | None, **raw: Any) -> None:
+    """Run every enabled sweep on its schedule, and serve /metrics, /healthz and /readyz.
+
+    Each sweep runs every --interval (or its own: [sweeps.NAME] interval = "5m" in the config
+    file), each run delayed by a random 0..--jitter of its interval, holding its advisory
+    lock: where another process runs the sweep, the run is skipped. SIGTERM or SIGINT: the
+    batches in flight finish, then exit 0 within --shutdown-timeout. A database that is down
+    is waited for (/readyz says 503). Exit code 2: bad configuration, or a connection on
+    which advisory locks do not hold.
+    """
+    from reaper.daemon import Daemon
+
+    settings = load_settings(config_path, raw)
+    sweeps = enabled_sweeps(settings, ())
+    daemon = Daemon(settings, sweeps, registry=REGISTRY)
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        structlog.get_logger("reaper.cli").info(
+            "stop_requested", signal=signal.Signals(signum).name
+        )
+        daemon.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    daemon.start()
+    while not daemon.exit_requested.wait(1.0):
+        pass
+    clean = daemon.stop()
+    if daemon.fatal:
+        click.echo(f"reaper: {daemon.fatal}", err=True)
+        _exit_now(EXIT_USAGE, clean)
+    _exit_now(EXIT_OK, clean)
+
+
+def _exit_now(code: int, clean: bool) -> None:
+    """Exit now, without waiting for threads: the sweeps have stopped (or, when ``clean`` is
+    False, had their statements cancelled) and the pool and the port are closed; what is left
+    is at most a readiness probe waiting on a dead host, which must not delay the exit."""
+    import logging
+    import os
+
+    if not clean:
+        structlog.get_logger("reaper.cli").warning("exit_with_runs_in_flight")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep]) -> None:

@@ -8,8 +8,10 @@ composition of a sweep's statements, and the translation of psycopg's errors int
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -25,6 +27,14 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from reaper import errors, sqlfiles, sqlinfo
 
 APPLICATION_NAME = "reaper"
+# Rounds of the advisory lock probe (Database.check_advisory_locks): a few milliseconds each.
+LOCK_PROBE_ROUNDS = 20
+# One line (stderr, logs, /readyz) for a session-level advisory lock that did not hold.
+LOCK_NOT_HELD = (
+    "a session-level advisory lock did not hold across transactions: the connection goes "
+    "through a transaction-pooling proxy (PgBouncer pool_mode=transaction); connect reaper "
+    "to PostgreSQL directly or through a pool in session mode"
+)
 # TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
 MIN_HEAP_WALK_VERSION = 140000
 
@@ -106,6 +116,26 @@ def table_identifier(table: str) -> sql.Identifier:
     return sql.Identifier(*table.split(".", 1))
 
 
+def advisory_lock_key(sweep: str) -> int:
+    """The advisory lock key of sweep ``sweep``: the first 8 bytes of SHA-256 of
+    ``reaper:sweep:<name>``, as a signed 64-bit integer (``pg_try_advisory_lock(bigint)``).
+
+    Fixed by the name alone, so every reaper process (any version, any host) agrees on it.
+    """
+    digest = hashlib.sha256(f"reaper:sweep:{sweep}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """A session that holds one of a sweep's advisory locks (from pg_stat_activity)."""
+
+    pid: int
+    application_name: str
+    client: str
+    backend_start: datetime
+
+
 def regclass_text(table: str) -> str:
     """``schema.table`` or ``table`` as text for a ``::regclass`` cast, each part quoted the way
     :func:`table_identifier` quotes it: an unquoted name would be folded to lower case, and
@@ -145,7 +175,15 @@ class SweepStatements:
     reaper ships or that was checked when its config was loaded.
     """
 
-    def __init__(self, table: str, predicate: str, *, partitioned: bool = False) -> None:
+    def __init__(
+        self,
+        table: str,
+        predicate: str,
+        *,
+        partitioned: bool = False,
+        since: str = "",
+        cutoff_param: str = "cutoff",
+    ) -> None:
         self.table = table
         self.partitioned = partitioned
         parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
@@ -162,6 +200,12 @@ class SweepStatements:
         self._parts = parts
         self._predicate = predicate
         self._tables_read: tuple[str, ...] | None = None
+        self.backlog_rows = sql.SQL(sqlfiles.engine("backlog_rows")).format(**parts)
+        self.backlog_oldest: sql.Composed | None = None
+        if since:
+            self.backlog_oldest = sql.SQL(sqlfiles.engine("backlog_oldest")).format(
+                since=sql.SQL(since), cutoff=sql.Placeholder(cutoff_param), **parts
+            )
 
     @property
     def tables_read(self) -> tuple[str, ...]:
@@ -410,6 +454,68 @@ class Session:
             )
             return {quoted[str(name)]: int(n) for name, n in cur.fetchall()}
 
+    def backlog_rows(
+        self, stmts: SweepStatements, params: Mapping[str, Any], limit: int
+    ) -> int:
+        """The rows the predicate matches now, counted through its index, at most ``limit``."""
+        with self._errors(stmts.table):
+            return int(self.scalar(stmts.backlog_rows, dict(params, limit=limit)))
+
+    def backlog_oldest_seconds(
+        self, stmts: SweepStatements, params: Mapping[str, Any]
+    ) -> float | None:
+        """Seconds the oldest eligible row is past its cutoff (0.0 when none is eligible);
+        None when the sweep declares no ``since`` expression."""
+        if stmts.backlog_oldest is None:
+            return None
+        with self._errors(stmts.table):
+            value = self.scalar(stmts.backlog_oldest, params)
+        return max(float(value), 0.0) if value is not None else 0.0
+
+    def missing_tables(self, tables: Sequence[str]) -> list[str]:
+        """The tables among ``tables`` that do not exist or that this role cannot see."""
+        with self._errors(), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(sqlfiles.engine("missing_tables")), {"tables": list(tables)})
+            return [str(row[0]) for row in cur.fetchall()]
+
+    def try_advisory_locks(self, keys: Sequence[int]) -> bool:
+        """Take the session-level advisory locks ``keys`` without waiting: all of them (True)
+        or none (False, any taken released). Held until :meth:`release_advisory_locks` or the
+        end of the session, then checked from a new transaction.
+
+        Raises:
+            LockNotHeld: the locks vanished between two transactions (a transaction-pooling
+                proxy moved this session to another server backend).
+        """
+        with self._errors("advisory lock"):
+            got = self.scalar(sqlfiles.engine("try_advisory_locks"), {"keys": list(keys)})
+        if len(got or ()) < len(keys):
+            self.release_advisory_locks()
+            return False
+        with self._errors("advisory lock"):
+            held = int(self.scalar(sqlfiles.engine("held_advisory_locks"), {"keys": list(keys)}))
+        if held < len(keys):
+            self.release_advisory_locks()
+            raise errors.LockNotHeld(LOCK_NOT_HELD)
+        return True
+
+    def release_advisory_locks(self) -> None:
+        """Release every session-level advisory lock of this session. Never raises: when the
+        release fails the connection is closed, which releases them on the server."""
+        if self._conn.closed:
+            return  # the session is gone, and its locks with it
+        try:
+            self.scalar(sqlfiles.engine("release_advisory_locks"))
+        except errors.DatabaseError as exc:
+            _log.warning("advisory lock release failed, closing the connection: %s", exc)
+            self._conn.close()
+
+    def advisory_lock_holders(self, keys: Sequence[int]) -> list[LockHolder]:
+        """The other sessions that hold any of the advisory locks ``keys``."""
+        with self._errors("advisory lock"), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(sqlfiles.engine("advisory_lock_holders")), {"keys": list(keys)})
+            return [LockHolder(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in cur.fetchall()]
+
     def execute_script(self, name: str) -> None:
         """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``)."""
         with self._errors(name), self._conn.transaction(), self._conn.cursor() as cur:
@@ -464,15 +570,21 @@ class Database:
             raise errors.ConfigError(
                 f"--dsn is not a valid connection string: {self._redact(_first_line(exc))}"
             ) from None
+        # Connections lent out now, so that a shutdown that runs out of time can cancel the
+        # statement in flight (its transaction rolls back) instead of waiting for it.
+        self._lent: set[psycopg.Connection[Any]] = set()
+        self._lent_lock = threading.Lock()
         self._pool = ConnectionPool(
             self._conninfo,
             min_size=1,
             max_size=max_connections,
             kwargs={"autocommit": True, "application_name": APPLICATION_NAME},
             configure=self._configure,
-            # Check a pooled connection before lending it: after a failover or a restart every
-            # idle connection is dead, and without the check each would fail one sweep.
+            # A connection that died while idle in the pool (a restart, pg_terminate_backend)
+            # is replaced before it is lent, so the run after an outage does not fail on it.
             check=ConnectionPool.check_connection,
+            # Back in the pool, a connection holds no advisory lock, whatever its run did.
+            reset=self._reset,
             open=False,
             name="reaper",
             reconnect_timeout=0,
@@ -482,6 +594,70 @@ class Database:
         with conn.cursor() as cur:
             for name, value in self._settings.items():
                 cur.execute("SELECT set_config(%s, %s, false)", (name, value))
+
+    @staticmethod
+    def _reset(conn: psycopg.Connection[Any]) -> None:
+        conn.execute(sql.SQL(sqlfiles.engine("release_advisory_locks")))
+
+    def check_advisory_locks(self, rounds: int = LOCK_PROBE_ROUNDS) -> None:
+        """Check that a session-level advisory lock holds on this connection string.
+
+        A probe lock is taken on one connection; then, ``rounds`` times, that connection asks
+        from a new transaction whether it still holds the lock on the same server backend, and
+        a second connection tries to take it. Directly or through a session-mode pool, the
+        first always holds it and the second never gets it. Behind a transaction-pooling proxy
+        (PgBouncer pool_mode=transaction), which lends each transaction any server backend,
+        a transaction lands on another backend (the lock is not there) or the second
+        connection lands on the lock's backend (and gets it, locks being re-entrant per
+        session): PgBouncer reuses the backend it used last, so the first round nearly always
+        tells; the rounds are for a proxy that other clients keep busy.
+
+        Raises:
+            LockNotHeld: the lock did not hold; reaper must connect directly or in session mode.
+            ConnectionFailed: the database cannot be reached.
+        """
+        key = advisory_lock_key("reaper:lock-probe")
+        redact = self._redact
+        held_sql = sql.SQL(sqlfiles.engine("held_advisory_locks"))
+        release_sql = sql.SQL(sqlfiles.engine("release_advisory_locks"))
+        with translate_errors(redact, f"cannot connect to {self.target}"):
+            first = psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
+            second = psycopg.connect(self._conninfo, autocommit=True, prepare_threshold=None)
+        with first, second, translate_errors(redact, "advisory lock probe"):
+            got = first.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+            if not got or not got[0]:
+                return  # another reaper is probing right now: it holds, as far as we can tell
+            pids = set()
+            try:
+                for _ in range(rounds):
+                    row = first.execute(
+                        sql.SQL("SELECT ({}), pg_backend_pid()").format(held_sql),
+                        {"keys": [key]},
+                    ).fetchone()
+                    stolen = second.execute(
+                        "SELECT pg_try_advisory_lock(%s)", (key,)
+                    ).fetchone()
+                    if stolen and stolen[0]:
+                        second.execute(release_sql)
+                    if not row or row[0] != 1 or (stolen and stolen[0]):
+                        raise errors.LockNotHeld(LOCK_NOT_HELD)
+                    pids.add(row[1])
+                if len(pids) > 1:
+                    raise errors.LockNotHeld(LOCK_NOT_HELD)
+            finally:
+                with contextlib.suppress(psycopg.Error):
+                    first.execute(release_sql)
+                    second.execute(release_sql)
+
+    def cancel_running(self) -> int:
+        """Cancel the statement in flight on every connection lent out now (its transaction
+        rolls back). Returns how many connections were sent a cancel request."""
+        with self._lent_lock:
+            lent = list(self._lent)
+        for conn in lent:
+            with contextlib.suppress(Exception):
+                conn.cancel_safe(timeout=2.0)
+        return len(lent)
 
     def check_connection(self) -> int:
         """Connect once, outside the pool, to report why the database cannot be reached.
@@ -546,7 +722,13 @@ class Database:
             translate_errors(self._redact, f"cannot connect to {self.target}"),
             self._pool.connection(timeout=self._connect_timeout.total_seconds()) as conn,
         ):
-            yield Session(conn, self._redact)
+            with self._lent_lock:
+                self._lent.add(conn)
+            try:
+                yield Session(conn, self._redact)
+            finally:
+                with self._lent_lock:
+                    self._lent.discard(conn)
 
     def __enter__(self) -> Database:
         self.open()

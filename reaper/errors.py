@@ -52,3 +52,9 @@ class ForeignKeyConflict(DatabaseError):
 
 class LockNotAcquired(DatabaseError):
     """Another reaper process holds the advisory lock; nothing was done."""
+
+
+class LockNotHeld(DatabaseError):
+    """A session-level advisory lock did not hold across transactions: the connection goes
+    through a transaction-pooling proxy (PgBouncer pool_mode=transaction), which hands each
+    transaction to any server session. Connect reaper directly or through a session-mode pool."""

@@ -90,6 +90,20 @@ class Metrics:
         )
         for check in SERVER_CHECKS:
             self.check_failures.labels(sweep=ALL_SWEEPS, check=check)
+        # The backlog gauges appear once measured (reaper run refreshes them every
+        # --gauge-interval): a 0 before the first measurement would read as "nothing to do".
+        self.backlog_rows = Gauge(
+            "reaper_backlog_rows",
+            "Rows a sweep would delete now: an index-served count, capped at --backlog-limit.",
+            ["sweep"],
+            registry=registry,
+        )
+        self.backlog_oldest = Gauge(
+            "reaper_backlog_oldest_seconds",
+            "How far past its cutoff the oldest row a sweep would delete is (0: none).",
+            ["sweep"],
+            registry=registry,
+        )
         self.add_sweeps(sweeps)
 
     def add_sweeps(self, sweeps: Iterable[Sweep]) -> None:
@@ -138,6 +152,13 @@ class Metrics:
         }
         for sweep, check in known | set(counts):
             self.check_failures.labels(sweep=sweep, check=check).set(counts.get((sweep, check), 0))
+
+    def set_backlog(self, sweep: str, rows: int, oldest_seconds: float | None) -> None:
+        """Set ``reaper_backlog_rows`` (rows) and, when known, the oldest row's seconds past
+        its cutoff (``reaper_backlog_oldest_seconds``)."""
+        self.backlog_rows.labels(sweep=sweep).set(rows)
+        if oldest_seconds is not None:
+            self.backlog_oldest.labels(sweep=sweep).set(oldest_seconds)
 
     def write_textfile(self, path: Path) -> None:
         """Write every metric in the Prometheus text format to ``path``, atomically (a temporary

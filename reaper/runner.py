@@ -22,7 +22,13 @@ from typing import Any
 import structlog
 
 from reaper import errors
-from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements
+from reaper.db import (
+    MIN_HEAP_WALK_VERSION,
+    Database,
+    Session,
+    SweepStatements,
+    advisory_lock_key,
+)
 from reaper.metrics import Metrics
 from reaper.settings import Settings
 from reaper.sweeps import Sweep, retention_of
@@ -56,7 +62,11 @@ class SweepResult:
         stopped_by: why the loop ended: ``done``, ``max_rows``, ``max_seconds`` or ``stop``.
         cutoffs: parameter name -> cutoff timestamp used.
         error: the failure's one-line message (no password).
+        error_type: the failure's exception class name (e.g. ``ConnectionFailed``).
         batch_seconds: duration of each batch transaction, in order.
+        lock_holders: for a skipped run, the pids of the sessions that held its locks.
+        locked_at, unlocked_at: Unix times between which the run held its advisory locks
+            and did its work (None when it never got them).
     """
 
     sweep: str
@@ -70,8 +80,12 @@ class SweepResult:
     stopped_by: str | None = None
     cutoffs: dict[str, datetime] = field(default_factory=dict)
     error: str | None = None
+    error_type: str | None = None
     dry_run: bool = False
     batch_seconds: list[float] = field(default_factory=list)
+    lock_holders: list[int] = field(default_factory=list)
+    locked_at: float | None = None
+    unlocked_at: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601, seconds rounded to milliseconds."""
@@ -152,6 +166,15 @@ class _Progress:
         if self.budget.max_seconds is not None and elapsed >= self.budget.max_seconds:
             return "max_seconds"
         return None
+
+
+def lock_keys(sweep: Sweep) -> list[int]:
+    """The advisory lock keys a run of ``sweep`` holds: its own, and those of the sweeps it
+    runs after (``after``), sorted. Holding its predecessors' locks means a sweep never runs
+    while one that must come first runs in any process (tokens while requests are deleted),
+    and the reverse.
+    """
+    return sorted({advisory_lock_key(n) for n in (sweep.name, *sweep.after)})
 
 
 def compute_cutoffs(
@@ -294,6 +317,7 @@ def run_sweep(
     budget: Budget | None = None,
     stop: threading.Event | None = None,
     on_batch: Callable[[SweepResult], None] | None = None,
+    lock: bool = True,
 ) -> SweepResult:
     """Run one sweep to completion, budget or stop. Never raises for a sweep's failure.
 
@@ -308,10 +332,15 @@ def run_sweep(
             ``settings``, else the global one).
         stop: checked between batches; when set, the run ends after the batch in flight.
         on_batch: called after every batch with the result so far (progress bars).
+        lock: first take the sweep's session-level advisory locks (:func:`lock_keys`) on the
+            connection that runs the batches, released at the end; when another session
+            holds one, the run is ``skipped``. A dry run takes no lock.
 
     Returns:
-        The run's :class:`SweepResult`; ``outcome`` is ``failure`` with ``error`` set when
-        anything raised. Batches committed before a failure stay deleted and are counted.
+        The run's :class:`SweepResult`; ``outcome`` is ``skipped`` when another session holds
+        its lock, ``failure`` with ``error`` set when anything raised (a lock that does not
+        hold across transactions raises LockNotHeld). Batches committed before a failure
+        stay deleted and are counted.
     """
     result = SweepResult(sweep.name, sweep.table, sweep.reason, dry_run=dry_run)
     progress = _Progress(
@@ -323,32 +352,24 @@ def run_sweep(
     )
     bound = log.bind(sweep=sweep.name, table=sweep.table, reason=sweep.reason)
     started = time.monotonic()
+    keys = lock_keys(sweep) if lock and not dry_run else []
     try:
         with db.session() as session:
-            result.cutoffs = compute_cutoffs(session, sweep, settings, now)
-            bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-            stmts = session.statements(sweep.table, sweep.predicate)
-            params = dict(result.cutoffs)
-            if dry_run:
-                result.rows = session.count_eligible(stmts, params)
-                result.stopped_by = "done"
+            if keys and not session.try_advisory_locks(keys):
+                result.outcome = SKIPPED
+                result.lock_holders = [h.pid for h in session.advisory_lock_holders(keys)]
             else:
-                result.strategy, fraction = choose_strategy(
-                    session, stmts, params, settings, settings.strategy_for(sweep.name)
-                )
-                batch_size = settings.batch_size_for(sweep.name)
-                if result.strategy == "heap":
-                    result.stopped_by = _walk_heap(
-                        session, stmts, params, batch_size,
-                        settings.batch_target_seconds.total_seconds(), progress, fraction,
-                    )
-                else:
-                    result.stopped_by = _follow_index(
-                        session, stmts, params, batch_size, progress
-                    )
+                result.locked_at = time.time()
+                try:
+                    _sweep_batches(session, sweep, settings, result, progress, now, bound)
+                finally:
+                    result.unlocked_at = time.time()
+                    if keys:
+                        session.release_advisory_locks()
     except Exception as exc:
         result.outcome = FAILURE
         result.error = str(exc) if isinstance(exc, errors.ReaperError) else repr(exc)
+        result.error_type = type(exc).__name__
     result.seconds = time.monotonic() - started
     if metrics is not None and not dry_run:
         metrics.sweep_finished(result.sweep, result.outcome, result.seconds)
@@ -361,10 +382,49 @@ def run_sweep(
         dry_run=dry_run,
     )
     if result.outcome == FAILURE:
-        bound.error("sweep_failed", error=result.error, **fields)
+        bound.error("sweep_failed", error=result.error, error_type=result.error_type, **fields)
+    elif result.outcome == SKIPPED:
+        # Another process (a replica, a run-once by hand) runs this sweep or one it depends
+        # on: not an error, the next scheduled run tries again.
+        bound.info("sweep_skipped", lock_holders=result.lock_holders, seconds=fields["seconds"])
     else:
-        bound.info("sweep_finished", stopped_by=result.stopped_by, **fields)
+        bound.info(
+            "sweep_finished", stopped_by=result.stopped_by, locked_at=result.locked_at,
+            unlocked_at=result.unlocked_at, **fields,
+        )
     return result
+
+
+def _sweep_batches(
+    session: Session,
+    sweep: Sweep,
+    settings: Settings,
+    result: SweepResult,
+    progress: _Progress,
+    now: datetime | None,
+    bound: Any,
+) -> None:
+    """The body of a run, on one session: cutoffs, strategy, batches (results into ``result``)."""
+    dry_run = result.dry_run
+    result.cutoffs = compute_cutoffs(session, sweep, settings, now)
+    bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
+    stmts = session.statements(sweep.table, sweep.predicate)
+    params = dict(result.cutoffs)
+    if dry_run:
+        result.rows = session.count_eligible(stmts, params)
+        result.stopped_by = "done"
+        return
+    result.strategy, fraction = choose_strategy(
+        session, stmts, params, settings, settings.strategy_for(sweep.name)
+    )
+    batch_size = settings.batch_size_for(sweep.name)
+    if result.strategy == "heap":
+        result.stopped_by = _walk_heap(
+            session, stmts, params, batch_size,
+            settings.batch_target_seconds.total_seconds(), progress, fraction,
+        )
+    else:
+        result.stopped_by = _follow_index(session, stmts, params, batch_size, progress)
 
 
 def run_sweeps(

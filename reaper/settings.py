@@ -47,6 +47,25 @@ DEFAULT_SEQ_SCAN_MAX_ROWS = 10_000
 # How often `reaper run` repeats the checks it runs at startup: an index a migration dropped,
 # or left INVALID, is noticed within the hour.
 DEFAULT_CHECK_INTERVAL = timedelta(hours=1)
+# The daemon (`reaper run`): one port for /metrics, /healthz and /readyz, on every interface.
+# The deployment manifests and alert rules use 9465.
+DEFAULT_LISTEN = ":9465"
+# Kubernetes sends SIGKILL 30 s after SIGTERM by default; 10 s leaves room for the pod's other
+# containers and is 10x the default lock_timeout, the longest a healthy batch waits.
+DEFAULT_SHUTDOWN_TIMEOUT = timedelta(seconds=10)
+# Each run is delayed by a random 0..jitter x interval, so replicas and restarts spread out.
+DEFAULT_JITTER = 0.1
+# reaper_backlog_rows counts at most this many rows (an index-served count, LIMITed): 100,000
+# eligible rows took 47 ms to count here (nodes_silent on the demo data, PostgreSQL 15);
+# beyond it the gauge says "at least 100,000", which is all an alert needs to know.
+DEFAULT_BACKLOG_LIMIT = 100_000
+# How often the backlog and storage gauges are refreshed (not on every scrape: the backlog
+# count costs tens of milliseconds per sweep).
+DEFAULT_GAUGE_INTERVAL = timedelta(minutes=1)
+# After a failed run the sweep retries after failure_backoff, doubling per consecutive
+# failure up to max_failure_backoff (then the success resets it).
+DEFAULT_FAILURE_BACKOFF = timedelta(seconds=30)
+DEFAULT_MAX_FAILURE_BACKOFF = timedelta(hours=1)
 
 STRATEGIES = ("auto", "heap", "index")
 
@@ -158,6 +177,23 @@ def _optional_str(value: Any) -> str | None:
     return None if value in (None, "") else str(value)
 
 
+def _listen(value: Any) -> str:
+    """``HOST:PORT``, ``:PORT`` (every interface) or ``[IPv6]:PORT``; returned as given."""
+    text = str(value).strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError(f"{text!r} is not HOST:PORT (e.g. :9465, 127.0.0.1:9465, [::]:9465)")
+    if host.startswith("[") != host.endswith("]"):
+        raise ValueError(f"{text!r}: an IPv6 address goes in brackets, e.g. [::1]:9465")
+    return text
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """``(host, port)`` of a ``--listen`` value; host "" means every interface."""
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -193,6 +229,8 @@ class SweepSettings:
         after: sweeps that must run before this one.
         strategy: auto, heap or index for this sweep (None: the global ``strategy``).
         table, reason, predicate, description: a declared sweep's (None for a built-in).
+        since: a declared sweep's "since" expression (see :class:`reaper.sweeps.Sweep`), for
+            ``reaper_backlog_oldest_seconds``; None: no such gauge for it.
     """
 
     enabled: bool = True
@@ -207,6 +245,7 @@ class SweepSettings:
     reason: str | None = None
     predicate: str | None = None
     description: str | None = None
+    since: str | None = None
 
 
 @dataclass(frozen=True)
@@ -322,6 +361,57 @@ class Settings:
         _bool,
         "Refuse to sweep when a check fails: reaper run does not start, run-once exits 1.",
     )
+    interval: timedelta | None = _setting(
+        None,
+        _optional_positive_duration,
+        "reaper run: how often each sweep runs, unless its [sweeps.NAME] table sets interval "
+        "(none: each sweep's own default, 5m for ephemeral members, 1h for the others).",
+        "DURATION",
+    )
+    jitter: float = _setting(
+        DEFAULT_JITTER,
+        _fraction,
+        "reaper run: delay each run by a random 0..FRACTION of its interval.",
+        "FRACTION",
+    )
+    listen: str = _setting(
+        DEFAULT_LISTEN,
+        _listen,
+        "reaper run: address of /metrics, /healthz and /readyz (:PORT is every interface; port 0 "
+        "picks a free one, logged as http_listening).",
+        "HOST:PORT",
+    )
+    shutdown_timeout: timedelta = _setting(
+        DEFAULT_SHUTDOWN_TIMEOUT,
+        _positive_duration,
+        "reaper run: on SIGTERM/SIGINT, exit within this long; a batch still running then is "
+        "cancelled (rolled back).",
+        "DURATION",
+    )
+    backlog_limit: int = _setting(
+        DEFAULT_BACKLOG_LIMIT,
+        _positive_int,
+        "reaper run: reaper_backlog_rows counts at most this many rows.",
+        "ROWS",
+    )
+    gauge_interval: timedelta = _setting(
+        DEFAULT_GAUGE_INTERVAL,
+        _positive_duration,
+        "reaper run: how often the backlog and storage gauges are refreshed.",
+        "DURATION",
+    )
+    failure_backoff: timedelta = _setting(
+        DEFAULT_FAILURE_BACKOFF,
+        _positive_duration,
+        "reaper run: retry a failed sweep after this long, doubling per consecutive failure.",
+        "DURATION",
+    )
+    max_failure_backoff: timedelta = _setting(
+        DEFAULT_MAX_FAILURE_BACKOFF,
+        _positive_duration,
+        "reaper run: the longest wait between retries of a failing sweep.",
+        "DURATION",
+    )
     sweeps: Mapping[str, SweepSettings] = field(
         default_factory=dict, metadata={"parse": None, "help": None, "metavar": None}
     )
@@ -344,6 +434,11 @@ class Settings:
     def batch_size_for(self, name: str) -> int:
         """Rows per batch for sweep ``name``: its own batch_size, else the global one."""
         return self.sweep(name).batch_size or self.batch_size
+
+    def interval_for(self, name: str, default: timedelta) -> timedelta:
+        """How often ``reaper run`` runs sweep ``name``: its [sweeps.NAME] interval, else
+        ``--interval``, else ``default`` (the sweep's own)."""
+        return self.sweep(name).interval or self.interval or default
 
     def max_rows_per_run_for(self, name: str) -> int | None:
         """Row budget of one run of sweep ``name``: its own, else the global one (None: none)."""
@@ -373,6 +468,12 @@ class Settings:
                 f"({format_duration(self.ephemeral_node_retention)}) is longer than "
                 f"node_retention ({format_duration(self.node_retention)}): an ephemeral member "
                 "must not outlive a regular one; shorten it or lengthen node_retention"
+            )
+        if self.failure_backoff > self.max_failure_backoff:
+            raise ConfigError(
+                f"failure_backoff ({format_duration(self.failure_backoff)}) is longer than "
+                f"max_failure_backoff ({format_duration(self.max_failure_backoff)}); shorten it "
+                "or lengthen max_failure_backoff"
             )
         # Imported here: reaper.sweeps builds on these settings (it reads them, they never
         # read it), and this is the one place where settings ask for the sweeps' verdict.
@@ -530,6 +631,7 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "reason": _text,
         "predicate": _text,
         "description": _text,
+        "since": _text,
     }
     return SweepSettings(**{k: _keyed(k, parsers[k], v) for k, v in body.items()})
 

@@ -34,6 +34,13 @@ def predicate(sweep: str) -> str:
     return strip_comments(read(f"sweeps/{sweep}.sql"))
 
 
+@functools.cache
+def since(sweep: str) -> str:
+    """The "since" expression of a built-in sweep (``reaper/sql/since/<sweep>.sql``), comments
+    removed: the moment a row's retention started, for reaper_backlog_oldest_seconds."""
+    return strip_comments(read(f"since/{sweep}.sql"))
+
+
 def engine(name: str) -> str:
     """An engine statement template (``reaper/sql/engine/<name>.sql``), comments removed."""
     return strip_comments(read(f"engine/{name}.sql"))

@@ -21,6 +21,12 @@ from reaper import predicate as predicates
 from reaper import sqlfiles
 from reaper.errors import ConfigError
 
+# How often `reaper run` runs a sweep unless told otherwise: an hour suits retentions of days
+# (a row lives at most retention + interval); ephemeral members (1 h retention, CI runners
+# re-enrolling by the thousand) get a few minutes.
+DEFAULT_SWEEP_INTERVAL = timedelta(hours=1)
+EPHEMERAL_SWEEP_INTERVAL = timedelta(minutes=5)
+
 if TYPE_CHECKING:
     from reaper.settings import Settings, SweepSettings
 
@@ -44,6 +50,14 @@ class Sweep:
             exist and be valid and ready). A sweep that declares none relies on the indexes
             that EXPLAIN shows its batch using; ``check`` also reports every INVALID index on
             the tables it reads.
+        interval: how often ``reaper run`` runs it by default (``--interval`` and the
+            ``[sweeps.NAME]`` table's ``interval`` override it).
+        since: a timestamp SQL expression over ``table``'s columns: the moment a row's
+            retention started counting, compared with the first cutoff (``cutoffs``' first
+            parameter). ``cutoff - since`` is how far past its cutoff an eligible row is
+            (``reaper_backlog_oldest_seconds``), and ``ORDER BY since`` lists the oldest
+            first, so write it as a plain indexed column where possible. Empty: the sweep
+            has no oldest-row gauge.
         retentions: retention name -> duration, for the names in ``cutoffs`` that are not
             settings: those a ``[sweeps.NAME]`` table gives (``sweeps.NAME.retention``, or
             ``sweeps.NAME.retention.PARAM`` for one of several cutoffs).
@@ -59,6 +73,8 @@ class Sweep:
     after: tuple[str, ...] = ()
     description: str = ""
     indexes: tuple[str, ...] = ()
+    interval: timedelta = DEFAULT_SWEEP_INTERVAL
+    since: str = ""
     retentions: Mapping[str, timedelta] = field(default_factory=dict)
     enabled: bool = True
     builtin: bool = False
@@ -72,6 +88,7 @@ def _builtin(
     description: str,
     indexes: tuple[str, ...],
     after: tuple[str, ...] = (),
+    interval: timedelta = DEFAULT_SWEEP_INTERVAL,
 ) -> Sweep:
     return Sweep(
         name=name,
@@ -82,6 +99,8 @@ def _builtin(
         after=after,
         description=description,
         indexes=indexes,
+        interval=interval,
+        since=sqlfiles.since(name),
         builtin=True,
     )
 
@@ -110,6 +129,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         {"cutoff": "ephemeral_node_retention"},
         "ephemeral bootstrap members silent for more than ephemeral_node_retention",
         ("nodes_bootstrap_enrolled_at_idx",),
+        interval=EPHEMERAL_SWEEP_INTERVAL,
     ),
     _builtin(
         "enrollment_requests",
@@ -212,7 +232,7 @@ _CUTOFF_ORDER: Mapping[str, tuple[str, str]] = {
     "enrollment_requests": ("ephemeral_cutoff", "cutoff"),
 }
 # What a [sweeps.NAME] table may change on a built-in sweep (the rest is its definition).
-_DECLARATION_KEYS = ("table", "reason", "predicate", "description")
+_DECLARATION_KEYS = ("table", "reason", "predicate", "description", "since")
 _SINGLE_CUTOFF = "cutoff"
 # A reason is a metric label value; kept to the built-ins' shape (stale, expired, silent).
 REASON = re.compile(r"[a-z][a-z0-9_]*")
@@ -334,6 +354,18 @@ def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> S
             "letters, digits and _ (e.g. stale, expired)"
         )
     cutoffs, retentions = _retention_names(name, body.retention, None)
+    since = ""
+    if body.since is not None:
+        # Checked as the predicate "since < first cutoff": the same rules (columns of the
+        # table, no subquery on other tables' side effects, no function with side effects).
+        first = next(iter(cutoffs))
+        try:
+            predicates.check(f"({body.since}) < %({first})s", body.table, {first})
+        except predicates.PredicateError as exc:
+            raise ConfigError(
+                f"[sweeps.{name}] since (checked as ({body.since}) < %({first})s) {exc}"
+            ) from None
+        since = body.since
     try:
         predicates.check(body.predicate, body.table, set(cutoffs))
     except predicates.PredicateError as exc:
@@ -346,6 +378,7 @@ def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> S
         cutoffs=cutoffs,
         after=body.after,
         description=body.description or "",
+        since=since,
         retentions=retentions,
         enabled=body.enabled,
     )

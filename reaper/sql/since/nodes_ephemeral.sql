@@ -1,0 +1,3 @@
+-- The last time the member was heard from. ORDER BY it is served by
+-- nodes_bootstrap_enrolled_at_idx (ephemeral = true, enrolled_at).
+enrolled_at
