@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -273,8 +274,12 @@ def run(config_path: Path | None, **raw: Any) -> None:
     file), each run delayed by a random 0..--jitter of its interval, holding its advisory
     lock: where another process runs the sweep, the run is skipped. SIGTERM or SIGINT: the
     batches in flight finish, then exit 0 within --shutdown-timeout. A database that is down
-    is waited for (/readyz says 503). Exit code 2: bad configuration, or a connection on
-    which advisory locks do not hold.
+    is waited for (/readyz says 503). The checks of `reaper check` run at startup and every
+    --check-interval (each failure logged, reaper_check_failures); with --strict a failure
+    refuses the start (exit code 1). SIGHUP re-reads the config file: retentions, intervals,
+    enabled sweeps and budgets change without a restart; an invalid file is rejected with one
+    log line and the running settings stay. Exit code 2: bad configuration, or a connection
+    on which advisory locks do not hold.
     """
     from reaper.daemon import Daemon
 
@@ -288,15 +293,31 @@ def run(config_path: Path | None, **raw: Any) -> None:
         )
         daemon.request_stop()
 
+    # SIGHUP: re-read the config file under the same flags and variables; the work happens
+    # on this (main) thread, not in the handler.
+    explicit = {k: v for k, v in raw.items() if v is not None}
+    reload_requested = threading.Event()
+
+    def on_hup(signum: int, _frame: Any) -> None:
+        reload_requested.set()
+
+    def load() -> tuple[Settings, list[Sweep]]:
+        new = reload_settings(config_path, explicit)
+        return new, enabled_sweeps(new, ())
+
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_hup)
     daemon.start()
-    while not daemon.exit_requested.wait(1.0):
-        pass
+    while not daemon.exit_requested.wait(0.2):
+        if reload_requested.is_set():
+            reload_requested.clear()
+            structlog.get_logger("reaper.cli").info("reload_requested", signal="SIGHUP")
+            daemon.reload(load)
     clean = daemon.stop()
     if daemon.fatal:
         click.echo(f"reaper: {daemon.fatal}", err=True)
-        _exit_now(EXIT_USAGE, clean)
+        _exit_now(daemon.fatal_exit_code, clean)
     _exit_now(EXIT_OK, clean)
 
 

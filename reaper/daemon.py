@@ -31,7 +31,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -45,12 +45,12 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CollectorRegistry
 
-from reaper import errors
+from reaper import checks, errors
 from reaper.db import Database, SweepStatements
 from reaper.http import HttpServer, make_app
 from reaper.metrics import Metrics
 from reaper.runner import FAILURE, SUCCESS, SweepResult, compute_cutoffs, run_sweep
-from reaper.settings import Settings, format_duration
+from reaper.settings import Settings, changed_settings, format_duration
 from reaper.sweeps import Sweep
 
 log = structlog.get_logger("reaper.daemon")
@@ -78,7 +78,9 @@ DATABASE_FIELDS = (
 )
 BUDGET_STOPS = ("max_rows", "max_seconds")
 _SWEEPS_EXECUTOR, _PROBES_EXECUTOR = "sweeps", "probes"
-_PROBE_JOB, _GAUGE_JOB = "_readiness_probe", "_gauge_refresh"
+# Checks that could not run (the database did not answer) are tried again this soon (seconds).
+CHECK_RETRY_SECONDS = 30.0
+_PROBE_JOB, _GAUGE_JOB, _CHECK_JOB = "_readiness_probe", "_gauge_refresh", "_checks"
 
 
 def backoff_delay(failures: int, first: timedelta, cap: timedelta) -> timedelta:
@@ -181,6 +183,11 @@ class Daemon:
         # Set by a stop request (signal) or a fatal error; the command waits on it.
         self.exit_requested = threading.Event()
         self.fatal: str | None = None
+        # The exit code for ``fatal``: 2 (a connection reaper cannot work through), or 1 when
+        # --strict refused to start on a failed check.
+        self.fatal_exit_code = 2
+        # The last run of the checks (None: not run yet, or the database was unreachable).
+        self.findings: list[checks.Finding] | None = None
         self._lock_checked = False
         self._health = _Health()
         self._config_lock = threading.RLock()
@@ -193,7 +200,7 @@ class Daemon:
             timezone="UTC",
             executors={
                 _SWEEPS_EXECUTOR: ThreadPoolExecutor(MAX_PARALLEL_SWEEPS),
-                _PROBES_EXECUTOR: ThreadPoolExecutor(2),
+                _PROBES_EXECUTOR: ThreadPoolExecutor(3),
             },
             job_defaults={"max_instances": 1, "coalesce": True},
         )
@@ -232,6 +239,8 @@ class Daemon:
             logging.getLogger("apscheduler").setLevel(logging.WARNING)
         self.http.start()
         self.db.open()
+        if self._settings.strict and not self._strict_checks():
+            return
         now = datetime.now(UTC)
         self._scheduler.add_job(
             self._probe, IntervalTrigger(seconds=READINESS_PROBE_SECONDS), id=_PROBE_JOB,
@@ -246,6 +255,8 @@ class Daemon:
         with self._config_lock:
             for sweep in self._sweeps.values():
                 self._add_sweep_job(sweep, first=True)
+            # --strict ran them already; otherwise at once, beside the first runs.
+            self._schedule_checks(run_now=not self._settings.strict)
         self._scheduler.start()
         log.info(
             "daemon_started",
@@ -354,8 +365,102 @@ class Daemon:
             gauge = settings.gauge_interval.total_seconds()
             with contextlib.suppress(JobLookupError):
                 self._scheduler.reschedule_job(_GAUGE_JOB, trigger=IntervalTrigger(seconds=gauge))
+            if self._scheduler.running:
+                # The sweeps or their settings changed: check them again now.
+                self._schedule_checks(run_now=True)
         log.info("daemon_reconfigured",
                  sweeps={n: format_duration(self._interval(s)) for n, s in new.items()})
+
+    def reload(self, load: Callable[[], tuple[Settings, Sequence[Sweep]]]) -> bool:
+        """SIGHUP: ``load`` re-reads and validates the configuration (the TOML file under the
+        same flags); the new settings and sweeps are applied (:meth:`apply`: retentions,
+        intervals, enabled sweeps and budgets change without a restart). An invalid file is
+        rejected with one ``reload_rejected`` log line and the running settings stay.
+
+        Returns:
+            True when the new configuration is in force.
+        """
+        old = self._settings
+        try:
+            settings, sweeps = load()
+            self.apply(settings, sweeps)
+        except errors.ConfigError as exc:
+            log.error("reload_rejected", error=str(exc))
+            return False
+        log.info("settings_reloaded", changed=changed_settings(old, settings))
+        return True
+
+    # -- checks (reaper check, at startup and every --check-interval) --------------------
+
+    def run_checks(self) -> list[checks.Finding] | None:
+        """Run the checks of ``reaper check`` for the scheduled sweeps: each finding that is
+        not a pass is logged, ``reaper_check_failures`` set. None when the database could not
+        be reached (logged; the gauge keeps its values)."""
+        with self._config_lock:
+            sweeps, settings = list(self._sweeps.values()), self._settings
+        try:
+            findings = checks.run_checks(self.db, sweeps, settings)
+        except errors.ReaperError as exc:
+            log.warning("checks_not_run", error=str(exc))
+            return None
+        if self.exit_requested.is_set() and not settings.strict:
+            return None  # shutting down (or a fatal error): its line is the last one
+        checks.report(findings, self.metrics)
+        self.findings = findings
+        return findings
+
+    def _run_checks_job(self) -> None:
+        if self._stop.is_set() or self.exit_requested.is_set():
+            return
+        if self.run_checks() is None and not self.exit_requested.is_set():
+            # The database did not answer: try again soon rather than a --check-interval on.
+            with contextlib.suppress(JobLookupError, SchedulerNotRunningError):
+                self._scheduler.add_job(
+                    self._run_checks_job, id=f"{_CHECK_JOB}_retry", executor=_PROBES_EXECUTOR,
+                    next_run_time=datetime.now(UTC) + timedelta(seconds=CHECK_RETRY_SECONDS),
+                    replace_existing=True, misfire_grace_time=60,
+                )
+
+    def _strict_checks(self) -> bool:
+        """--strict: the checks run before any sweep is scheduled; a failure (or a database
+        that cannot be checked) makes the daemon refuse to start (``fatal``, exit code 1)."""
+        findings = self.run_checks()
+        if findings is None:
+            problem = "the checks could not run (is the database reachable?)"
+        else:
+            failed = checks.failures(findings)
+            if not failed:
+                return True
+            first = failed[0]
+            problem = (
+                f"{len(failed)} check(s) failed, first: {first.sweep} {first.check} "
+                f"{first.subject}: {first.detail}"
+            )
+        self.fatal = f"--strict: {problem}; not starting (see `reaper check`)"
+        self.fatal_exit_code = 1
+        log.critical("strict_checks_failed", error=self.fatal)
+        self._health.set(False, self.fatal)
+        self.exit_requested.set()
+        return False
+
+    def _schedule_checks(self, *, run_now: bool) -> None:
+        """(Re)schedule the checks every ``--check-interval`` (none: only the run now)."""
+        with contextlib.suppress(JobLookupError):
+            self._scheduler.remove_job(_CHECK_JOB)
+        interval = self._settings.check_interval
+        first = datetime.now(UTC) if run_now else None
+        if interval is not None:
+            self._scheduler.add_job(
+                self._run_checks_job, IntervalTrigger(seconds=interval.total_seconds()),
+                id=_CHECK_JOB, executor=_PROBES_EXECUTOR,
+                misfire_grace_time=max(1, int(interval.total_seconds())),
+                **({"next_run_time": first} if first else {}),
+            )
+        elif first is not None:
+            self._scheduler.add_job(
+                self._run_checks_job, id=_CHECK_JOB, executor=_PROBES_EXECUTOR,
+                next_run_time=first, misfire_grace_time=60,
+            )
 
     # -- scheduling ----------------------------------------------------------------------
 
