@@ -21,6 +21,9 @@ from tests.ops_helpers import (
     run_json,
     spec,
 )
+from tests.test_daemon_process import pgbouncer
+
+__all__ = ["pgbouncer"]  # a fixture, used by name
 
 
 def findings_of(doc: dict[str, Any], **match: str) -> list[dict[str, Any]]:
@@ -298,3 +301,20 @@ def test_a_partitioned_table_is_checked_through_its_partitions(
     plan = findings_of(doc, check="plan")[0]
     assert (code, plan["status"]) == (1, "fail")
     assert "20,020 rows > seq_scan_max_rows 1,000" in plan["detail"]
+
+
+def test_advisory_lock_fails_through_transaction_pooling(pgbouncer, capsys) -> None:
+    through = pgbouncer("transaction")
+    code, doc = run_json(capsys, "check", "--dsn", through, "--sweep", "router_leases")
+    assert code == 1
+    lock = findings_of(doc, check="advisory_lock")[0]
+    assert lock["status"] == "fail"
+    assert "transaction-pooling proxy" in lock["detail"]
+    assert lock["fix"] == "connect reaper to PostgreSQL directly, or through a pool in session mode"
+
+
+def test_advisory_lock_passes_through_session_pooling(pgbouncer, capsys) -> None:
+    through = pgbouncer("session")
+    code, doc = run_json(capsys, "check", "--dsn", through, "--sweep", "router_leases")
+    assert code == 0
+    assert findings_of(doc, check="advisory_lock")[0]["status"] == "pass"
