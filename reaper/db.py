@@ -194,9 +194,6 @@ class SweepStatements:
         self.index_batch = sql.SQL(sqlfiles.engine(index_template)).format(**parts)
         self.count_eligible = sql.SQL(sqlfiles.engine("count_eligible")).format(**parts)
         self.estimate_eligible = sql.SQL(sqlfiles.engine("estimate_eligible")).format(**parts)
-        self.count_eligible_capped = sql.SQL(sqlfiles.engine("count_eligible_capped")).format(
-            **parts
-        )
         self._parts = parts
         self._predicate = predicate
         self._tables_read: tuple[str, ...] | None = None
@@ -399,14 +396,6 @@ class Session:
         with self._sweep_errors(stmts):
             return int(self.scalar(stmts.count_eligible, params))
 
-    def count_eligible_capped(
-        self, stmts: SweepStatements, params: Mapping[str, Any], cap: int
-    ) -> int:
-        """The rows the predicate matches now, counted up to ``cap`` (returns ``cap`` when
-        there are at least that many)."""
-        with self._sweep_errors(stmts):
-            return int(self.scalar(stmts.count_eligible_capped, dict(params, cap=cap)))
-
     def oldest_eligible(
         self, stmts: SweepStatements, params: Mapping[str, Any], expressions: Sequence[str]
     ) -> datetime | None:
@@ -458,7 +447,7 @@ class Session:
         self, stmts: SweepStatements, params: Mapping[str, Any], limit: int
     ) -> int:
         """The rows the predicate matches now, counted through its index, at most ``limit``."""
-        with self._errors(stmts.table):
+        with self._sweep_errors(stmts):
             return int(self.scalar(stmts.backlog_rows, dict(params, limit=limit)))
 
     def backlog_oldest_seconds(

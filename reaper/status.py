@@ -116,7 +116,7 @@ def backlog(
     """
     stmts = session.statements(sweep.table, sweep.predicate)
     params = compute_cutoffs(session, sweep, settings, now)
-    rows = session.count_eligible_capped(stmts, params, cap)
+    rows = session.backlog_rows(stmts, params, cap)
     return rows, rows >= cap
 
 
@@ -137,7 +137,7 @@ def _one(
         db_now = session.now(now)
         stmts = session.statements(sweep.table, sweep.predicate)
         st.cutoffs = compute_cutoffs(session, sweep, settings, now)
-        st.backlog_rows = session.count_eligible_capped(stmts, st.cutoffs, cap)
+        st.backlog_rows = session.backlog_rows(stmts, st.cutoffs, cap)
         st.backlog_capped = st.backlog_rows >= cap
         expressions = sqlinfo.cutoff_expressions(sweep.table, sweep.predicate)
         st.oldest_eligible = session.oldest_eligible(stmts, st.cutoffs, expressions)
