@@ -412,14 +412,23 @@ class Daemon:
     def _run_checks_job(self) -> None:
         if self._stop.is_set() or self.exit_requested.is_set():
             return
+        if not self._lock_checked:
+            # The readiness probe has not yet made its advisory lock probe on this pool: wait
+            # for it. Two probes at once share one key, and one that finds the key taken takes
+            # it for "another reaper probing" and passes, so the probe could miss a pooler.
+            self._retry_checks(READINESS_PROBE_SECONDS)
+            return
         if self.run_checks() is None and not self.exit_requested.is_set():
             # The database did not answer: try again soon rather than a --check-interval on.
-            with contextlib.suppress(JobLookupError, SchedulerNotRunningError):
-                self._scheduler.add_job(
-                    self._run_checks_job, id=f"{_CHECK_JOB}_retry", executor=_PROBES_EXECUTOR,
-                    next_run_time=datetime.now(UTC) + timedelta(seconds=CHECK_RETRY_SECONDS),
-                    replace_existing=True, misfire_grace_time=60,
-                )
+            self._retry_checks(CHECK_RETRY_SECONDS)
+
+    def _retry_checks(self, seconds: float) -> None:
+        with contextlib.suppress(JobLookupError, SchedulerNotRunningError):
+            self._scheduler.add_job(
+                self._run_checks_job, id=f"{_CHECK_JOB}_retry", executor=_PROBES_EXECUTOR,
+                next_run_time=datetime.now(UTC) + timedelta(seconds=seconds),
+                replace_existing=True, misfire_grace_time=60,
+            )
 
     def _strict_checks(self) -> bool:
         """--strict: the checks run before any sweep is scheduled; a failure (or a database
