@@ -43,6 +43,7 @@ def main(argv: list[str]) -> int:
         lock_timeout=settings.lock_timeout,
         idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
         synchronous_commit=settings.synchronous_commit,
+        max_connections=1,  # one server process, whose CPU time is read from /proc
     )
     with db:
         with db.session() as session:  # the pool's first connection, outside the timing

@@ -16,6 +16,10 @@ def _mib(kib: int | None) -> str:
     return "-" if kib is None else f"{kib / 1024:.0f}"
 
 
+def _growth(kib: int) -> str:
+    return f"{kib / 1024:+.1f}"
+
+
 def table(header: list[str], rows: list[list[str]]) -> str:
     """A Markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -30,13 +34,13 @@ def runs_table(runs: list[Run]) -> str:
     for r in runs:
         b = r.batch_seconds
         rss = "-" if r.rss_peak_kib is None else (
-            f"{_mib(r.rss_peak_kib)} (+{_mib(r.rss_peak_kib - (r.rss_before_kib or 0))})")
+            f"{_mib(r.rss_peak_kib)} ({_growth(r.rss_peak_kib - (r.rss_before_kib or 0))})")
         rows.append([
             r.variant + (f" ({r.strategy})" if r.strategy else ""),
             f"{r.rows:,}",
             f"{r.seconds:.2f}",
             f"{r.rows / r.seconds:,.0f}" if r.seconds else "-",
-            f"{r.seconds / base:.2f}x" if base else "-",
+            "-" if math.isnan(base) else f"{r.seconds / base:.2f}x",
             "-" if r.backend_cpu is None else f"{r.backend_cpu:.2f}",
             f"{len(b):,}",
             _ms(percentile(b, 0.5)),

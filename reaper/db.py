@@ -199,6 +199,7 @@ class SweepStatements:
             self.backlog_oldest = sql.SQL(sqlfiles.engine("backlog_oldest")).format(
                 since=sql.SQL(since), cutoff=sql.Placeholder(cutoff_param), **parts
             )
+        self.sample_eligible = sql.SQL(sqlfiles.engine("sample_eligible")).format(**parts)
 
 
 class Session:
@@ -273,6 +274,17 @@ class Session:
         doc = row[0] if not isinstance(row[0], str) else json.loads(row[0])
         return float(doc[0]["Plan"]["Plan Rows"])
 
+    def sample_eligible(
+        self, stmts: SweepStatements, params: Mapping[str, Any], percent: float
+    ) -> tuple[int, int]:
+        """``(eligible, sampled)``: rows matching the predicate among the rows of a
+        ``percent``-% sample of the table's blocks (TABLESAMPLE SYSTEM: only those are read)."""
+        with self._errors(stmts.table), self._conn.cursor() as cur:
+            cur.execute(stmts.sample_eligible, dict(params, percent=percent))
+            row = cur.fetchone()
+        assert row is not None
+        return int(row[0]), int(row[1])
+
     def count_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> int:
         """The rows the predicate matches now, counted (dry run)."""
         with self._errors(stmts.table):
@@ -295,10 +307,17 @@ class Session:
 
         One transaction; rows a writer holds are skipped. Returns the rows deleted.
         """
-        return self._delete(stmts.index_batch, dict(params, batch_size=batch_size), stmts.table)
+        return self._delete(
+            stmts.index_batch, dict(params, batch_size=batch_size), stmts.table,
+            before=sqlfiles.engine("index_batch_settings"),
+        )
 
-    def _delete(self, stmt: sql.Composed, params: Mapping[str, Any], table: str) -> int:
+    def _delete(
+        self, stmt: sql.Composed, params: Mapping[str, Any], table: str, before: str | None = None
+    ) -> int:
         with self._errors(table), self._conn.transaction(), self._conn.cursor() as cur:
+            if before is not None:
+                cur.execute(sql.SQL(before))
             cur.execute(stmt, params)
             return max(cur.rowcount, 0)
 

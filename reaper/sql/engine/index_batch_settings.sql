@@ -1,0 +1,6 @@
+-- Run in each index batch's transaction, before the batch: the batch follows the predicate's
+-- index, never a sequential scan. With LIMIT and an overestimated match count the planner
+-- prefers a sequential scan that it expects to stop early; when the garbage is scattered that
+-- scan reads the whole table, every batch (bench B3: 1.4 s per batch on 10,000,000 rows,
+-- against 0.1 s through the indexes).
+SELECT set_config('enable_seqscan', 'off', true)
