@@ -65,6 +65,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="heap walk vs index batches by garbage fraction (sets heap_walk_threshold)")
     p.add_argument("--tune", action="store_true",
                    help="reaper's sweep at several batch settings (sets the defaults)")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep the seeded template databases (reaper_bench_*) and reuse them")
     p.add_argument("--dsn", default=None, help="server DSN (default: REAPER_BENCH_DSN, "
                    "REAPER_TEST_DSN, else an embedded PostgreSQL)")
     return p.parse_args(argv)
@@ -78,7 +80,7 @@ def main(argv: list[str]) -> int:
     env = "REAPER_BENCH_DSN" if os.environ.get("REAPER_BENCH_DSN") else "REAPER_TEST_DSN"
     started = time.perf_counter()
     with devserver.server(env) as dsn:
-        server = Server(dsn)
+        server = Server(dsn, reuse=args.reuse)
         try:
             print(f"# reaper bench\n\nMachine: {machine(server)}\n", flush=True)
             run_all(server, args, only)
@@ -144,7 +146,7 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
             {"batch_size": 50000, "batch_target_seconds": "50ms", "synchronous_commit": True},
         ]
         res = scenarios.tune(server, t, settings_list, say=say)
-        server.drop(t)
+        server.release(t)
         out("## Tuning: reaper's sweep on B1 at several settings\n")
         out(report.runs_table([r for _, r in res]) + "\n", flush=True)
         if template is not None:
@@ -154,7 +156,7 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
             out("## Tuning: index batches on B3 (10,000 scattered)\n")
             out(report.runs_table([r for _, r in res]) + "\n", flush=True)
     if template is not None:
-        server.drop(template)
+        server.release(template)
     if args.crossover:
         say("crossover: heap vs index by garbage fraction")
         fr = [(1, 1000), (1, 200), (1, 100), (1, 50), (1, 20), (1, 10), (1, 5)]

@@ -63,9 +63,12 @@ def backend_cpu_seconds(pid: int) -> float | None:
 class Server:
     """The PostgreSQL server the benchmarks run on (``dsn``: its maintenance database)."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, reuse: bool = False) -> None:
         self.dsn = dsn
-        self.prefix = f"reaper_bench_{os.getpid()}_{uuid.uuid4().hex[:4]}"
+        self.reuse = reuse
+        self.prefix = (
+            "reaper_bench" if reuse else f"reaper_bench_{os.getpid()}_{uuid.uuid4().hex[:4]}"
+        )
         self._made: list[str] = []
 
     def dsn_of(self, name: str) -> str:
@@ -82,9 +85,12 @@ class Server:
         inserting into indexed tables here).
         """
         name = f"{self.prefix}_{label}"
+        if self.reuse and self.exists(name):
+            return name
         self.drop(name)
         self.admin(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        self._made.append(name)
+        if not self.reuse:
+            self._made.append(name)
         with psycopg.connect(self.dsn_of(name), autocommit=True) as conn:
             conn.execute("SET synchronous_commit = off")
             conn.execute("SET maintenance_work_mem = '256MB'")
@@ -112,6 +118,16 @@ class Server:
             yield self.dsn_of(name)
         finally:
             self.drop(name)
+
+    def exists(self, name: str) -> bool:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+                                ).fetchone() is not None
+
+    def release(self, template: str) -> None:
+        """Drop a seeded template, unless templates are kept for the next run."""
+        if not self.reuse:
+            self.drop(template)
 
     def drop(self, name: str) -> None:
         devserver.drop_database(self.dsn_of(name))

@@ -70,7 +70,7 @@ def backlog(server: Server, rows: int, *, with_loop: bool = True,
             run = step(dsn)
         say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s")
         runs.append(run)
-    server.drop(template)
+    server.release(template)
     return runs, seeded
 
 
@@ -189,7 +189,7 @@ def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print
         say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s, "
             f"{len(traffic.refreshed):,} members refreshed, {lost} of them deleted")
         out.append((run, traffic, lost))
-    server.drop(template)
+    server.release(template)
     return out
 
 
@@ -243,7 +243,7 @@ def crossover(server: Server, rows: int, fractions: list[tuple[int, int]],
             with server.clone(template) as dsn:
                 got.append(reaper_sweep(dsn, REQUESTS, {"strategy": strategy},
                                         label=f"strategy {strategy}"))
-        server.drop(template)
+        server.release(template)
         say(f"  {num}/{den}: heap {got[0].seconds:.2f} s, index {got[1].seconds:.2f} s")
         out.append((num / den, got[0], got[1]))
     return out

@@ -221,8 +221,12 @@ def choose_strategy(
         # A partitioned table's own heap is empty: a walk over it would find nothing and
         # report success. The index path reaches every partition.
         return "index", None
+    if stats.blocks <= FIRST_BLOCKS_UNKNOWN and wanted == "auto":
+        # A table smaller than one first heap range: the walk saves nothing, and the index
+        # path keeps each batch to batch_size rows exactly.
+        return "index", None
     if stats.blocks == 0:
-        return ("index" if wanted == "auto" else wanted), 0.0
+        return wanted, 0.0
     percent = min(100.0, 100.0 * SAMPLE_BLOCKS / stats.blocks)
     eligible, sampled = session.sample_eligible(stmts, params, percent)
     fraction = eligible / sampled if sampled else 0.0
