@@ -27,6 +27,7 @@ from bench.variants import (
     sweep_named,
     unlocked_walk,
 )
+from reaper import sqlfiles
 from reaper.db import SweepStatements
 
 REQUESTS = "enrollment_requests"
@@ -93,7 +94,9 @@ def steady_state(server: Server, rows: int, eligible_every: int,
         runs.append(run)
     sweep = sweep_named(REQUESTS)
     stmts = SweepStatements(sweep.table, sweep.predicate)
-    with connect(server.dsn_of(template)) as conn:
+    with connect(server.dsn_of(template)) as conn, conn.transaction():
+        # As reaper's index batch runs: after index_batch_settings.sql, in one transaction.
+        conn.execute(psycopg.sql.SQL(sqlfiles.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
         params = dict(cutoffs(conn, sweep), batch_size=5000)
         plan = "\n".join(
             str(r[0]) for r in conn.execute(
@@ -195,39 +198,55 @@ def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print
 
 def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, list[float], Any]]:
     """B5: the cost of each gauge's query on ``template`` (ms samples and the last value)."""
-    from reaper import sqlfiles
+    from reaper.runner import SAMPLE_BLOCKS
     from reaper.sweeps import BUILTIN_SWEEPS
 
     sweep = sweep_named(REQUESTS)
     stmts = SweepStatements(sweep.table, sweep.predicate)
     tables = sorted({s.table for s in BUILTIN_SWEEPS})
+    no_seqscan = psycopg.sql.SQL(sqlfiles.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
     out = []
     with connect(server.dsn_of(template)) as conn:
         params = cutoffs(conn, sweep)
-        queries: list[tuple[str, Any, Any]] = [
+        row = conn.execute(
+            "SELECT pg_relation_size(%s::regclass) / 8192, reltuples FROM pg_class "
+            "WHERE oid = %s::regclass", (REQUESTS, REQUESTS)).fetchone()
+        assert row is not None
+        blocks, reltuples = int(row[0]), float(row[1])
+        percent = min(100.0, 100.0 * SAMPLE_BLOCKS / blocks)
+        capped = compose("capped_count", REQUESTS, sweep.predicate)
+        # (label, statement, params, run with enable_seqscan off, value from the rows)
+        queries: list[tuple[str, Any, Any, bool, Callable[[list[Any]], Any]]] = [
             ("reaper_storage_rows (storage_rows.sql, all swept tables)",
              psycopg.sql.SQL(sqlfiles.engine("storage_rows")),  # type: ignore[arg-type,unused-ignore]
-             {"tables": tables}),
-            ("planner's estimate of the backlog (estimate_eligible.sql)",
-             stmts.estimate_eligible, params),
-            ("backlog count capped at 1,000", compose("capped_count", REQUESTS, sweep.predicate),
-             dict(params, cap=1000)),
-            ("backlog count capped at 100,000",
-             compose("capped_count", REQUESTS, sweep.predicate), dict(params, cap=100_000)),
-            ("backlog count, uncapped (count_eligible.sql, the dry run)",
-             stmts.count_eligible, params),
-            ("COUNT(*) of the table", compose("count_table", REQUESTS), None),
+             {"tables": tables}, False, lambda rows: sum(int(r[1]) for r in rows)),
+            ("backlog: the planner's estimate (estimate_eligible.sql)",
+             stmts.estimate_eligible, params, False,
+             lambda rows: int(rows[0][0][0]["Plan"]["Plan Rows"])),
+            (f"backlog: block sample, {SAMPLE_BLOCKS} blocks (sample_eligible.sql) x reltuples",
+             stmts.sample_eligible, dict(params, percent=percent), False,
+             lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples)),
+            ("backlog: count capped at 1,000", capped, dict(params, cap=1000), False,
+             lambda rows: rows[0][0]),
+            ("backlog: count capped at 1,000, enable_seqscan off", capped,
+             dict(params, cap=1000), True, lambda rows: rows[0][0]),
+            ("backlog: count capped at 100,000, enable_seqscan off", capped,
+             dict(params, cap=100_000), True, lambda rows: rows[0][0]),
+            ("backlog: count, uncapped (count_eligible.sql, the dry run)",
+             stmts.count_eligible, params, False, lambda rows: rows[0][0]),
+            ("COUNT(*) of the table", compose("count_table", REQUESTS), None, False,
+             lambda rows: rows[0][0]),
         ]
-        for label, stmt, p in queries:
+        for label, stmt, p, index_only, value_of in queries:
             samples, value = [], None
             for _ in range(repeat):
                 t0 = time.perf_counter()
-                rows = conn.execute(stmt, p).fetchall()
+                with conn.transaction():
+                    if index_only:
+                        conn.execute(no_seqscan)
+                    rows = conn.execute(stmt, p).fetchall()
                 samples.append((time.perf_counter() - t0) * 1000)
-                value = rows[0][-1] if len(rows) == 1 and "EXPLAIN" not in str(label) else len(rows)
-            if "estimate" in label:
-                doc = rows[0][0]
-                value = int(doc[0]["Plan"]["Plan Rows"])
+                value = value_of(rows)
             out.append((label, samples, value))
     return out
 
