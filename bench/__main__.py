@@ -195,10 +195,13 @@ def scaling_table(scaling: list[tuple[int, list[Run]]]) -> str:
             "-" if b is None else f"{b.seconds / b.rows * 1e6:.2f}",
             f"{percentile(c.batch_seconds, 0.99) * 1000:.0f}",
             f"{(c.rss_peak_kib or 0) / 1024:.0f}",
+            f"{(a.wal_bytes or 0) / 2**20:,.0f} / {(c.wal_bytes or 0) / 2**20:,.0f}",
+            f"{a.checkpoints} / {c.checkpoints}",
         ])
     return report.table(
         ["table rows", "garbage", "(a) s", "(b) s", "(c) s", "(c)/(a)", "(a) s per M rows",
-         "(c) s per M rows", "(b) s per M rows", "(c) p99 ms", "(c) peak RSS MiB"],
+         "(c) s per M rows", "(b) s per M rows", "(c) p99 ms", "(c) peak RSS MiB",
+         "WAL MiB (a) / (c)", "checkpoints (a) / (c)"],
         rows,
     )
 

@@ -150,6 +150,18 @@ class Server:
         return out
 
 
+def wal_and_checkpoints(dsn: str) -> tuple[int, int]:
+    """``(WAL position in bytes, checkpoints so far)`` of the server: taken around a variant,
+    the WAL it wrote and the checkpoints it caused (or met)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, checkpoints_timed + checkpoints_req "
+            "FROM pg_stat_bgwriter"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
 def timed(
     conn: psycopg.Connection[Any], stmt: sql.Composed, params: Mapping[str, Any] | None = None
 ) -> tuple[float, int]:

@@ -47,11 +47,14 @@ def runs_table(runs: list[Run]) -> str:
             _ms(percentile(b, 0.99)),
             _ms(max(b) if b else math.nan),
             rss,
+            "-" if r.wal_bytes is None else f"{r.wal_bytes / 2**20:,.0f}",
+            "-" if r.checkpoints is None else str(r.checkpoints),
             r.note,
         ])
     return table(
         ["variant", "rows deleted", "wall s", "rows/s", "vs (a)", "server CPU s", "batches",
-         "batch p50 ms", "p99 ms", "max ms", "peak RSS MiB (growth)", "note"],
+         "batch p50 ms", "p99 ms", "max ms", "peak RSS MiB (growth)", "WAL MiB", "checkpoints",
+         "note"],
         rows,
     )
 

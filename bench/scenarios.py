@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 
 from bench import report
-from bench.pg import Server, bench_sql, compose, connect
+from bench.pg import Server, bench_sql, compose, connect, wal_and_checkpoints
 from bench.variants import (
     Run,
     cutoffs,
@@ -50,6 +50,15 @@ def seed_nodes(rows: int) -> Callable[[psycopg.Connection[Any]], None]:
     return fill
 
 
+def measured(step: Callable[[str], Run], dsn: str) -> Run:
+    """``step(dsn)`` with the WAL it wrote and the checkpoints during it."""
+    wal0, ckpt0 = wal_and_checkpoints(dsn)
+    run = step(dsn)
+    wal1, ckpt1 = wal_and_checkpoints(dsn)
+    run.wal_bytes, run.checkpoints = wal1 - wal0, ckpt1 - ckpt0
+    return run
+
+
 def backlog(server: Server, rows: int, *, with_loop: bool = True,
             loop_max_seconds: float | None = None, with_unlocked: bool = True,
             say: Callable[[str], None] = print) -> tuple[list[Run], float]:
@@ -68,7 +77,7 @@ def backlog(server: Server, rows: int, *, with_loop: bool = True,
         steps.append(lambda dsn: unlocked_walk(dsn, REQUESTS, 256))
     for step in steps:
         with server.clone(template) as dsn:
-            run = step(dsn)
+            run = measured(step, dsn)
         say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s")
         runs.append(run)
     server.release(template)
@@ -89,7 +98,7 @@ def steady_state(server: Server, rows: int, eligible_every: int,
     ]
     for step in steps:
         with server.clone(template) as dsn:
-            run = step(dsn)
+            run = measured(step, dsn)
         say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s")
         runs.append(run)
     sweep = sweep_named(REQUESTS)
@@ -226,11 +235,14 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
             (f"backlog: block sample, {SAMPLE_BLOCKS} blocks (sample_eligible.sql) x reltuples",
              stmts.sample_eligible, dict(params, percent=percent), False,
              lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples)),
+            ("backlog: block sample, 100 blocks x reltuples",
+             stmts.sample_eligible, dict(params, percent=percent / 3), False,
+             lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples)),
             ("backlog: count capped at 1,000", capped, dict(params, cap=1000), False,
              lambda rows: rows[0][0]),
-            ("backlog: count capped at 1,000, enable_seqscan off", capped,
+            ("backlog: count capped at 1,000, index_batch_settings.sql", capped,
              dict(params, cap=1000), True, lambda rows: rows[0][0]),
-            ("backlog: count capped at 100,000, enable_seqscan off", capped,
+            ("backlog: count capped at 100,000, index_batch_settings.sql", capped,
              dict(params, cap=100_000), True, lambda rows: rows[0][0]),
             ("backlog: count, uncapped (count_eligible.sql, the dry run)",
              stmts.count_eligible, params, False, lambda rows: rows[0][0]),

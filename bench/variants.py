@@ -42,6 +42,8 @@ class Run:
     strategy: str | None = None
     note: str = ""
     backend_cpu: float | None = None
+    wal_bytes: int | None = None
+    checkpoints: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
