@@ -2,7 +2,7 @@
 
 The server: ``REAPER_BENCH_DSN``, else ``REAPER_TEST_DSN``, else an embedded one
 (reaper.devserver). Each scenario creates its own databases and drops them. The default run
-(B1-B5) takes about 10 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of B2;
+(B1-B5) takes about 5 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of B2;
 ``--crossover`` and ``--tune`` measure what reaper's defaults are set from.
 """
 
@@ -60,7 +60,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--only", default="B1,B2,B3,B4,B5",
                    help="comma-separated scenarios (B1..B5); default all")
     p.add_argument("--large", action="store_true",
-                   help="add B2's 20,000,000-row point (about 15 more minutes)")
+                   help="add B2's 20,000,000-row point (about 8 more minutes)")
     p.add_argument("--crossover", action="store_true",
                    help="heap walk vs index batches by garbage fraction (sets heap_walk_threshold)")
     p.add_argument("--tune", action="store_true",

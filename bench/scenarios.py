@@ -256,7 +256,8 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
                 with conn.transaction():
                     if index_only:
                         conn.execute(no_seqscan)
-                    rows = conn.execute(stmt, p).fetchall()
+                    # Never a prepared statement: its plan would outlive the settings.
+                    rows = conn.execute(stmt, p, prepare=False).fetchall()
                 samples.append((time.perf_counter() - t0) * 1000)
                 value = value_of(rows)
             out.append((label, samples, value))
