@@ -223,7 +223,7 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
         assert row is not None
         blocks, reltuples = int(row[0]), float(row[1])
         percent = min(100.0, 100.0 * SAMPLE_BLOCKS / blocks)
-        capped = compose("capped_count", REQUESTS, sweep.predicate)
+        capped = stmts.backlog_rows
         # (label, statement, params, run with enable_seqscan off, value from the rows)
         queries: list[tuple[str, Any, Any, bool, Callable[[list[Any]], Any]]] = [
             ("reaper_storage_rows (storage_rows.sql, all swept tables)",
@@ -238,12 +238,14 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
             ("backlog: block sample, 100 blocks x reltuples",
              stmts.sample_eligible, dict(params, percent=percent / 3), False,
              lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples)),
-            ("backlog: count capped at 1,000", capped, dict(params, cap=1000), False,
-             lambda rows: rows[0][0]),
-            ("backlog: count capped at 1,000, index_batch_settings.sql", capped,
-             dict(params, cap=1000), True, lambda rows: rows[0][0]),
-            ("backlog: count capped at 100,000, index_batch_settings.sql", capped,
-             dict(params, cap=100_000), True, lambda rows: rows[0][0]),
+            ("reaper_backlog_rows without the index settings, limit 1,000", capped,
+             dict(params, limit=1000), False, lambda rows: rows[0][0]),
+            ("reaper_backlog_rows (backlog_rows.sql as the daemon runs it), limit 1,000", capped,
+             dict(params, limit=1000), True, lambda rows: rows[0][0]),
+            ("reaper_backlog_rows, limit 10,000", capped,
+             dict(params, limit=10_000), True, lambda rows: rows[0][0]),
+            ("reaper_backlog_rows, limit 100,000 (the default --backlog-limit)", capped,
+             dict(params, limit=100_000), True, lambda rows: rows[0][0]),
             ("backlog: count, uncapped (count_eligible.sql, the dry run)",
              stmts.count_eligible, params, False, lambda rows: rows[0][0]),
             ("COUNT(*) of the table", compose("count_table", REQUESTS), None, False,

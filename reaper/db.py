@@ -334,9 +334,17 @@ class Session:
     def backlog_rows(
         self, stmts: SweepStatements, params: Mapping[str, Any], limit: int
     ) -> int:
-        """The rows the predicate matches now, counted through its index, at most ``limit``."""
-        with self._errors(stmts.table):
-            return int(self.scalar(stmts.backlog_rows, dict(params, limit=limit)))
+        """The rows the predicate matches now, counted through its index, at most ``limit``.
+
+        Runs like an index batch (after ``index_batch_settings.sql``, in one transaction): with
+        ``LIMIT`` and an overestimated match count the planner would otherwise read the whole
+        table (bench B5: 159 ms against 7 ms at limit 1,000 on 10,000,000 rows).
+        """
+        with self._errors(stmts.table), self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+            cur.execute(stmts.backlog_rows, dict(params, limit=limit))
+            row = cur.fetchone()
+        return int(row[0]) if row is not None else 0
 
     def backlog_oldest_seconds(
         self, stmts: SweepStatements, params: Mapping[str, Any]

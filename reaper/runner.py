@@ -218,7 +218,8 @@ def choose_strategy(
     ``settings.strategy``.
     """
     wanted = strategy or settings.strategy
-    if session.server_version < MIN_HEAP_WALK_VERSION:
+    if session.server_version < MIN_HEAP_WALK_VERSION or wanted == "index":
+        # A forced index path needs no sample: the fraction only sizes the walk's first range.
         return "index", None
     stats = session.table_stats(stmts.table)
     if stats.partitioned:
