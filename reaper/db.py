@@ -338,7 +338,7 @@ class Session:
 
         Runs like an index batch (after ``index_batch_settings.sql``, in one transaction): with
         ``LIMIT`` and an overestimated match count the planner would otherwise read the whole
-        table (bench B5: 159 ms against 7 ms at limit 1,000 on 10,000,000 rows).
+        table (bench B5: 141-159 ms against 5-7 ms at limit 1,000 on 10,000,000 rows).
         """
         with self._errors(stmts.table), self._conn.transaction(), self._conn.cursor() as cur:
             cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
