@@ -14,7 +14,6 @@ any role may read (``pg_index``, ``pg_constraint``, ``pg_locks``, ``has_table_pr
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +24,7 @@ import structlog
 from reaper import errors, sqlfiles, sqlinfo
 from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements
 from reaper.metrics import ALL_SWEEPS, Metrics
-from reaper.runner import choose_strategy, compute_cutoffs
+from reaper.runner import compute_cutoffs
 from reaper.settings import Settings
 from reaper.sweeps import Sweep
 
@@ -240,7 +239,9 @@ def _sweep_checks(
     try:
         params = dict(compute_cutoffs(session, sweep, settings, now))
         batch = dict(params, batch_size=settings.batch_size_for(sweep.name))
-        plan = session.explain(stmts.index_batch, batch, context=sweep.table)
+        # Planned as it runs: sequential scans off (index_batch_settings.sql), so a Seq Scan
+        # left in the plan is one that no index can replace.
+        plan = session.explain(stmts.index_batch, batch, index_batch=True, context=sweep.table)
     except errors.ObjectMissing as exc:
         out.append(finding("columns", FAIL, sweep.table, f"the batch does not plan: {exc}",
                            "fix the predicate or the schema"))
@@ -248,19 +249,11 @@ def _sweep_checks(
         out.append(finding("plan", FAIL, sweep.table, f"the batch does not plan: {exc}"))
 
     used = _indexes_used(plan, relnames) if plan is not None else []
-    if plan is not None and not used and not sweep.indexes:
-        # Undeclared, and the planner scans at today's cutoff (a backlog, a small table):
-        # the indexes it relies on are those it uses when it may not scan.
-        with contextlib.suppress(errors.DatabaseError):
-            forced = session.explain(stmts.index_batch, batch, disable_seqscan=True,
-                                     context=sweep.table)
-            used = _indexes_used(forced, relnames)
     guarded("index", sweep.table, lambda: _indexes(session, sweep, stmts, used, finding))
     guarded("foreign_key_index", sweep.table, lambda: _foreign_keys(session, sweep, finding))
     if plan is not None:
         guarded("plan", sweep.table,
-                lambda: _plan(session, sweep, stmts, settings, plan, used, batch, leaves,
-                              finding))
+                lambda: _plan(sweep, settings, plan, used, leaves, finding))
     return out
 
 
@@ -408,13 +401,10 @@ def _seq_scans(plan: dict[str, Any], relnames: set[str]) -> set[str]:
 
 
 def _plan(
-    session: Session,
     sweep: Sweep,
-    stmts: SweepStatements,
     settings: Settings,
     plan: dict[str, Any],
     used: list[str],
-    batch: dict[str, Any],
     leaves: list[dict[str, Any]],
     finding: _FindingFn,
 ) -> Iterator[Finding]:
@@ -452,27 +442,9 @@ def _plan(
                       f"Seq Scan of {what}, small ({rows:,} rows <= seq_scan_max_rows "
                       f"{limit:,})")
         return
-    # A large backlog: the planner rightly scans (most rows qualify), and the run walks the
-    # heap instead of following the index. The index must still serve once the backlog is gone.
-    strategy, fraction = choose_strategy(
-        session, stmts, batch, settings, settings.strategy_for(sweep.name)
-    )
-    if strategy == "heap" and fraction is not None:
-        forced = session.explain(stmts.index_batch, batch, disable_seqscan=True,
-                                 context=sweep.table)
-        forced_used = _indexes_used(forced, relnames)
-        _, forced_rows, _ = scanned(forced)
-        if forced_used and forced_rows <= limit:
-            yield finding(
-                "plan", PASS, subject,
-                f"Seq Scan of {what} because {fraction:.0%} of its {rows:,} rows are "
-                f"eligible: the run walks the heap; index {', '.join(forced_used)} serves the "
-                "batch once the backlog is gone",
-            )
-            return
     yield finding(
         "plan", FAIL, subject,
-        f"Seq Scan of {what} ({rows:,} rows > seq_scan_max_rows {limit:,}): every batch reads "
-        "all of it",
+        f"Seq Scan of {what} ({rows:,} rows > seq_scan_max_rows {limit:,}): no index serves "
+        "the batch, which reads all of it every time",
         "reaper indexes ensure (or create an index that serves the predicate)",
     )

@@ -25,10 +25,17 @@ from reaper.errors import ConfigError
 DEFAULT_SESSION_RETENTION = timedelta(hours=72)
 DEFAULT_NODE_RETENTION = timedelta(days=30)
 DEFAULT_EPHEMERAL_NODE_RETENTION = timedelta(hours=1)
-# Rows per batch. 5,000 rows is a few milliseconds of DELETE on these machines (bench/), small
-# enough that a batch's locks and WAL are short, large enough that per-batch overhead is small.
-DEFAULT_BATCH_SIZE = 5000
+# Rows per batch (the heap walk's cap per block range; the index path's LIMIT). bench --tune,
+# B1 (1,333,333 of 2,000,000 requests, PostgreSQL 15, 2 shared cores), target 50 ms:
+# 5,000 rows: 3.25 s, batch p99 22 ms; 10,000: 2.99 s, p99 35 ms; 20,000: 3.15 s, p99 58 ms;
+# 50,000 (the time target rules): 3.22 s, p99 85 ms. Per-batch overhead is small; 10,000 keeps
+# p99 well under 100 ms on a noisy machine, and a steady-state index batch of 10,000 scattered
+# rows takes ~0.1-0.2 s (bench B3).
+DEFAULT_BATCH_SIZE = 10_000
 # A heap-walk batch aims at this many seconds; its block range shrinks or grows to stay near it.
+# bench --tune: 30 ms made the same sweep 5-25% slower (more, smaller batches) for no better
+# p99 at 10,000 rows; the walk's 2x growth per step can overshoot the target, so it sits at
+# half the 100 ms ceiling.
 DEFAULT_BATCH_TARGET_SECONDS = 0.05
 # A batch statement that runs longer than this is cancelled: a sweep never holds locks long.
 DEFAULT_STATEMENT_TIMEOUT = timedelta(seconds=10)
@@ -36,9 +43,12 @@ DEFAULT_STATEMENT_TIMEOUT = timedelta(seconds=10)
 # are never waited on at all (SKIP LOCKED).
 DEFAULT_LOCK_TIMEOUT = timedelta(seconds=1)
 DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT = timedelta(seconds=60)
-# The heap walk takes over from the index when the planner expects at least this fraction of
-# the table to be garbage (bench/: the index path costs ~20x more per row than the walk).
-DEFAULT_HEAP_WALK_THRESHOLD = 0.05
+# The heap walk takes over from the index when a block sample finds at least this fraction of
+# the table to be garbage. bench --crossover (2,000,000 requests, PostgreSQL 15, 2 cores): the
+# index path took 0.55x the walk's time at 0.1% garbage, 0.66x at 0.5%, 0.90x at 1%, 1.02x at
+# 2%, 1.28x at 5%, 2.8x at 20%. The crossover is ~2% there and moves lower on larger tables
+# (each index batch re-reads the dead entries of the batches before it), hence 1%.
+DEFAULT_HEAP_WALK_THRESHOLD = 0.01
 DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
 # `reaper check`: a batch plan that reads a table of more rows than this sequentially fails.
 # 10,000 rows is ~100 heap blocks, a millisecond of scan; below that the planner rightly
@@ -322,7 +332,7 @@ class Settings:
         "auto",
         _strategy,
         "How a sweep finds its batches: heap (walk the table in block ranges), index (the "
-        "predicate's index), or auto (heap when the planner expects much garbage).",
+        "predicate's index), or auto (heap when a sample of the table finds much garbage).",
         "auto|heap|index",
     )
     heap_walk_threshold: float = _setting(
@@ -341,7 +351,7 @@ class Settings:
         False,
         _bool,
         "Wait for each batch's WAL flush. Off by default: a crash can at worst undo the last "
-        "batches' deletes, which the next sweep repeats.",
+        "batches' deletes, which the next sweep repeats (bench --tune: on made B1 ~15% slower).",
     )
     seq_scan_max_rows: int = _setting(
         DEFAULT_SEQ_SCAN_MAX_ROWS,

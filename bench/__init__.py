@@ -1,0 +1,1 @@
+"""Benchmarks that print figures (``make bench``); never timed assertions in tests."""

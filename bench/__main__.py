@@ -1,0 +1,235 @@
+"""``make bench`` / ``python -m bench``: issue 5's scenarios, printed as Markdown tables.
+
+The server: ``REAPER_BENCH_DSN``, else ``REAPER_TEST_DSN``, else an embedded one
+(reaper.devserver). Each scenario creates its own databases and drops them. The default run
+(B1-B5) takes about 5 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of B2;
+``--crossover`` and ``--tune`` measure what reaper's defaults are set from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import report, scenarios
+from bench.pg import Server
+from bench.variants import Run, percentile
+from reaper import devserver
+
+B1_ROWS = 2_000_000
+B2_ROWS = (200_000, 2_000_000)
+B2_LARGE_ROWS = 20_000_000
+B3_ROWS = 10_000_000
+B4_ROWS = 2_000_000
+# The LIMIT loop is quadratic: at 20M rows it would run for an hour; it stops after this.
+LARGE_LOOP_MAX_SECONDS = 300.0
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def machine(server: Server) -> str:
+    cpu = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = "?"
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal"):
+            mem = f"{int(line.split()[1]) / 1024 / 1024:.0f} GiB"
+    pg = server.describe()
+    return (
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} x {cpu}, {mem} RAM, "
+        f"{platform.system()} {platform.release()}; PostgreSQL {pg['server_version']} "
+        f"(shared_buffers {pg['shared_buffers']}, max_wal_size {pg['max_wal_size']}, "
+        f"full_page_writes {pg['full_page_writes']}, autovacuum {pg['autovacuum']}); "
+        "the machine is shared with other work, so single runs are noisy"
+    )
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    p.add_argument("--only", default="B1,B2,B3,B4,B5",
+                   help="comma-separated scenarios (B1..B5); default all")
+    p.add_argument("--large", action="store_true",
+                   help="add B2's 20,000,000-row point (about 8 more minutes)")
+    p.add_argument("--crossover", action="store_true",
+                   help="heap walk vs index batches by garbage fraction (sets heap_walk_threshold)")
+    p.add_argument("--tune", action="store_true",
+                   help="reaper's sweep at several batch settings (sets the defaults)")
+    p.add_argument("--reuse", action="store_true",
+                   help="keep the seeded template databases (reaper_bench_*) and reuse them")
+    p.add_argument("--dsn", default=None, help="server DSN (default: REAPER_BENCH_DSN, "
+                   "REAPER_TEST_DSN, else an embedded PostgreSQL)")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    only = {s.strip().upper() for s in args.only.split(",") if s.strip()}
+    if args.dsn:
+        os.environ["REAPER_BENCH_DSN"] = args.dsn
+    env = "REAPER_BENCH_DSN" if os.environ.get("REAPER_BENCH_DSN") else "REAPER_TEST_DSN"
+    started = time.perf_counter()
+    with devserver.server(env) as dsn:
+        server = Server(dsn, reuse=args.reuse)
+        try:
+            print(f"# reaper bench\n\nMachine: {machine(server)}\n", flush=True)
+            run_all(server, args, only)
+        finally:
+            server.drop_all()
+    print(f"\nTotal: {time.perf_counter() - started:.0f} s", flush=True)
+    return 0
+
+
+def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
+    out = print
+    if "B1" in only or "B2" in only:
+        sizes = list(B2_ROWS) if "B2" in only else [B1_ROWS]
+        if args.large:
+            sizes.append(B2_LARGE_ROWS)
+        scaling: list[tuple[int, list[Run]]] = []
+        for rows in sizes:
+            say(f"B1/B2: {rows:,} requests")
+            runs, _ = scenarios.backlog(
+                server, rows, loop_max_seconds=LARGE_LOOP_MAX_SECONDS, say=say)
+            scaling.append((rows, runs))
+            if rows == B1_ROWS and "B1" in only:
+                out("## B1 backlog: 2,000,000 requests, two thirds garbage, interleaved\n")
+                out(report.runs_table(runs) + "\n")
+                out(b1_verdict(runs) + "\n", flush=True)
+        if "B2" in only:
+            out("## B2 scaling: B1 at several sizes\n")
+            out(scaling_table(scaling) + "\n", flush=True)
+    template = None
+    if "B3" in only or "B5" in only:
+        say("B3: steady state")
+        runs, template, plan = scenarios.steady_state(server, B3_ROWS, 1000, say=say)
+        if "B3" in only:
+            out("## B3 steady state: 10,000,000 requests, 10,000 garbage scattered\n")
+            out(report.runs_table(runs) + "\n")
+            seq = "Seq Scan on enrollment_requests" in plan
+            out(f"Ratio (c)/(a): {runs[2].seconds / runs[0].seconds:.2f}x (target <= 1.5x). "
+                f"Sequential scan of the table in reaper's index batch: "
+                f"{'YES' if seq else 'no'}. Plan of one index batch:\n")
+            out("```\n" + plan + "\n```\n", flush=True)
+    if "B4" in only:
+        say("B4: live traffic")
+        out("## B4 live traffic: 1,000,000-row backlog of 2,000,000 nodes, clients refreshing\n")
+        out(traffic_table(scenarios.live_traffic(server, B4_ROWS, say=say)) + "\n",
+            flush=True)
+    if "B5" in only and template is not None:
+        say("B5: gauges")
+        out("## B5 gauges on the 10,000,000-row table (20 runs each)\n")
+        gauge_rows = []
+        for label, samples, value in scenarios.gauges(server, template):
+            gauge_rows.append([label, f"{percentile(samples, 0.5):.2f}", f"{max(samples):.2f}",
+                         f"{value:,}" if isinstance(value, int) else str(value)])
+        out(report.table(["query", "p50 ms", "max ms", "value"], gauge_rows) + "\n", flush=True)
+    if args.tune:
+        say("tune: batch settings on B1")
+        t = server.seed("tune", scenarios.seed_requests(B1_ROWS, 2, 3))
+        settings_list: list[dict[str, Any]] = [
+            {"batch_size": n, "batch_target_seconds": tgt}
+            for tgt in ("50ms", "30ms") for n in (5000, 10000, 20000, 50000)
+        ] + [{"batch_size": 20000, "batch_target_seconds": "50ms", "synchronous_commit": True}]
+        res = scenarios.tune(server, t, settings_list, say=say)
+        server.release(t)
+        out("## Tuning: reaper's sweep on B1 at several settings\n")
+        out(report.runs_table([r for _, r in res]) + "\n", flush=True)
+        if template is not None:
+            res = scenarios.tune(server, template, [
+                {"batch_size": n, "strategy": "index"} for n in (5000, 10000, 20000, 50000)
+            ], say=say)
+            out("## Tuning: index batches on B3 (10,000 scattered)\n")
+            out(report.runs_table([r for _, r in res]) + "\n", flush=True)
+    if template is not None:
+        server.release(template)
+    if args.crossover:
+        say("crossover: heap vs index by garbage fraction")
+        fr = [(1, 1000), (1, 200), (1, 100), (1, 50), (1, 20), (1, 10), (1, 5)]
+        res2 = scenarios.crossover(server, B1_ROWS, fr, say=say)
+        out("## Crossover: heap walk vs index batches, 2,000,000 requests\n")
+        out(report.table(
+            ["garbage fraction", "rows", "heap s", "index s", "index/heap",
+             "heap p99 ms", "index p99 ms"],
+            [[f"{f:.1%}", f"{h.rows:,}", f"{h.seconds:.2f}", f"{i.seconds:.2f}",
+              f"{i.seconds / h.seconds:.2f}", f"{percentile(h.batch_seconds, .99) * 1000:.0f}",
+              f"{percentile(i.batch_seconds, .99) * 1000:.0f}"] for f, h, i in res2],
+        ) + "\n", flush=True)
+
+
+def b1_verdict(runs: list[Run]) -> str:
+    a, b, c = runs[0], runs[1], runs[2]
+    p99 = percentile(c.batch_seconds, 0.99)
+    text = (f"Targets: (c)/(a) = {c.seconds / a.seconds:.2f}x (target <= 1.25x); "
+            f"(b)/(c) = {b.seconds / c.seconds:.2f}x (target >= 3x); "
+            f"(c) batch p99 = {p99 * 1000:.0f} ms (target <= 100 ms).")
+    if len(runs) > 3:
+        d = runs[3]
+        text += (f" Without row locks (d) the walk takes {d.seconds / a.seconds:.2f}x (a): "
+                 f"FOR UPDATE SKIP LOCKED costs {c.seconds / d.seconds:.2f}x.")
+    return text
+
+
+def scaling_table(scaling: list[tuple[int, list[Run]]]) -> str:
+    rows = []
+    for size, runs in scaling:
+        by = {r.variant[0]: r for r in runs}
+        a, c = by["a"], by["c"]
+        b = by.get("b")
+        rows.append([
+            f"{size:,}", f"{c.rows:,}", f"{a.seconds:.2f}",
+            "-" if b is None else f"{b.seconds:.2f}" + (f" ({b.note}, {b.rows:,} rows)"
+                                                         if b.note else ""),
+            f"{c.seconds:.2f}", f"{c.seconds / a.seconds:.2f}x",
+            f"{a.seconds / a.rows * 1e6:.2f}", f"{c.seconds / c.rows * 1e6:.2f}",
+            "-" if b is None else f"{b.seconds / b.rows * 1e6:.2f}",
+            f"{percentile(c.batch_seconds, 0.99) * 1000:.0f}",
+            f"{(c.rss_peak_kib or 0) / 1024:.0f}",
+            f"{(a.wal_bytes or 0) / 2**20:,.0f} / {(c.wal_bytes or 0) / 2**20:,.0f}",
+            f"{a.checkpoints} / {c.checkpoints}",
+        ])
+    return report.table(
+        ["table rows", "garbage", "(a) s", "(b) s", "(c) s", "(c)/(a)", "(a) s per M rows",
+         "(c) s per M rows", "(b) s per M rows", "(c) p99 ms", "(c) peak RSS MiB",
+         "WAL MiB (a) / (c)", "checkpoints (a) / (c)"],
+        rows,
+    )
+
+
+def traffic_table(results: list[tuple[Run, scenarios.Traffic, int]]) -> str:
+    rows = []
+    for run, traffic, lost in results:
+        lv_b = traffic.latencies.get(("live", "before"), [])
+        lv_d = traffic.latencies.get(("live", "during"), [])
+        ed = traffic.latencies.get(("edge", "during"), [])
+        rows.append([
+            run.variant + (f" ({run.strategy})" if run.strategy else ""),
+            f"{run.rows:,}", f"{run.seconds:.2f}",
+            f"{percentile(lv_b, .5) * 1000:.1f} / {percentile(lv_b, .99) * 1000:.1f}",
+            f"{percentile(lv_d, .5) * 1000:.1f} / {percentile(lv_d, .99) * 1000:.1f}",
+            f"{percentile(lv_d, .99) / percentile(lv_b, .99):.2f}x",
+            f"{percentile(ed, .5) * 1000:.1f} / {percentile(ed, .99) * 1000:.1f} / "
+            f"{max(ed, default=0) * 1000:.0f}",
+            f"{len(lv_d) + len(ed):,}",
+            f"{len(traffic.refreshed):,}", str(lost),
+        ])
+    return report.table(
+        ["variant", "rows deleted", "wall s", "live p50/p99 ms before",
+         "live p50/p99 ms during", "p99 during/before", "edge p50/p99/max ms during",
+         "refreshes during", "members refreshed", "refreshed and deleted"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,69 @@
+"""Variant c in its own process: reaper's sweep through the real engine, measured alone.
+
+``python -m bench.child '{"dsn": ..., "sweep": ..., "settings": {...}}'`` runs
+:func:`reaper.runner.run_sweep` with the built-in sweep of that name and prints one JSON line:
+the result, the wall seconds around run_sweep, and the process's resident memory before the
+sweep and at its peak (``ru_maxrss``), so that the figure is reaper's alone (the benchmark's
+own lists of latencies never count against it).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.pg import backend_cpu_seconds
+from reaper import log
+from reaper.db import Database
+from reaper.runner import run_sweep
+from reaper.settings import build_settings
+from reaper.sweeps import BUILTIN_SWEEPS, by_name
+
+
+def rss_kib() -> int:
+    """Resident memory now (KiB), from /proc/self/status."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    spec: dict[str, Any] = json.loads(argv[0])
+    log.configure("warning", json=True)
+    settings = build_settings({"dsn": spec["dsn"], **spec.get("settings", {})})
+    sweep = by_name(BUILTIN_SWEEPS)[spec["sweep"]]
+    db = Database(
+        settings.dsn,
+        statement_timeout=settings.statement_timeout,
+        lock_timeout=settings.lock_timeout,
+        idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        synchronous_commit=settings.synchronous_commit,
+        max_connections=1,  # one server process, whose CPU time is read from /proc
+    )
+    with db:
+        with db.session() as session:  # the pool's first connection, outside the timing
+            session.now()
+            pid = session.backend_pid
+        cpu0 = backend_cpu_seconds(pid)
+        before = rss_kib()
+        print("started", flush=True)
+        t0 = time.perf_counter()
+        result = run_sweep(db, sweep, settings)
+        wall = time.perf_counter() - t0
+        cpu1 = backend_cpu_seconds(pid)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    out = result.as_dict()
+    out.update(wall=wall, batch_seconds=result.batch_seconds, rss_before_kib=before,
+               rss_peak_kib=peak,
+               backend_cpu=None if cpu0 is None or cpu1 is None else cpu1 - cpu0)
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

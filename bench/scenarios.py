@@ -1,0 +1,296 @@
+"""The scenarios of issue 5 (B1-B5), and the measurements behind reaper's defaults.
+
+Each scenario seeds its rows once into a template database and runs every variant on a fresh
+copy, in the same run, so that ratios hold on a noisy machine. Each returns Markdown.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from bench import report
+from bench.pg import Server, bench_sql, compose, connect, wal_and_checkpoints
+from bench.variants import (
+    Run,
+    cutoffs,
+    limit_loop,
+    percentile,
+    plain_delete,
+    reaper_sweep,
+    sweep_named,
+    unlocked_walk,
+)
+from reaper import sqlfiles
+from reaper.db import SweepStatements
+
+REQUESTS = "enrollment_requests"
+
+
+def seed_requests(rows: int, num: int, den: int) -> Callable[[psycopg.Connection[Any]], None]:
+    """Fill: tokens, then ``rows`` requests of which ``num`` in ``den`` are garbage."""
+
+    def fill(conn: psycopg.Connection[Any]) -> None:
+        conn.execute(bench_sql("seed_tokens"))  # type: ignore[call-overload,unused-ignore]
+        conn.execute(bench_sql("seed_requests"), {"rows": rows, "num": num, "den": den})  # type: ignore[call-overload,unused-ignore]
+
+    return fill
+
+
+def seed_nodes(rows: int) -> Callable[[psycopg.Connection[Any]], None]:
+    def fill(conn: psycopg.Connection[Any]) -> None:
+        conn.execute(bench_sql("seed_nodes"), {"rows": rows})  # type: ignore[call-overload,unused-ignore]
+
+    return fill
+
+
+def measured(step: Callable[[str], Run], dsn: str) -> Run:
+    """``step(dsn)`` with the WAL it wrote and the checkpoints during it."""
+    wal0, ckpt0 = wal_and_checkpoints(dsn)
+    run = step(dsn)
+    wal1, ckpt1 = wal_and_checkpoints(dsn)
+    run.wal_bytes, run.checkpoints = wal1 - wal0, ckpt1 - ckpt0
+    return run
+
+
+def backlog(server: Server, rows: int, *, with_loop: bool = True,
+            loop_max_seconds: float | None = None, with_unlocked: bool = True,
+            say: Callable[[str], None] = print) -> tuple[list[Run], float]:
+    """B1/B2: ``rows`` requests, two thirds garbage interleaved. Returns the runs and the
+    seconds the seeding took."""
+    t0 = time.perf_counter()
+    template = server.seed(f"requests_{rows}", seed_requests(rows, 2, 3))
+    seeded = time.perf_counter() - t0
+    say(f"  seeded {rows:,} requests in {seeded:.0f} s")
+    runs: list[Run] = []
+    steps: list[Callable[[str], Run]] = [lambda dsn: plain_delete(dsn, REQUESTS)]
+    if with_loop:
+        steps.append(lambda dsn: limit_loop(dsn, REQUESTS, "id", loop_max_seconds))
+    steps.append(lambda dsn: reaper_sweep(dsn, REQUESTS))
+    if with_unlocked:
+        steps.append(lambda dsn: unlocked_walk(dsn, REQUESTS, 256))
+    for step in steps:
+        with server.clone(template) as dsn:
+            run = measured(step, dsn)
+        say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s")
+        runs.append(run)
+    server.release(template)
+    return runs, seeded
+
+
+def steady_state(server: Server, rows: int, eligible_every: int,
+                 say: Callable[[str], None] = print) -> tuple[list[Run], str, str]:
+    """B3: ``rows`` requests, one in ``eligible_every`` garbage, scattered. Keeps its
+    template (B5 reads it); returns the runs, the template's name and the index batch's plan."""
+    template = server.seed(f"steady_{rows}", seed_requests(rows, 1, eligible_every))
+    say(f"  seeded {rows:,} requests")
+    runs = []
+    steps: list[Callable[[str], Run]] = [
+        lambda dsn: plain_delete(dsn, REQUESTS),
+        lambda dsn: limit_loop(dsn, REQUESTS, "id"),
+        lambda dsn: reaper_sweep(dsn, REQUESTS),
+    ]
+    for step in steps:
+        with server.clone(template) as dsn:
+            run = measured(step, dsn)
+        say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s")
+        runs.append(run)
+    sweep = sweep_named(REQUESTS)
+    stmts = SweepStatements(sweep.table, sweep.predicate)
+    with connect(server.dsn_of(template)) as conn, conn.transaction():
+        # As reaper's index batch runs: after index_batch_settings.sql, in one transaction.
+        conn.execute(psycopg.sql.SQL(sqlfiles.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
+        params = dict(cutoffs(conn, sweep), batch_size=5000)
+        plan = "\n".join(
+            str(r[0]) for r in conn.execute(
+                psycopg.sql.SQL("EXPLAIN {}").format(stmts.index_batch), params).fetchall()
+        )
+    return runs, template, plan
+
+
+@dataclass
+class Traffic:
+    """Refresh latencies of the clients, by phase, and who was refreshed."""
+
+    latencies: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    refreshed: set[str] = field(default_factory=set)
+    phase: str = "before"
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, kind: str, seconds: float, peer: str, updated: bool) -> None:
+        with self.lock:
+            self.latencies.setdefault((kind, self.phase), []).append(seconds)
+            if updated:
+                self.refreshed.add(peer)
+
+
+LIVE_CLIENTS = 4
+EDGE_CLIENTS = 2
+# Each client waits this long between refreshes (a heartbeat stream, not a stress test):
+# 4 clients x ~150 refreshes/s.
+THINK_SECONDS = 0.005
+BEFORE_SECONDS = 3.0
+
+
+def _client(dsn: str, kind: str, peers: Callable[[random.Random], str], traffic: Traffic,
+            go: threading.Event, stop: threading.Event, seed: int) -> None:
+    rng = random.Random(seed)
+    stmt = compose("refresh_node", "nodes")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        go.wait()
+        while not stop.is_set():
+            peer = peers(rng)
+            t0 = time.perf_counter()
+            cur = conn.execute(stmt, {"peer_id": peer})
+            traffic.record(kind, time.perf_counter() - t0, peer, cur.rowcount == 1)
+            time.sleep(THINK_SECONDS)
+
+
+def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print
+                 ) -> list[tuple[Run, Traffic, int]]:
+    """B4: while (a) and then (c) delete the nodes backlog, clients refresh members."""
+    template = server.seed(f"nodes_{rows}", seed_nodes(rows))
+    say(f"  seeded {rows:,} nodes")
+    out = []
+    for variant in ("a", "c"):
+        with server.clone(template) as dsn:
+            traffic = Traffic()
+            go_live, go_edge, stop = threading.Event(), threading.Event(), threading.Event()
+            threads = [
+                threading.Thread(target=_client, args=(
+                    dsn, "live", lambda r: f"node-{2 * r.randrange(rows // 2) + 1}",
+                    traffic, go_live, stop, i)) for i in range(LIVE_CLIENTS)
+            ] + [
+                threading.Thread(target=_client, args=(
+                    dsn, "edge", lambda r: f"node-{100 * r.randrange(1, rows // 100 + 1)}",
+                    traffic, go_edge, stop, 100 + i)) for i in range(EDGE_CLIENTS)
+            ]
+            for t in threads:
+                t.start()
+            go_live.set()
+            time.sleep(BEFORE_SECONDS)
+
+            def during(traffic: Traffic = traffic, go_edge: threading.Event = go_edge) -> None:
+                traffic.phase = "during"
+                go_edge.set()
+
+            try:
+                if variant == "a":
+                    during()
+                    run = plain_delete(dsn, "nodes_silent")
+                else:
+                    run = reaper_sweep(dsn, "nodes_silent", on_start=during)
+            finally:
+                stop.set()
+                go_edge.set()
+                for t in threads:
+                    t.join()
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT count(*) FROM unnest(%s::text[]) AS r (peer) "
+                    "WHERE NOT EXISTS (SELECT 1 FROM nodes n WHERE n.peer_id = r.peer)",
+                    (sorted(traffic.refreshed),),
+                ).fetchone()
+                lost = int(row[0]) if row else -1
+        say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s, "
+            f"{len(traffic.refreshed):,} members refreshed, {lost} of them deleted")
+        out.append((run, traffic, lost))
+    server.release(template)
+    return out
+
+
+def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, list[float], Any]]:
+    """B5: the cost of each gauge's query on ``template`` (ms samples and the last value)."""
+    from reaper.runner import SAMPLE_BLOCKS
+    from reaper.sweeps import BUILTIN_SWEEPS
+
+    sweep = sweep_named(REQUESTS)
+    stmts = SweepStatements(sweep.table, sweep.predicate)
+    tables = sorted({s.table for s in BUILTIN_SWEEPS})
+    no_seqscan = psycopg.sql.SQL(sqlfiles.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
+    out = []
+    with connect(server.dsn_of(template)) as conn:
+        params = cutoffs(conn, sweep)
+        row = conn.execute(
+            "SELECT pg_relation_size(%s::regclass) / 8192, reltuples FROM pg_class "
+            "WHERE oid = %s::regclass", (REQUESTS, REQUESTS)).fetchone()
+        assert row is not None
+        blocks, reltuples = int(row[0]), float(row[1])
+        percent = min(100.0, 100.0 * SAMPLE_BLOCKS / blocks)
+        capped = stmts.backlog_rows
+        # (label, statement, params, run with enable_seqscan off, value from the rows)
+        queries: list[tuple[str, Any, Any, bool, Callable[[list[Any]], Any]]] = [
+            ("reaper_storage_rows (storage_rows.sql, all swept tables)",
+             psycopg.sql.SQL(sqlfiles.engine("storage_rows")),  # type: ignore[arg-type,unused-ignore]
+             {"tables": tables}, False, lambda rows: sum(int(r[1]) for r in rows)),
+            ("backlog: the planner's estimate (estimate_eligible.sql)",
+             stmts.estimate_eligible, params, False,
+             lambda rows: int(rows[0][0][0]["Plan"]["Plan Rows"])),
+            (f"backlog: block sample, {SAMPLE_BLOCKS} blocks (sample_eligible.sql) x reltuples",
+             stmts.sample_eligible, dict(params, percent=percent), False,
+             lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples)),
+            ("backlog: block sample, 100 blocks x reltuples",
+             stmts.sample_eligible, dict(params, percent=percent / 3), False,
+             lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples)),
+            ("reaper_backlog_rows without the index settings, limit 1,000", capped,
+             dict(params, limit=1000), False, lambda rows: rows[0][0]),
+            ("reaper_backlog_rows (backlog_rows.sql as the daemon runs it), limit 1,000", capped,
+             dict(params, limit=1000), True, lambda rows: rows[0][0]),
+            ("reaper_backlog_rows, limit 10,000", capped,
+             dict(params, limit=10_000), True, lambda rows: rows[0][0]),
+            ("reaper_backlog_rows, limit 100,000 (the default --backlog-limit)", capped,
+             dict(params, limit=100_000), True, lambda rows: rows[0][0]),
+            ("backlog: count, uncapped (count_eligible.sql, the dry run)",
+             stmts.count_eligible, params, False, lambda rows: rows[0][0]),
+            ("COUNT(*) of the table", compose("count_table", REQUESTS), None, False,
+             lambda rows: rows[0][0]),
+        ]
+        for label, stmt, p, index_only, value_of in queries:
+            samples, value = [], None
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                with conn.transaction():
+                    if index_only:
+                        conn.execute(no_seqscan)
+                    # Never a prepared statement: its plan would outlive the settings.
+                    rows = conn.execute(stmt, p, prepare=False).fetchall()
+                samples.append((time.perf_counter() - t0) * 1000)
+                value = value_of(rows)
+            out.append((label, samples, value))
+    return out
+
+
+def crossover(server: Server, rows: int, fractions: list[tuple[int, int]],
+              say: Callable[[str], None] = print) -> list[tuple[float, Run, Run]]:
+    """Heap walk against index batches at several garbage fractions (the auto threshold)."""
+    out = []
+    for num, den in fractions:
+        template = server.seed(f"x_{num}_{den}", seed_requests(rows, num, den))
+        got = []
+        for strategy in ("heap", "index"):
+            with server.clone(template) as dsn:
+                got.append(reaper_sweep(dsn, REQUESTS, {"strategy": strategy},
+                                        label=f"strategy {strategy}"))
+        server.release(template)
+        say(f"  {num}/{den}: heap {got[0].seconds:.2f} s, index {got[1].seconds:.2f} s")
+        out.append((num / den, got[0], got[1]))
+    return out
+
+
+def tune(server: Server, template: str, settings_list: list[dict[str, Any]],
+         say: Callable[[str], None] = print) -> list[tuple[dict[str, Any], Run]]:
+    """reaper's sweep on copies of ``template`` at each of ``settings_list``."""
+    out = []
+    for settings in settings_list:
+        with server.clone(template) as dsn:
+            run = reaper_sweep(dsn, REQUESTS, settings, label=report.settings_label(settings))
+        say(f"  {run.variant}: {run.seconds:.2f} s, {run.strategy}, "
+            f"p99 {percentile(run.batch_seconds, 0.99) * 1000:.0f} ms")
+        out.append((settings, run))
+    return out

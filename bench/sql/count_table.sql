@@ -1,0 +1,2 @@
+-- The naive size gauge: a full scan.
+SELECT count(*) FROM {table}

@@ -1,0 +1,158 @@
+"""The variants every scenario runs, on identical copies of its data.
+
+(a) one plain DELETE of the rows the sweep's predicate matches: the physical limit;
+(b) the ``DELETE ... WHERE key IN (SELECT key ... LIMIT n)`` loop most cleaners use;
+(c) reaper's sweep, through :func:`reaper.runner.run_sweep`, in a child process;
+(d) the heap walk's block ranges without row locks (what FOR UPDATE SKIP LOCKED costs).
+
+Each returns a :class:`Run`. Cutoffs for a, b and d come from the same retentions reaper uses,
+by the same database clock.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from bench.pg import backend_cpu_seconds, compose, connect, timed
+from reaper.settings import build_settings
+from reaper.sweeps import BUILTIN_SWEEPS, Sweep, by_name
+
+LIMIT_LOOP_BATCH = 5000  # the issue's figure for the typical peer
+
+
+@dataclass
+class Run:
+    """One variant's figures."""
+
+    variant: str
+    rows: int = 0
+    seconds: float = 0.0
+    batch_seconds: list[float] = field(default_factory=list)
+    rss_peak_kib: int | None = None
+    rss_before_kib: int | None = None
+    strategy: str | None = None
+    note: str = ""
+    backend_cpu: float | None = None
+    wal_bytes: int | None = None
+    checkpoints: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def sweep_named(name: str) -> Sweep:
+    return by_name(BUILTIN_SWEEPS)[name]
+
+
+def cutoffs(conn: psycopg.Connection[Any], sweep: Sweep) -> dict[str, Any]:
+    """The sweep's cutoffs at the default retentions, by the database clock."""
+    settings = build_settings({})
+    row = conn.execute("SELECT now()").fetchone()
+    assert row is not None
+    now = row[0]
+    return {p: now - settings.retention(r) for p, r in sweep.cutoffs.items()}
+
+
+def plain_delete(dsn: str, sweep_name: str) -> Run:
+    """(a) one DELETE of everything the predicate matches, one transaction."""
+    sweep = sweep_named(sweep_name)
+    with connect(dsn) as conn:
+        params = cutoffs(conn, sweep)
+        cpu0 = backend_cpu_seconds(conn.info.backend_pid)
+        secs, rows = timed(conn, compose("plain_delete", sweep.table, sweep.predicate), params)
+        cpu = backend_cpu_seconds(conn.info.backend_pid)
+    return Run("a. one plain DELETE", rows, secs, [secs],
+               backend_cpu=None if cpu is None or cpu0 is None else cpu - cpu0)
+
+
+def limit_loop(dsn: str, sweep_name: str, key: str, max_seconds: float | None = None) -> Run:
+    """(b) ``DELETE ... WHERE key IN (SELECT key ... LIMIT 5000)`` until a batch is empty
+    (or ``max_seconds`` passed: then the run is marked as stopped)."""
+    sweep = sweep_named(sweep_name)
+    stmt = compose("limit_loop_batch", sweep.table, sweep.predicate, key)
+    run = Run(f"b. IN (SELECT ... LIMIT {LIMIT_LOOP_BATCH}) loop")
+    with connect(dsn) as conn:
+        params = dict(cutoffs(conn, sweep), batch_size=LIMIT_LOOP_BATCH)
+        cpu0 = backend_cpu_seconds(conn.info.backend_pid)
+        t0 = time.perf_counter()
+        while True:
+            secs, rows = timed(conn, stmt, params)
+            run.batch_seconds.append(secs)
+            run.rows += rows
+            if rows == 0:
+                break
+            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                run.note = f"stopped after {max_seconds:.0f} s"
+                break
+        run.seconds = time.perf_counter() - t0
+        cpu = backend_cpu_seconds(conn.info.backend_pid)
+        run.backend_cpu = None if cpu is None or cpu0 is None else cpu - cpu0
+    return run
+
+
+def unlocked_walk(dsn: str, sweep_name: str, blocks_per_batch: int) -> Run:
+    """(d) the heap walk's ranges as plain DELETEs: no FOR UPDATE SKIP LOCKED."""
+    sweep = sweep_named(sweep_name)
+    stmt = compose("ctid_range_delete", sweep.table, sweep.predicate)
+    run = Run("d. block ranges, no row locks")
+    with connect(dsn) as conn:
+        params = cutoffs(conn, sweep)
+        (blocks,) = conn.execute(
+            "SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int",
+            (sweep.table,),
+        ).fetchone() or (0,)
+        cpu0 = backend_cpu_seconds(conn.info.backend_pid)
+        t0 = time.perf_counter()
+        for first in range(0, int(blocks), blocks_per_batch):
+            secs, rows = timed(conn, stmt, dict(
+                params, first_tid=f"({first},0)", end_tid=f"({first + blocks_per_batch},0)"))
+            run.batch_seconds.append(secs)
+            run.rows += rows
+        run.seconds = time.perf_counter() - t0
+        cpu = backend_cpu_seconds(conn.info.backend_pid)
+        run.backend_cpu = None if cpu is None or cpu0 is None else cpu - cpu0
+    run.note = f"{blocks_per_batch} blocks per batch"
+    return run
+
+
+def reaper_sweep(dsn: str, sweep_name: str, settings: dict[str, Any] | None = None,
+                 label: str = "c. reaper sweep",
+                 on_start: Callable[[], None] | None = None) -> Run:
+    """(c) reaper's sweep in a child process (bench.child), defaults unless ``settings``.
+
+    ``on_start`` is called when the child is about to call run_sweep (imports and the first
+    connection done)."""
+    spec = {"dsn": dsn, "sweep": sweep_name, "settings": settings or {}}
+    with subprocess.Popen(
+        [sys.executable, "-m", "bench.child", json.dumps(spec)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()
+        if first.strip() == "started" and on_start is not None:
+            on_start()
+        rest = proc.stdout.read()
+        err = proc.stderr.read()
+    if proc.returncode != 0:
+        raise RuntimeError(f"bench.child failed: {err.strip()[-2000:]}")
+    out = json.loads((first + rest).strip().splitlines()[-1])
+    if out["outcome"] != "success":
+        raise RuntimeError(f"reaper sweep failed: {out['error']}")
+    return Run(label, out["rows"], out["wall"], out["batch_seconds"],
+               rss_peak_kib=out["rss_peak_kib"], rss_before_kib=out["rss_before_kib"],
+               strategy=out["strategy"], backend_cpu=out.get("backend_cpu"))
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1) of ``values``; NaN when empty."""
+    if not values:
+        return math.nan
+    s = sorted(values)
+    return s[max(0, math.ceil(q * len(s)) - 1)]

@@ -1,0 +1,7 @@
+-- How much of the table is garbage, measured on a sample of its blocks (TABLESAMPLE SYSTEM
+-- reads only the sampled blocks): rows matching the predicate, and rows sampled. The planner's
+-- estimate cannot be trusted for this: a predicate with a subquery parameter (the ephemeral
+-- arm of enrollment_requests) was estimated at 1,376,411 rows of 10,000,000 when 10,000
+-- matched (bench B3), which sent the sweep on a full heap walk.
+SELECT count(*) FILTER (WHERE ({predicate})) AS eligible, count(*) AS sampled
+FROM {table} TABLESAMPLE SYSTEM (%(percent)s)
