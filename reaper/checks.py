@@ -31,8 +31,8 @@ from reaper.sweeps import Sweep
 log = structlog.get_logger("reaper.checks")
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
-# PostgreSQL 13 is the oldest release still supported upstream when reaper was written
-# (13 reaches end of life in November 2025); the heap walk needs TID range scans (14).
+# The oldest release reaper supports (the SQL it ships needs nothing newer; upstream ended
+# 13's support in November 2025); the heap walk needs TID range scans (14).
 MIN_SERVER_VERSION = 130000
 
 _SCAN_NODES = ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
