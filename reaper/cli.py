@@ -85,7 +85,17 @@ def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
     """
     explicit = {k: v for k, v in raw.items() if v is not None}
     file_values = load_toml(config_path) if config_path else {}
-    return build_settings(explicit, file_values, source=str(config_path or "config"))
+    # A bad value from the environment is reported under the variable's name, not the flag's.
+    ctx = click.get_current_context(silent=True)
+    labels = {
+        name: _envvar(name)
+        for name in explicit
+        if ctx is not None
+        and ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT
+    }
+    return build_settings(
+        explicit, file_values, source=str(config_path or "config"), labels=labels
+    )
 
 
 def open_database(settings: Settings) -> Database:
