@@ -29,7 +29,14 @@ from reaper.db import Database
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
 from reaper.runner import FAILURE, SweepResult, run_sweep
-from reaper.settings import SETTING_FIELDS, Settings, format_duration, reload_settings
+from reaper.settings import (
+    SETTING_FIELDS,
+    Settings,
+    build_settings,
+    format_duration,
+    load_toml,
+    reload_settings,
+)
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -88,7 +95,18 @@ def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
         ConfigError: anything invalid, in one line.
     """
     explicit = {k: v for k, v in raw.items() if v is not None}
-    return reload_settings(config_path, explicit)
+    file_values = load_toml(config_path) if config_path else {}
+    # A bad value from the environment is reported under the variable's name, not the flag's.
+    ctx = click.get_current_context(silent=True)
+    labels = {
+        name: _envvar(name)
+        for name in explicit
+        if ctx is not None
+        and ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT
+    }
+    return build_settings(
+        explicit, file_values, source=str(config_path or "config"), labels=labels
+    )
 
 
 def open_database(settings: Settings) -> Database:

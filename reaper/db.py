@@ -188,6 +188,9 @@ class SweepStatements:
         self.partitioned = partitioned
         parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
         self.heap_batch = sql.SQL(sqlfiles.engine("heap_batch")).format(**parts)
+        self.heap_batch_optimistic = sql.SQL(sqlfiles.engine("heap_batch_optimistic")).format(
+            **parts
+        )
         # A tuple id is unique only within one partition: a partitioned table's batch names
         # each victim by (tableoid, ctid), which costs a hash join the plain table is spared.
         index_template = "index_batch_partitioned" if partitioned else "index_batch"
@@ -422,13 +425,30 @@ class Session:
         return value if isinstance(value, datetime) else None
 
     def delete_heap_range(
-        self, stmts: SweepStatements, params: Mapping[str, Any], first_block: int, end_block: int
+        self,
+        stmts: SweepStatements,
+        params: Mapping[str, Any],
+        first_block: int,
+        end_block: int,
+        *,
+        optimistic: bool = False,
     ) -> int:
         """One heap-walk batch: delete the garbage in blocks [first_block, end_block).
 
-        One transaction; rows a writer holds are skipped. Returns the rows deleted.
+        One transaction. Rows a writer holds are skipped (``FOR UPDATE SKIP LOCKED``); with
+        ``optimistic``, the rows are deleted without locking them first, and a row a writer
+        holds fails the whole batch within 1 ms instead. Returns the rows deleted.
+
+        Raises:
+            StatementTimeout: (optimistic) a writer holds a row of the range, or the batch ran
+                past half of deadlock_timeout; nothing was deleted.
         """
         p = dict(params, first_tid=f"({first_block},0)", end_tid=f"({end_block},0)")
+        if optimistic:
+            return self._delete(
+                stmts.heap_batch_optimistic, p, stmts,
+                before=sqlfiles.engine("optimistic_batch_settings"),
+            )
         return self._delete(stmts.heap_batch, p, stmts)
 
     def delete_index_batch(

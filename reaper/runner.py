@@ -51,6 +51,10 @@ FIRST_MAX_BLOCKS = 1024
 # choose_strategy samples about this many heap blocks (TABLESAMPLE SYSTEM) to measure the
 # garbage fraction: ~30,000 rows of a requests-like table, 6-10 ms on 10,000,000 rows (bench B5).
 SAMPLE_BLOCKS = 300
+# After an optimistic heap-walk batch met a row a writer held, this many ranges are taken with
+# row locks before trying without again: writers are busy there, and a failed optimistic batch
+# is wasted work.
+LOCKED_RANGES_AFTER_CONTENTION = 16
 # A batch that a foreign key blocked (a request inserted for a token being deleted) is tried
 # this many times in all; the predicate sees the new reference on the retry.
 FK_CONFLICT_ATTEMPTS = 3
@@ -71,6 +75,8 @@ class SweepResult:
         error: the failure's one-line message (no password).
         error_type: the failure's exception class name (e.g. ``ConnectionFailed``).
         batch_seconds: duration of each batch transaction, in order.
+        contended_batches: optimistic heap-walk batches that met a row a writer held (or ran
+            past their time limit) and were redone with row locks.
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
         locked_at, unlocked_at: Unix times between which the run held its advisory locks
             and did its work (None when it never got them).
@@ -90,6 +96,7 @@ class SweepResult:
     error_type: str | None = None
     dry_run: bool = False
     batch_seconds: list[float] = field(default_factory=list)
+    contended_batches: int = 0
     lock_holders: list[int] = field(default_factory=list)
     locked_at: float | None = None
     unlocked_at: float | None = None
@@ -258,12 +265,37 @@ def _walk_heap(
     target_seconds: float,
     progress: _Progress,
     estimated_fraction: float | None = None,
+    optimistic: bool = True,
 ) -> str:
     """Delete the garbage block range by block range, front to back; returns stopped_by.
 
     Each range is sized to hold about ``batch_size`` garbage rows and to take about
     ``target_seconds``, from the catalog's rows per block, then from what each batch found.
+
+    With ``optimistic``, a range is first deleted without row locks (half the writes: bench
+    B1); where a writer holds one of its rows, that batch fails within 1 ms, rolls back, and
+    the range is redone with ``FOR UPDATE SKIP LOCKED``, as are the next
+    :data:`LOCKED_RANGES_AFTER_CONTENTION` ranges (writers are busy there).
     """
+    locked_left = 0
+
+    def delete_range(lo: int, hi: int) -> int:
+        nonlocal locked_left
+        if optimistic and locked_left == 0:
+            try:
+                return session.delete_heap_range(stmts, params, lo, hi, optimistic=True)
+            except errors.StatementTimeout as exc:
+                if progress.stop is not None and progress.stop.is_set():
+                    raise
+                progress.result.contended_batches += 1
+                locked_left = LOCKED_RANGES_AFTER_CONTENTION
+                log.debug(
+                    "batch_contended", sweep=progress.result.sweep, first_block=lo,
+                    end_block=hi, error=str(exc),
+                )
+        locked_left = max(locked_left - 1, 0)
+        return session.delete_heap_range(stmts, params, lo, hi)
+
     stats = session.table_stats(stmts.table)
     end = stats.blocks
     if stats.rows_per_block > 0:
@@ -281,7 +313,7 @@ def _walk_heap(
         last = min(first + span, end)
         t0 = time.monotonic()
         rows = _retry_fk(
-            functools.partial(session.delete_heap_range, stmts, params, first, last),
+            functools.partial(delete_range, first, last),
             progress.result.sweep,
         )
         seconds = time.monotonic() - t0
@@ -392,6 +424,7 @@ def run_sweep(
         seconds=round(result.seconds, 3),
         cutoffs=_iso(result.cutoffs),
         strategy=result.strategy,
+        contended_batches=result.contended_batches,
         dry_run=dry_run,
     )
     if result.outcome == FAILURE:
@@ -435,6 +468,7 @@ def _sweep_batches(
         result.stopped_by = _walk_heap(
             session, stmts, params, batch_size,
             settings.batch_target_seconds.total_seconds(), progress, fraction,
+            optimistic=settings.optimistic_batches,
         )
     else:
         result.stopped_by = _follow_index(session, stmts, params, batch_size, progress)

@@ -93,23 +93,28 @@ _DURATION_UNITS = {
 def parse_duration(text: str | int | float | timedelta) -> timedelta:
     """Parse a duration such as ``30d``, ``72h``, ``90m``, ``45s``, ``500ms`` or ``1h30m``.
 
-    A bare number is seconds. Units: ms, s, m, h, d, w.
+    Units: ms, s, m, h, d, w. A bare number other than 0 is refused: ``session_retention =
+    72`` meant as hours would silently be 72 seconds, and delete almost every session.
 
     Raises:
-        ValueError: the text is not a duration.
+        ValueError: the text is not a duration, or has no unit.
     """
     if isinstance(text, timedelta):
         return text
     if isinstance(text, bool):
         raise ValueError(f"{text!r} is not a duration")
     if isinstance(text, int | float):
-        return timedelta(seconds=text)
+        text = str(text)
     s = text.strip().lower()
     sign = -1 if s.startswith("-") else 1
     # One sign at most: "--1h" or "+-1h" is a typo, not a duration.
     s = s[1:] if s.startswith(("+", "-")) else s
     if re.fullmatch(r"\d+(\.\d+)?", s):
-        return sign * timedelta(seconds=float(s))
+        if float(s) == 0:
+            return timedelta(0)  # zero is zero in any unit
+        raise ValueError(
+            f"{text!r} has no unit: a duration needs one (e.g. {s}s, {s}m, {s}h or {s}d)"
+        )
     pos, total = 0, timedelta()
     for m in _DURATION_PART.finditer(s):
         if m.start() != pos:
@@ -347,6 +352,13 @@ class Settings:
         "A heap-walk batch sizes its block range to take about this long.",
         "DURATION",
     )
+    optimistic_batches: bool = _setting(
+        True,
+        _bool,
+        "A heap-walk batch deletes without locking its rows first, waiting at most 1 ms on a "
+        "row a writer holds (then that range is redone with FOR UPDATE SKIP LOCKED). Off: "
+        "always lock first, about 2x slower on a backlog (bench B1).",
+    )
     synchronous_commit: bool = _setting(
         False,
         _bool,
@@ -521,11 +533,14 @@ def build_settings(
     file_values: Mapping[str, Any] | None = None,
     *,
     source: str = "config file",
+    labels: Mapping[str, str] | None = None,
 ) -> Settings:
     """Build and validate :class:`Settings`.
 
     Args:
         explicit: values from flags or REAPER_* variables, by field name; they win.
+        labels: how to name an explicit value's origin in errors, by field name (e.g.
+            ``REAPER_NODE_RETENTION`` for a value from the environment); default its flag.
         file_values: the TOML file's top-level table (keys with ``_`` or ``-``); its
             ``[sweeps.NAME]`` tables become per-sweep overrides.
         source: how to name the file in error messages.
@@ -546,7 +561,7 @@ def build_settings(
             )
         values[name] = (raw, f"{source} key {key}")
     for name, raw in explicit.items():
-        values[name] = (raw, "--" + name.replace("_", "-"))
+        values[name] = (raw, (labels or {}).get(name) or "--" + name.replace("_", "-"))
     parsed: dict[str, Any] = {}
     for name, (raw, where) in values.items():
         try:

@@ -42,10 +42,6 @@ from reaper.sweeps import BUILTIN_SWEEPS
         ("1d12h", timedelta(days=1, hours=12)),
         ("1.5h", timedelta(minutes=90)),
         (" 30D ", timedelta(days=30)),
-        ("45", timedelta(seconds=45)),
-        ("2.5", timedelta(seconds=2.5)),
-        (45, timedelta(seconds=45)),
-        (0.5, timedelta(milliseconds=500)),
         (timedelta(hours=3), timedelta(hours=3)),
         ("-1h", -timedelta(hours=1)),
         ("0s", timedelta(0)),
@@ -57,8 +53,8 @@ def test_parse_duration(text: Any, expected: timedelta) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["", " ", "30x", "d", "h30", "30 d", "1h 30m", "thirty days", "1e3s", "--1h", "+-1h", "-+1h",
-     True],
+    ["45", "2.5", 45, 0.5, "", " ", "30x", "d", "h30", "30 d", "1h 30m", "thirty days", "1e3s",
+     "--1h", "+-1h", "-+1h", True],
 )
 def test_parse_duration_refuses(text: Any) -> None:
     with pytest.raises(ValueError, match="duration"):
