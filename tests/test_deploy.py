@@ -14,7 +14,6 @@ import re
 import shutil
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -23,7 +22,6 @@ from typing import Any
 import pytest
 import yaml
 
-from reaper import sqlfiles
 from reaper.settings import build_settings, load_toml, parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -631,38 +629,3 @@ def test_wheel_builds_and_entry_point_runs_in_a_clean_venv(tmp_path: Path) -> No
     where, count = check.stdout.split()
     assert Path(where).is_relative_to(venv)
     assert int(count) == len(list((ROOT / "reaper" / "sql").rglob("*.sql")))
-
-
-# --- the database role ---------------------------------------------------------------------
-
-
-def test_documented_role_can_sweep(dsn: str, conn: Any) -> None:
-    """deploy/reaper-role.sql's grants are enough: `reaper run-once` as that role deletes the
-    demo's garbage and keeps its live rows."""
-    from psycopg import sql
-    from psycopg.conninfo import make_conninfo
-
-    from reaper import demo
-
-    demo.seed(dsn, demo.Sizes(requests_stale=500, nodes_silent=500, nodes_session_lapsed=200))
-    before = demo.census(dsn)
-    role = f"reaper_test_{uuid.uuid4().hex[:8]}"
-    script = (DEPLOY / "reaper-role.sql").read_text()
-    statements = [s for s in sqlfiles.strip_comments(script).split(";") if s.strip()]
-    try:
-        for stmt in statements:
-            conn.execute(re.sub(r"\b(ROLE|TO) reaper\b", rf"\1 {role}", stmt))
-        reaper = shutil.which("reaper", path=str(Path(sys.executable).parent))
-        assert reaper
-        env = {**os.environ, "REAPER_DSN": make_conninfo(dsn, user=role)}
-        proc = subprocess.run(
-            [reaper, "run-once"], env=env, capture_output=True, text=True, timeout=120
-        )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        after = demo.census(dsn)
-        for table, counts in after.items():
-            assert counts["garbage"] == 0, table
-            assert counts["keep"] == before[table]["keep"], table
-    finally:
-        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-        conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
