@@ -55,6 +55,11 @@ SAMPLE_BLOCKS = 300
 # row locks before trying without again: writers are busy there, and a failed optimistic batch
 # is wasted work.
 LOCKED_RANGES_AFTER_CONTENTION = 16
+# auto walks the heap when the index path would take more than this many batches, whatever
+# the fraction: bench --crossover (2,000,000 requests, 5,000 rows per batch) had the index at
+# 0.90-1.02x the walk's time for 4-8 batches and 1.28x for 20, as each batch re-reads the dead
+# index entries of the batches before it.
+MAX_INDEX_BATCHES = 10
 # A batch that a foreign key blocked (a request inserted for a token being deleted) is tried
 # this many times in all; the predicate sees the new reference on the retry.
 FK_CONFLICT_ATTEMPTS = 3
@@ -210,6 +215,7 @@ def choose_strategy(
     params: Mapping[str, Any],
     settings: Settings,
     strategy: str | None = None,
+    batch_size: int | None = None,
 ) -> tuple[str, float | None]:
     """``(strategy, fraction)``: ``heap`` or ``index``, and the fraction of the table that is
     garbage, measured on a sample of about SAMPLE_BLOCKS heap blocks (None before
@@ -220,9 +226,11 @@ def choose_strategy(
     ``--crossover`` measures where). The fraction is measured, not asked of the planner: the
     planner's estimate of a predicate with a subquery parameter can be off a hundredfold
     (bench B3: 1,376,411 estimated, 10,000 real), and a block sample costs a few milliseconds.
-    Servers before PostgreSQL 14 have no TID range scan and always use the index.
-    ``strategy`` (a sweep's own, from its ``[sweeps.NAME]`` table) overrides
-    ``settings.strategy``.
+    The index path also gives way when the sample projects more than MAX_INDEX_BATCHES
+    batches of ``batch_size`` rows (default ``settings.batch_size``): each index batch re-reads
+    the dead index entries of the batches before it. Servers before PostgreSQL 14 have no TID
+    range scan and always use the index. ``strategy`` (a sweep's own, from its
+    ``[sweeps.NAME]`` table) overrides ``settings.strategy``.
     """
     wanted = strategy or settings.strategy
     if session.server_version < MIN_HEAP_WALK_VERSION or wanted == "index":
@@ -244,7 +252,10 @@ def choose_strategy(
     fraction = eligible / sampled if sampled else 0.0
     if wanted != "auto":
         return wanted, fraction
-    return ("heap" if fraction >= settings.heap_walk_threshold else "index"), fraction
+    projected_batches = eligible * 100.0 / percent / (batch_size or settings.batch_size)
+    if fraction >= settings.heap_walk_threshold or projected_batches > MAX_INDEX_BATCHES:
+        return "heap", fraction
+    return "index", fraction
 
 
 def _retry_fk(delete: Callable[[], int], sweep: str) -> int | None:
@@ -460,10 +471,10 @@ def _sweep_batches(
         result.rows = session.count_eligible(stmts, params)
         result.stopped_by = "done"
         return
-    result.strategy, fraction = choose_strategy(
-        session, stmts, params, settings, settings.strategy_for(sweep.name)
-    )
     batch_size = settings.batch_size_for(sweep.name)
+    result.strategy, fraction = choose_strategy(
+        session, stmts, params, settings, settings.strategy_for(sweep.name), batch_size
+    )
     if result.strategy == "heap":
         result.stopped_by = _walk_heap(
             session, stmts, params, batch_size,

@@ -46,9 +46,10 @@ DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT = timedelta(seconds=60)
 # The heap walk takes over from the index when a block sample finds at least this fraction of
 # the table to be garbage. bench --crossover (2,000,000 requests, PostgreSQL 15, 2 cores): the
 # index path took 0.55x the walk's time at 0.1% garbage, 0.66x at 0.5%, 0.90x at 1%, 1.02x at
-# 2%, 1.28x at 5%, 2.8x at 20%. The crossover is ~2% there and moves lower on larger tables
-# (each index batch re-reads the dead entries of the batches before it), hence 1%.
-DEFAULT_HEAP_WALK_THRESHOLD = 0.01
+# 2%, 1.28x at 5%, 2.8x at 20%: the crossover is at ~2%. On larger tables the index path's
+# cost grows with its number of batches (each re-reads the dead index entries of the ones
+# before), which reaper.runner.MAX_INDEX_BATCHES bounds.
+DEFAULT_HEAP_WALK_THRESHOLD = 0.02
 DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
 # `reaper check`: a batch plan that reads a table of more rows than this sequentially fails.
 # 10,000 rows is ~100 heap blocks, a millisecond of scan; below that the planner rightly
