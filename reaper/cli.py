@@ -111,14 +111,7 @@ def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
 
 def open_database(settings: Settings) -> Database:
     """A :class:`Database` configured from ``settings`` (not yet connected)."""
-    return Database(
-        settings.dsn,
-        statement_timeout=settings.statement_timeout,
-        lock_timeout=settings.lock_timeout,
-        idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
-        synchronous_commit=settings.synchronous_commit,
-        connect_timeout=settings.connect_timeout,
-    )
+    return Database.from_settings(settings)
 
 
 def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:

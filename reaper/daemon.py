@@ -93,19 +93,6 @@ def backoff_delay(failures: int, first: timedelta, cap: timedelta) -> timedelta:
     return delay
 
 
-def open_database(settings: Settings, max_connections: int) -> Database:
-    """A :class:`Database` (not yet open) from ``settings``' connection fields."""
-    return Database(
-        settings.dsn,
-        statement_timeout=settings.statement_timeout,
-        lock_timeout=settings.lock_timeout,
-        idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
-        synchronous_commit=settings.synchronous_commit,
-        connect_timeout=settings.connect_timeout,
-        max_connections=max_connections,
-    )
-
-
 @dataclass
 class SweepState:
     """What the daemon remembers of a sweep between runs (a few fields: memory stays flat).
@@ -178,7 +165,7 @@ class Daemon:
         self._statements: dict[str, SweepStatements] = {}
         self._state: dict[str, SweepState] = {s.name: SweepState() for s in sweeps}
         self.metrics = Metrics(sweeps, registry)
-        self.db = open_database(settings, MAX_PARALLEL_SWEEPS + 2)
+        self.db = Database.from_settings(settings, max_connections=MAX_PARALLEL_SWEEPS + 2)
         self._stop = threading.Event()
         # Set by a stop request (signal) or a fatal error; the command waits on it.
         self.exit_requested = threading.Event()
@@ -338,7 +325,7 @@ class Daemon:
         with self._config_lock:
             old = self._settings
             if any(getattr(old, f) != getattr(settings, f) for f in DATABASE_FIELDS):
-                new_db = open_database(settings, MAX_PARALLEL_SWEEPS + 2)
+                new_db = Database.from_settings(settings, max_connections=MAX_PARALLEL_SWEEPS + 2)
                 new_db.open()
                 old_db, self.db = self.db, new_db
                 self._lock_checked = False

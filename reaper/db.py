@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import psycopg.errors
@@ -25,6 +25,9 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reaper import errors, sqlfiles, sqlinfo
+
+if TYPE_CHECKING:
+    from reaper.settings import Settings
 
 APPLICATION_NAME = "reaper"
 # Rounds of the advisory lock probe (Database.check_advisory_locks): a few milliseconds each.
@@ -577,6 +580,19 @@ class Database:
         connect_timeout: how long :meth:`session` waits for a connection.
         max_connections: the pool's size.
     """
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, max_connections: int = 4) -> Database:
+        """A Database (not yet open) from ``settings``' connection and session fields."""
+        return cls(
+            settings.dsn,
+            statement_timeout=settings.statement_timeout,
+            lock_timeout=settings.lock_timeout,
+            idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+            synchronous_commit=settings.synchronous_commit,
+            connect_timeout=settings.connect_timeout,
+            max_connections=max_connections,
+        )
 
     def __init__(
         self,
