@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,11 +66,17 @@ class _Redactor:
     """Scrubs a connection string's password out of any text."""
 
     def __init__(self, dsn: str | None) -> None:
+        secrets: list[str] = [dsn or ""]
         try:
-            pw = conninfo_to_dict(dsn or "").get("password")
+            secrets.append(str(conninfo_to_dict(dsn or "").get("password") or ""))
         except psycopg.ProgrammingError:
-            pw = None
-        self._secrets = [s for s in (pw, dsn) if s and len(str(s)) >= 3]
+            # Unparsable (a bad percent-escape, say): find the password by its shape, since
+            # libpq's complaint may quote it ('invalid percent-encoded token: "Sekr%zz"').
+            secrets += re.findall(r"://[^:/@?#]*:([^@/?#]*)@", dsn or "")
+            secrets += [a or b for a, b in re.findall(
+                r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'|(\S+))", dsn or ""
+            )]
+        self._secrets = sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True)
 
     def __call__(self, text: str) -> str:
         for s in self._secrets:

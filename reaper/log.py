@@ -55,5 +55,8 @@ def configure(level: str = "info", json: bool | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # APScheduler warns at every tick that a sweep still running from the last one was not
+    # started again (max_instances=1 is how reaper wants it): noise, one line per interval.
+    logging.getLogger("apscheduler.scheduler").setLevel(max(logging.ERROR, root.level))
     # The pool logs every failed connection attempt at WARNING; reaper reports them itself.
     logging.getLogger("psycopg.pool").setLevel(max(logging.ERROR, root.level))

@@ -53,6 +53,9 @@ DENIED_FUNCTIONS = frozenset(
         "nextval",
         "setval",
         "query_to_xml",
+        # Text search functions that take a query as text and run it.
+        "ts_stat",
+        "ts_rewrite",
         "query_to_xmlschema",
         "query_to_xml_and_xmlschema",
         "cursor_to_xml",

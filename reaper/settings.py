@@ -106,6 +106,13 @@ def parse_duration(text: str | int | float | timedelta) -> timedelta:
         raise ValueError(f"{text!r} is not a duration")
     if isinstance(text, int | float):
         text = str(text)
+    try:
+        return _parse_duration_text(text)
+    except OverflowError:
+        raise ValueError(f"{text!r} is too long a duration") from None
+
+
+def _parse_duration_text(text: str) -> timedelta:
     s = text.strip().lower()
     sign = -1 if s.startswith("-") else 1
     # One sign at most: "--1h" or "+-1h" is a typo, not a duration.
@@ -143,19 +150,30 @@ def format_duration(d: timedelta) -> str:
     return sign + "".join(out)
 
 
+# Past this a duration is a typo (and a cutoff that far back overflows PostgreSQL's dates).
+MAX_DURATION = timedelta(days=36_500)
+# Past this a count is a typo (a batch of more rows than PostgreSQL's bigint LIMIT takes).
+MAX_COUNT = 1_000_000_000
+
+
 def _positive_duration(value: Any) -> timedelta:
     d = parse_duration(value)
     if d <= timedelta(0):
         raise ValueError(f"must be positive, got {format_duration(d)}")
+    if d > MAX_DURATION:
+        raise ValueError(f"{value!r} is longer than 100 years; is it a typo?")
     return d
 
 
 def _positive_int(value: Any) -> int:
-    if isinstance(value, bool):
+    text = str(value).strip()
+    if isinstance(value, bool | float) or not re.fullmatch(r"[+-]?\d+", text):
         raise ValueError(f"{value!r} is not a whole number")
-    n = int(value)
+    n = int(text)
     if n <= 0:
         raise ValueError(f"must be a positive whole number, got {n}")
+    if n > MAX_COUNT:
+        raise ValueError(f"{n} is more than {MAX_COUNT:,}; is it a typo?")
     return n
 
 
@@ -165,6 +183,18 @@ def _optional_positive_int(value: Any) -> int | None:
 
 def _optional_positive_duration(value: Any) -> timedelta | None:
     return None if value in (None, "", 0, "0") else _positive_duration(value)
+
+
+# A sweep interval this short is a typo (1ms for 1m): it would keep every sweep running back to
+# back. The tests run sweeps every 200-300 ms.
+MIN_INTERVAL = timedelta(milliseconds=100)
+
+
+def _optional_interval(value: Any) -> timedelta | None:
+    d = _optional_positive_duration(value)
+    if d is not None and d < MIN_INTERVAL:
+        raise ValueError(f"an interval of {format_duration(d)} is under 100ms; is it a typo?")
+    return d
 
 
 def _non_negative_int(value: Any) -> int:
@@ -386,7 +416,7 @@ class Settings:
     )
     interval: timedelta | None = _setting(
         None,
-        _optional_positive_duration,
+        _optional_interval,
         "reaper run: how often each sweep runs, unless its [sweeps.NAME] table sets interval "
         "(none: each sweep's own default, 5m for ephemeral members, 1h for the others).",
         "DURATION",
@@ -527,6 +557,8 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text; save it as UTF-8") from None
 
 
 def build_settings(
@@ -647,7 +679,7 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
     parsers: dict[str, Callable[[Any], Any]] = {
         "enabled": _bool,
         "batch_size": _optional_positive_int,
-        "interval": _optional_positive_duration,
+        "interval": _optional_interval,
         "max_rows_per_run": _optional_positive_int,
         "max_seconds_per_run": _optional_positive_duration,
         "retention": _retention,

@@ -50,6 +50,11 @@ def one_line(run, code: int, *words: str) -> str:
         (["--batch-size", "-5"], {}, ["--batch-size"]),
         ([], {"REAPER_NODE_RETENTION": "-1d"}, ["REAPER_NODE_RETENTION", "positive"]),
         (["--session-retention", "72"], {}, ["--session-retention", "no unit", "72h"]),
+        (["--node-retention", "99999999999d"], {}, ["--node-retention", "too long"]),
+        (["--node-retention", "9999999d"], {}, ["--node-retention", "100 years"]),
+        (["--batch-size", "99999999999999999999"], {}, ["--batch-size", "typo"]),
+        (["--batch-size", "abc"], {}, ["--batch-size", "whole number"]),
+        (["--batch-size", "1.7"], {}, ["--batch-size", "whole number"]),
         (["--strategy", "fast"], {}, ["strategy", "fast"]),
         (["--no-such-flag"], {}, ["--no-such-flag"]),
         (["--metrics-file", "/no-such-dir/reaper.prom"], {}, ["--metrics-file", "/no-such-dir"]),
@@ -96,6 +101,26 @@ def test_invalid_dsn_names_the_setting_not_the_password() -> None:
     run = run_reaper("run-once", "--dsn", f"host=127.0.0.1 password={SECRET} colour=blue")
     line = one_line(run, 2, "--dsn")
     assert SECRET not in line
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        # libpq's complaint quotes the bad token: the password itself.
+        "postgresql://postgres:Sekr%zzTopPw@127.0.0.1:5432/postgres",
+        "host=127.0.0.1 password='Sekr%zzTopPw",
+    ],
+)
+def test_an_unparsable_dsn_never_shows_its_password(dsn: str) -> None:
+    run = run_reaper("run-once", "--dsn", dsn)
+    line = one_line(run, 2, "--dsn")
+    assert "Sekr" not in line and "TopPw" not in line
+
+
+def test_a_config_file_that_is_not_utf8_is_one_line(tmp_path) -> None:
+    bad = tmp_path / "reaper.toml"
+    bad.write_bytes(b"\xff\xfe\n")
+    one_line(run_reaper("run-once", "--config", str(bad)), 2, "UTF-8")
 
 
 def test_json_output_shape(dsn, conn) -> None:
