@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from reaper import errors, sqlfiles, sqlinfo
-from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements
+from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements, regclass_text
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.runner import compute_cutoffs
 from reaper.settings import Settings
@@ -218,14 +218,14 @@ def _sweep_checks(
         except (errors.DatabaseError, errors.ConfigError) as exc:
             out.append(finding(check, FAIL, subject, str(exc)))
 
-    if not session.scalar(sqlfiles.ops("table_exists"), {"table": sweep.table}):
+    if not session.scalar(sqlfiles.ops("table_exists"), {"table": regclass_text(sweep.table)}):
         out.append(finding("table", FAIL, sweep.table, "the table does not exist",
                            "check the sweep's table name, or disable the sweep"))
         return out
     out.append(finding("table", PASS, sweep.table, "exists"))
     try:
         stmts = session.statements(sweep.table, sweep.predicate)
-        leaves = session.rows(sqlfiles.ops("table_leaves"), {"table": sweep.table})
+        leaves = session.rows(sqlfiles.ops("table_leaves"), {"table": regclass_text(sweep.table)})
     except errors.DatabaseError as exc:
         out.append(finding("table", FAIL, sweep.table, str(exc)))
         return out
@@ -262,7 +262,7 @@ _FindingFn = Callable[..., Finding]
 
 def _columns(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
     have = {r["column_name"] for r in session.rows(sqlfiles.ops("table_columns"),
-                                                   {"table": sweep.table})}
+                                                   {"table": regclass_text(sweep.table)})}
     used = sqlinfo.columns_used(sweep.table, sweep.predicate)
     missing = [c for c in used if c not in have]
     if missing:
@@ -337,7 +337,8 @@ def _indexes(
                       "the sweep declares no index and its batch plan uses none")
     # An INVALID index on any table the sweep reads: writes still pay for it, the planner
     # never uses it, and it may be the one this sweep should be using.
-    for row in session.rows(sqlfiles.ops("broken_indexes"), {"tables": list(stmts.tables_read)}):
+    tables_read = [regclass_text(t) for t in stmts.tables_read]
+    for row in session.rows(sqlfiles.ops("broken_indexes"), {"tables": tables_read}):
         if row["index_name"] in reported:
             continue
         if row["building"]:
@@ -354,7 +355,7 @@ def _indexes(
 
 
 def _foreign_keys(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
-    rows = session.rows(sqlfiles.ops("foreign_keys"), {"table": sweep.table})
+    rows = session.rows(sqlfiles.ops("foreign_keys"), {"table": regclass_text(sweep.table)})
     for row in rows:
         cols = ", ".join(row["columns"])
         subject = f"{row['referencing_table']} ({cols})"

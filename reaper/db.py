@@ -299,11 +299,13 @@ class Session:
         """The ``(table, privilege)`` pairs of ``needed`` that the current role lacks; UPDATE
         counts as held when granted on at least one column. Tables that do not exist are
         skipped."""
+        quoted = {regclass_text(t): t for t, _ in needed}
         rows = self.rows(
             sqlfiles.ops("privileges"),
-            {"tables": [t for t, _ in needed], "privileges": [p for _, p in needed]},
+            {"tables": [regclass_text(t) for t, _ in needed],
+             "privileges": [p for _, p in needed]},
         )
-        return [(r["table_name"], r["privilege"]) for r in rows if not r["granted"]]
+        return [(quoted[r["table_name"]], r["privilege"]) for r in rows if not r["granted"]]
 
     def rows(
         self, query: str | sql.SQL | sql.Composed, params: Mapping[str, Any] | None = None
@@ -525,8 +527,9 @@ class Session:
     def missing_tables(self, tables: Sequence[str]) -> list[str]:
         """The tables among ``tables`` that do not exist or that this role cannot see."""
         with self._errors(), self._conn.cursor() as cur:
-            cur.execute(sql.SQL(sqlfiles.engine("missing_tables")), {"tables": list(tables)})
-            return [str(row[0]) for row in cur.fetchall()]
+            quoted = {regclass_text(t): t for t in tables}
+            cur.execute(sql.SQL(sqlfiles.engine("missing_tables")), {"tables": list(quoted)})
+            return [quoted[str(row[0])] for row in cur.fetchall()]
 
     def try_advisory_locks(self, keys: Sequence[int]) -> bool:
         """Take the session-level advisory locks ``keys`` without waiting: all of them (True)

@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from reaper import errors, sqlfiles, sqlinfo
-from reaper.db import Database, Session
+from reaper.db import Database, Session, regclass_text
 from reaper.sqlinfo import IndexSpec
 
 log = structlog.get_logger("reaper.indexes")
@@ -81,9 +81,11 @@ ProgressFn = Callable[[IndexSpec, dict[str, Any]], None]
 
 
 def _inspect(session: Session, spec: IndexSpec) -> IndexAction:
-    if not session.scalar(sqlfiles.ops("table_exists"), {"table": spec.table}):
+    if not session.scalar(sqlfiles.ops("table_exists"), {"table": regclass_text(spec.table)}):
         return IndexAction(spec.name, spec.table, SKIP, f"table {spec.table} does not exist")
-    found = session.rows(sqlfiles.ops("index_lookup"), {"table": spec.table, "name": spec.name})
+    found = session.rows(
+        sqlfiles.ops("index_lookup"), {"table": regclass_text(spec.table), "name": spec.name}
+    )
     if not found:
         return IndexAction(spec.name, spec.table, CREATE, "absent",
                            statements=[spec.concurrent_statement])
@@ -189,7 +191,9 @@ def _apply(
 
 
 def _drop_leftover(session: Session, spec: IndexSpec) -> None:
-    for row in session.rows(sqlfiles.ops("index_lookup"), {"table": spec.table, "name": spec.name}):
+    for row in session.rows(
+        sqlfiles.ops("index_lookup"), {"table": regclass_text(spec.table), "name": spec.name}
+    ):
         if not (row["valid"] and row["ready"]):
             session.drop_index_concurrently(row["schema_name"], row["index_name"])
 

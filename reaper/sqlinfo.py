@@ -84,7 +84,9 @@ def shipped_indexes() -> tuple[IndexSpec, ...]:
 
 def _parse_predicate(table: str, predicate: str) -> Any:
     # pglast reads PostgreSQL syntax; psycopg's %(name)s placeholders become $1.
-    text = f"SELECT 1 FROM {table} WHERE ({_PARAM.sub('$1', predicate)})"
+    # The table quoted part by part, as the batch statements quote it (psycopg.sql.Identifier).
+    quoted = ".".join('"' + part.replace('"', '""') + '"' for part in table.split(".", 1))
+    text = f"SELECT 1 FROM {quoted} WHERE ({_PARAM.sub('$1', predicate)})"
     try:
         return pglast.parse_sql(text)[0].stmt
     except pglast.parser.ParseError as exc:

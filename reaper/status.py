@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from reaper import errors, sqlfiles, sqlinfo
-from reaper.db import Database, Session
+from reaper.db import Database, Session, regclass_text
 from reaper.runner import compute_cutoffs
 from reaper.settings import Settings
 from reaper.sweeps import Sweep
@@ -125,7 +125,7 @@ def _one(
 ) -> SweepStatus:
     st = SweepStatus(sweep.name, sweep.table, sweep.reason)
     try:
-        table = session.rows(sqlfiles.ops("table_status"), {"table": sweep.table})
+        table = session.rows(sqlfiles.ops("table_status"), {"table": regclass_text(sweep.table)})
         if not table:
             raise errors.ObjectMissing(f'{sweep.table}: relation "{sweep.table}" does not exist')
         t = table[0]

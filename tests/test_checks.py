@@ -322,3 +322,23 @@ def test_advisory_lock_passes_through_session_pooling(pgbouncer, capsys) -> None
                          "--connect-timeout", "60s")
     assert code == 0
     assert findings_of(doc, check="advisory_lock")[0]["status"] == "pass"
+
+
+@pytest.mark.parametrize("table", ["Weird Table", 'Quote"d', "public.MixedCase"])
+def test_check_and_status_quote_the_table_as_the_sweep_does(
+    dsn: str, conn: psycopg.Connection[Any], table: str
+) -> None:
+    from psycopg import sql
+
+    from reaper import status
+
+    ident = sql.Identifier(*table.split(".", 1))
+    conn.execute(sql.SQL("CREATE TABLE {} (created_at timestamptz NOT NULL)").format(ident))
+    conn.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(ident))
+    settings = build_settings({"dsn": dsn})
+    sweep = Sweep("odd", table, "x", "created_at < %(cutoff)s", {"cutoff": "node_retention"})
+    with open_database(settings) as db:
+        findings = checks.run_checks(db, [sweep], settings)
+        rows = status.sweep_status(db, [sweep], settings)
+    assert not checks.failures(findings), checks.failures(findings)
+    assert [r.error for r in rows] == [None]
