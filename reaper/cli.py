@@ -9,6 +9,7 @@ database) failed, 2 bad usage or configuration, always with one line on stderr.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -336,9 +337,6 @@ def _exit_now(code: int, clean: bool) -> None:
     """Exit now, without waiting for threads: the sweeps have stopped (or, when ``clean`` is
     False, had their statements cancelled) and the pool and the port are closed; what is left
     is at most a readiness probe waiting on a dead host, which must not delay the exit."""
-    import logging
-    import os
-
     if not clean:
         structlog.get_logger("reaper.cli").warning("exit_with_runs_in_flight")
     sys.stdout.flush()

@@ -193,9 +193,13 @@ class SweepStatements:
         partitioned: bool = False,
         since: str = "",
         cutoff_param: str = "cutoff",
+        stats: TableStats | None = None,
     ) -> None:
         self.table = table
         self.partitioned = partitioned
+        # The catalog's view of the table when the run began (Session.statements reads it
+        # once; the strategy choice and the heap walk both use it).
+        self.stats = stats
         parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
         self.heap_batch = sql.SQL(sqlfiles.engine("heap_batch")).format(**parts)
         self.heap_batch_optimistic = sql.SQL(sqlfiles.engine("heap_batch_optimistic")).format(
@@ -398,7 +402,8 @@ class Session:
         Raises:
             ObjectMissing: no such table.
         """
-        return SweepStatements(table, predicate, partitioned=self.table_stats(table).partitioned)
+        stats = self.table_stats(table)
+        return SweepStatements(table, predicate, partitioned=stats.partitioned, stats=stats)
 
     def estimate_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> float:
         """The planner's estimate of the rows the predicate matches (a plan, no scan)."""

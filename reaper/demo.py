@@ -17,8 +17,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -164,15 +166,23 @@ def seed(dsn: str, sizes: Sizes | None = None) -> None:
 
 def census(dsn: str) -> dict[str, dict[str, int]]:
     """Rows per table, split into garbage (must go) and keep (must stay)."""
-    out = {}
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for table, key in KEYS.items():
-            row = conn.execute(
-                f"SELECT count(*) FILTER (WHERE {key} LIKE 'garbage-%'),"
-                f" count(*) FILTER (WHERE {key} LIKE 'keep-%') FROM {table}"
-            ).fetchone()
-            assert row is not None
-            out[table] = {"garbage": int(row[0]), "keep": int(row[1])}
+        return count_kinds(conn)
+
+
+def count_kinds(
+    conn: psycopg.Connection[Any], tables: Iterable[str] = KEYS
+) -> dict[str, dict[str, int]]:
+    """:func:`census` on an open connection, for ``tables`` (all four by default)."""
+    out = {}
+    for table in tables:
+        key = KEYS[table]
+        row = conn.execute(
+            f"SELECT count(*) FILTER (WHERE {key} LIKE 'garbage-%'),"
+            f" count(*) FILTER (WHERE {key} LIKE 'keep-%') FROM {table}"
+        ).fetchone()
+        assert row is not None
+        out[table] = {"garbage": int(row[0]), "keep": int(row[1])}
     return out
 
 

@@ -236,7 +236,7 @@ def choose_strategy(
     if session.server_version < MIN_HEAP_WALK_VERSION or wanted == "index":
         # A forced index path needs no sample: the fraction only sizes the walk's first range.
         return "index", None
-    stats = session.table_stats(stmts.table)
+    stats = stmts.stats or session.table_stats(stmts.table)
     if stats.partitioned:
         # A partitioned table's own heap is empty: a walk over it would find nothing and
         # report success. The index path reaches every partition.
@@ -307,7 +307,7 @@ def _walk_heap(
         locked_left = max(locked_left - 1, 0)
         return session.delete_heap_range(stmts, params, lo, hi)
 
-    stats = session.table_stats(stmts.table)
+    stats = stmts.stats or session.table_stats(stmts.table)
     end = stats.blocks
     if stats.rows_per_block > 0:
         fraction = estimated_fraction if estimated_fraction else 1.0

@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,7 +21,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from reaper import devserver
+from reaper import demo, devserver
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, by_name
 
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
@@ -29,12 +29,7 @@ SECOND = timedelta(seconds=1)
 SWEEPS: dict[str, Sweep] = by_name(BUILTIN_SWEEPS)
 
 # Each table's key column (the demo's convention: keys say garbage-* or keep-*).
-KEYS = {
-    "nodes": "peer_id",
-    "enrollment_requests": "peer_id",
-    "bootstrap_tokens": "token_hash",
-    "routers": "router_id",
-}
+KEYS = demo.KEYS
 
 
 def add_node(
@@ -95,20 +90,8 @@ def keys(conn: psycopg.Connection[Any], table: str) -> set[str]:
     return {str(r[0]) for r in conn.execute(f"SELECT {KEYS[table]} FROM {table}")}
 
 
-def census(
-    conn: psycopg.Connection[Any], tables: Iterable[str] = KEYS
-) -> dict[str, dict[str, int]]:
-    """Rows per table (all four by default), split into garbage-* and keep-* keys."""
-    out = {}
-    for table in tables:
-        key = KEYS[table]
-        row = conn.execute(
-            f"SELECT count(*) FILTER (WHERE {key} LIKE 'garbage-%'),"
-            f" count(*) FILTER (WHERE {key} LIKE 'keep-%') FROM {table}"
-        ).fetchone()
-        assert row is not None
-        out[table] = {"garbage": int(row[0]), "keep": int(row[1])}
-    return out
+# Rows per table (all four by default), split into garbage-* and keep-* keys.
+census = demo.count_kinds
 
 
 def reaper_executable() -> str:
