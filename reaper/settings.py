@@ -390,6 +390,13 @@ class Settings:
         "row a writer holds (then that range is redone with FOR UPDATE SKIP LOCKED). Off: "
         "always lock first, about 2x slower on a backlog (bench B1).",
     )
+    session_pooler: bool = _setting(
+        False,
+        _bool,
+        "The DSN points at a connection pooler in session mode (PgBouncer pool_mode=session: "
+        "one server session per client connection). Off: a pooler is refused, since in "
+        "transaction mode reaper's advisory locks cannot hold.",
+    )
     synchronous_commit: bool = _setting(
         False,
         _bool,

@@ -357,7 +357,7 @@ def test_session_pooling_holds_the_lock(pgbouncer, conn, tmp_path) -> None:
     through = pgbouncer("session")
     port = free_port()
     reaper = start_reaper(["run", "--listen", f"127.0.0.1:{port}", "--dsn", through,
-                           "--jitter", "0"], tmp_path)
+                           "--jitter", "0", "--session-pooler"], tmp_path)
     try:
         wait_for("garbage gone", lambda: count(conn, "routers", "router_id", "garbage-%") == 0)
         assert http_get(port, "/readyz")[0] == 200
