@@ -652,10 +652,10 @@ class Daemon:
         except errors.DatabaseError as exc:
             self._health.set(False, str(exc))
             return
-        if missing:
-            self._health.set(False, f"missing tables: {', '.join(missing)}")
-        elif refusal is not None:
+        if refusal is not None:
             self._health.set(False, refusal)
+        elif missing:
+            self._health.set(False, f"missing tables: {', '.join(missing)}")
         elif self._health.set(True, ""):
             self._retry_after_outage()
 

@@ -307,7 +307,7 @@ def pgbouncer(dsn: str) -> Iterator[Any]:
     work = Path(tempfile.mkdtemp(prefix="reaper-pgb-"))
     work.chmod(0o777)
 
-    def start(pool_mode: str) -> str:
+    def start(pool_mode: str, default_pool_size: int | None = None) -> str:
         port = free_port()
         (work / "users.txt").write_text('"postgres" ""\n')
         ini = work / f"{pool_mode}.ini"
@@ -319,6 +319,7 @@ def pgbouncer(dsn: str) -> Iterator[Any]:
             f"auth_type = trust\nauth_file = {work}/users.txt\npool_mode = {pool_mode}\n"
             f"logfile = {work}/{pool_mode}.log\n"
             "ignore_startup_parameters = extra_float_digits,options\n"
+            + (f"default_pool_size = {default_pool_size}\n" if default_pool_size else "")
         )
         user = ["-u", "postgres"] if os.geteuid() == 0 else []
         procs.append(subprocess.Popen([exe, *user, str(ini)], stdout=subprocess.DEVNULL,
