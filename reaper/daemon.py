@@ -552,8 +552,8 @@ class Daemon:
                 )
             if result.error_type in _OUTAGE_ERRORS:
                 self._health.set(False, result.error or "database unreachable")
-            elif result.outcome == SUCCESS:
-                self._health.set(True, "")
+            elif result.outcome == SUCCESS and self._health.set(True, ""):
+                self._retry_after_outage()
             return result
 
     def _job_done(self, event: JobExecutionEvent) -> None:

@@ -179,6 +179,8 @@ def namespaced_server(port: int) -> Iterator[NamespacedServer]:
         _run(*in_ns, "ip", "link", "set", "lo", "up")
         as_pg = ("runuser", "-u", "postgres", "--")
         _run(*as_pg, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres")
+        with (data / "pg_hba.conf").open("a") as hba:
+            hba.write(f"host all all {host_ip}/32 trust\n")
         options = (
             f"-c listen_addresses={ns_ip} -c port={port} -c unix_socket_directories={work} "
             "-c fsync=off -c shared_buffers=16MB"
