@@ -89,16 +89,30 @@ _DURATION_UNITS = {
     "d": timedelta(days=1),
     "w": timedelta(weeks=1),
 }
+# Said in every refusal of a unit: the units are case-sensitive and each is an exact length.
+ACCEPTED_UNITS = "ms (milliseconds), s, m (minutes), h, d (24 h), w (7 d)"
+# Units a user may mean that reaper refuses, and why (a month or a year has no fixed length;
+# "M" reads as month in some tools and minute in others).
+_REFUSED_UNITS = {
+    "M": "ambiguous (month or minute?)",
+    "mo": "a month has no fixed length",
+    "y": "a year has no fixed length",
+    "Y": "a year has no fixed length",
+}
+_NUMBER_THEN_UNIT = re.compile(r"(\d+(?:\.\d+)?)([^\d.]*)")
 
 
 def parse_duration(text: str | int | float | timedelta) -> timedelta:
     """Parse a duration such as ``30d``, ``72h``, ``90m``, ``45s``, ``500ms`` or ``1h30m``.
 
-    Units: ms, s, m, h, d, w. A bare number other than 0 is refused: ``session_retention =
-    72`` meant as hours would silently be 72 seconds, and delete almost every session.
+    Units (case-sensitive, each an exact length): ms, s, m (minutes), h, d (24 hours),
+    w (7 days). ``M`` (month or minute?), months, years, upper-case units (``3H``, ``3D``)
+    and anything else are refused, naming the accepted units. A bare number other than 0 is
+    refused: ``session_retention = 72`` meant as hours would silently be 72 seconds, and
+    delete almost every session.
 
     Raises:
-        ValueError: the text is not a duration, or has no unit.
+        ValueError: the text is not a duration, has no unit, or has a unit not accepted.
     """
     if isinstance(text, timedelta):
         return text
@@ -112,8 +126,18 @@ def parse_duration(text: str | int | float | timedelta) -> timedelta:
         raise ValueError(f"{text!r} is too long a duration") from None
 
 
+def _unit_error(text: str, unit: str) -> ValueError:
+    why = _REFUSED_UNITS.get(unit)
+    if why is None and unit.lower() in _DURATION_UNITS:
+        why = f"units are case-sensitive (did you mean {unit.lower()}?)"
+    return ValueError(
+        f"{text!r} is not a duration: unit {unit!r}: {why or 'unknown unit'}; "
+        f"accepted units: {ACCEPTED_UNITS}"
+    )
+
+
 def _parse_duration_text(text: str) -> timedelta:
-    s = text.strip().lower()
+    s = text.strip()
     sign = -1 if s.startswith("-") else 1
     # One sign at most: "--1h" or "+-1h" is a typo, not a duration.
     s = s[1:] if s.startswith(("+", "-")) else s
@@ -121,8 +145,15 @@ def _parse_duration_text(text: str) -> timedelta:
         if float(s) == 0:
             return timedelta(0)  # zero is zero in any unit
         raise ValueError(
-            f"{text!r} has no unit: a duration needs one (e.g. {s}s, {s}m, {s}h or {s}d)"
+            f"{text!r} has no unit: a duration needs one (e.g. {s}s, {s}m, {s}h or {s}d); "
+            f"accepted units: {ACCEPTED_UNITS}"
         )
+    # Name the offending unit when a number is followed by something not accepted.
+    for m in _NUMBER_THEN_UNIT.finditer(s):
+        unit = m.group(2).strip()
+        if unit and unit not in _DURATION_UNITS and not _DURATION_PART.fullmatch("1" + unit):
+            # "1h30m" splits as ("1", "h"), ("30", "m"); a bad unit stands alone.
+            raise _unit_error(text, unit)
     pos, total = 0, timedelta()
     for m in _DURATION_PART.finditer(s):
         if m.start() != pos:
@@ -130,7 +161,10 @@ def _parse_duration_text(text: str) -> timedelta:
         total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
         pos = m.end()
     if not s or pos != len(s):
-        raise ValueError(f"{text!r} is not a duration (use e.g. 30d, 72h, 90m, 45s, 500ms)")
+        raise ValueError(
+            f"{text!r} is not a duration (use e.g. 30d, 72h, 90m, 45s, 500ms); "
+            f"accepted units: {ACCEPTED_UNITS}"
+        )
     return sign * total
 
 
