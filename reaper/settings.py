@@ -247,6 +247,40 @@ def _fraction(value: Any) -> float:
     return f
 
 
+# Wall times without a time zone (timestamp, date columns) are read as UTC unless the
+# application writes them in another zone (timestamp_time_zone names it).
+DEFAULT_TIMESTAMP_TIME_ZONE = "UTC"
+# The full-table interlock: a run stops before its first delete when at least this fraction
+# of a table is eligible. A predicate that matches everything (a typo, a retention in the
+# wrong unit) reads as 100%; a real backlog of garbage that large means the table went
+# unswept for 20 times its retention, which deserves a look and an explicit opt-in.
+DEFAULT_MAX_ELIGIBLE_FRACTION = 0.95
+# ... but only on tables with at least this many rows (projected from the sample): a table of
+# a few hundred rows that is all garbage is common (a test bed, a quiet cluster) and cheap.
+FULL_TABLE_MIN_ROWS = 1_000
+
+
+def _time_zone(value: Any) -> str:
+    """An IANA time zone name that both Python and PostgreSQL know (PostgreSQL ships the
+    same tz database; the session refuses an unknown name at connect)."""
+    import zoneinfo
+
+    text = str(value).strip()
+    if text.upper() == "UTC":
+        return "UTC"
+    try:
+        if text in zoneinfo.available_timezones():
+            zoneinfo.ZoneInfo(text)
+            return text
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        pass
+    raise ValueError(
+        f"{text!r} is not an IANA time zone name (e.g. UTC, Europe/Berlin, Asia/Seoul, "
+        "America/New_York); fixed offsets such as +09 are refused because their sign means "
+        "the opposite in POSIX and ISO"
+    )
+
+
 def _strategy(value: Any) -> str:
     if value not in STRATEGIES:
         raise ValueError(f"must be one of {', '.join(STRATEGIES)}, got {value!r}")
@@ -308,6 +342,8 @@ class SweepSettings:
             duration when the predicate names several cutoffs; None: no override.
         after: sweeps that must run before this one.
         strategy: auto, heap or index for this sweep (None: the global ``strategy``).
+        max_eligible_fraction: this sweep's full-table interlock (1: it may empty its
+            table); None: the global ``max_eligible_fraction``.
         table, reason, predicate, description: a declared sweep's (None for a built-in).
         since: a declared sweep's "since" expression (see :class:`reaper.sweeps.Sweep`), for
             ``reaper_backlog_oldest_seconds``; None: no such gauge for it.
@@ -321,6 +357,7 @@ class SweepSettings:
     retention: timedelta | Mapping[str, timedelta] | None = None
     after: tuple[str, ...] = ()
     strategy: str | None = None
+    max_eligible_fraction: float | None = None
     table: str | None = None
     reason: str | None = None
     predicate: str | None = None
@@ -430,6 +467,22 @@ class Settings:
         "Wait for each batch's WAL flush. Off by default: a crash can at worst undo the last "
         "batches' deletes, which the next sweep repeats (bench --tune: on made B1 ~15% slower).",
     )
+    timestamp_time_zone: str = _setting(
+        DEFAULT_TIMESTAMP_TIME_ZONE,
+        _time_zone,
+        "The time zone in which the application writes the timestamp (without time zone) and "
+        "date columns that predicates compare with a cutoff: reaper reads their wall times "
+        "in it (it is every reaper session's TimeZone). An IANA name, e.g. UTC, Asia/Seoul.",
+        "ZONE",
+    )
+    max_eligible_fraction: float = _setting(
+        DEFAULT_MAX_ELIGIBLE_FRACTION,
+        _fraction,
+        "A run stops before its first delete when at least this fraction of a table of "
+        f"{FULL_TABLE_MIN_ROWS:,} rows or more is eligible (measured on a sample of its "
+        "blocks); 1 allows a run to empty a table. A [sweeps.NAME] table may set its own.",
+        "FRACTION",
+    )
     seq_scan_max_rows: int = _setting(
         DEFAULT_SEQ_SCAN_MAX_ROWS,
         _non_negative_int,
@@ -534,6 +587,12 @@ class Settings:
     def max_seconds_per_run_for(self, name: str) -> timedelta | None:
         """Time budget of one run of sweep ``name``: its own, else the global one (None: none)."""
         return self.sweep(name).max_seconds_per_run or self.max_seconds_per_run
+
+    def max_eligible_fraction_for(self, name: str) -> float:
+        """Sweep ``name``'s full-table interlock: its own ``max_eligible_fraction``, else the
+        global one (a fraction of the table's rows, 0-1)."""
+        own = self.sweep(name).max_eligible_fraction
+        return self.max_eligible_fraction if own is None else own
 
     def strategy_for(self, name: str) -> str:
         """How sweep ``name`` finds its batches (auto, heap, index): its own, else the global."""
@@ -719,6 +778,7 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "retention": _retention,
         "after": _after,
         "strategy": _strategy,
+        "max_eligible_fraction": _fraction,
         "table": _text,
         "reason": _text,
         "predicate": _text,
