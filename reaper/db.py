@@ -1113,21 +1113,32 @@ class Database:
 
     def _configure(self, conn: BoundedConnection) -> None:
         conn.bound = self.bound
-        values = dict(self._settings)
+        row = conn.execute(self._set_all(self._settings, "SELECT pg_backend_pid(), ")).fetchone()
+        conn.server_pid = int(row[0]) if row else None
+        # Best effort: a platform without TCP_USER_TIMEOUT or without closed-socket events
+        # (client_connection_check_interval) refuses the setting; the client side and the
+        # watchdog still bound every wait, so the connection is used all the same.
         version = conn.info.server_version
-        for name, value in self._server_tcp.items():
-            if value and (name != "tcp_user_timeout" or version >= 120000):
-                values[name] = value
+        watch = {
+            name: value for name, value in self._server_tcp.items()
+            if value and (name != "tcp_user_timeout" or version >= 120000)
+        }
         if version >= 140000:
-            values["client_connection_check_interval"] = f"{CLIENT_CONNECTION_CHECK_SECONDS}s"
-        query = sql.SQL("SELECT pg_backend_pid(), {}").format(
+            watch["client_connection_check_interval"] = f"{CLIENT_CONNECTION_CHECK_SECONDS}s"
+        try:
+            conn.execute(self._set_all(watch, "SELECT "))
+        except psycopg.errors.DatabaseError as exc:
+            _log.warning("the server cannot watch reaper's connections (%s): %s",
+                         ", ".join(watch), self._redact(_first_line(exc)))
+
+    @staticmethod
+    def _set_all(values: Mapping[str, str], select: str) -> sql.Composed:
+        return sql.SQL(select + "{}").format(
             sql.SQL(", ").join(
                 sql.SQL("set_config({}, {}, false)").format(sql.Literal(k), sql.Literal(v))
                 for k, v in values.items()
             )
         )
-        row = conn.execute(query).fetchone()
-        conn.server_pid = int(row[0]) if row else None
 
     @staticmethod
     def _check(conn: BoundedConnection) -> None:
