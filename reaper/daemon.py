@@ -95,7 +95,11 @@ _PROBE_JOB, _GAUGE_JOB, _CHECK_JOB = "_readiness_probe", "_gauge_refresh", "_che
 _HEARTBEAT_JOB = "_heartbeat"
 # Failures that say the database could not do the work (rather than one sweep's problem): they
 # make /readyz fail, and the sweeps they failed run again as soon as the probe sees it back.
-_OUTAGE_ERRORS = (errors.ConnectionFailed.__name__, errors.ReadOnlyDatabase.__name__)
+_OUTAGE_ERRORS = (
+    errors.ConnectionFailed.__name__,
+    errors.ReadOnlyDatabase.__name__,
+    errors.PrivilegeMissing.__name__,
+)
 
 
 def backoff_delay(failures: int, first: timedelta, cap: timedelta) -> timedelta:
@@ -614,9 +618,10 @@ class Daemon:
         self._health.heartbeat_at = time.monotonic()
 
     def _probe(self) -> None:
-        """Readiness: the database answers, every swept table exists and the server accepts
-        writes. The first answer also checks that advisory locks can hold on this connection
-        string (fatal when not). Each statement waits at most :data:`PROBE_BOUND_SECONDS`."""
+        """Readiness: the database answers, every swept table exists, reaper's role holds the
+        privileges the batches need and the server accepts writes. The first answer also
+        checks that advisory locks can hold on this connection string (fatal when not). Each
+        statement waits at most :data:`PROBE_BOUND_SECONDS`."""
         # Not counted as work in flight: a probe holds nothing, and one stuck connecting to
         # a dead host must not hold up a shutdown.
         if self._stop.is_set():
@@ -625,6 +630,7 @@ class Daemon:
             with self.db.session(bound=PROBE_BOUND_SECONDS) as session:
                 missing = session.missing_tables(self._tables())
                 refusal, stale = session.write_refusal()
+                lacking = [] if missing else session.missing_privileges(self._privileges())
             if stale:
                 # An ALTER DATABASE/ROLE ... SET default_transaction_read_only since the pool
                 # connected: its sessions keep the old value, new ones get the new one.
@@ -656,8 +662,19 @@ class Daemon:
             self._health.set(False, refusal)
         elif missing:
             self._health.set(False, f"missing tables: {', '.join(missing)}")
+        elif lacking:
+            what = ", ".join(f"{p} on table {t}" for t, p in lacking)
+            self._health.set(False, f"reaper's role lacks {what} (see reaper/sql/grants.sql)")
         elif self._health.set(True, ""):
             self._retry_after_outage()
+
+    def _privileges(self) -> list[tuple[str, str]]:
+        """Every ``(table, privilege)`` the scheduled sweeps' batches need (no duplicates)."""
+        needed: dict[tuple[str, str], None] = {}
+        for sweep in list(self._sweeps.values()):
+            with contextlib.suppress(errors.ConfigError):
+                needed.update(dict.fromkeys(self._statements_for(sweep).required_privileges()))
+        return list(needed)
 
     def _retry_after_outage(self) -> None:
         """The database is back: the sweeps whose last run failed on the outage (unreachable,
@@ -735,9 +752,10 @@ class Daemon:
         return True, ""
 
     def readyz(self) -> tuple[bool, str]:
-        """Ready: the database answered lately, every swept table exists and the server
-        accepts writes (else False with the reason: unreachable, missing tables, a standby,
-        default_transaction_read_only on)."""
+        """Ready: the database answered lately, every swept table exists, reaper's role holds
+        the privileges the batches need, and the server accepts writes (else False with the
+        reason: unreachable, a standby, default_transaction_read_only on, missing tables, a
+        missing privilege)."""
         with self._health.lock:
             ready, reason, answered = (
                 self._health.ready, self._health.reason, self._health.answered_at

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -324,6 +325,27 @@ def test_readiness_follows_a_database_that_refuses_writes(make_daemon, conn) -> 
     )
     assert result.rows == 3
     assert scalar(conn, "SELECT count(*) FROM routers WHERE router_id LIKE 'garbage-%%'") == 0
+
+
+def test_readiness_needs_the_privileges_the_batches_need(make_daemon, conn, dsn) -> None:
+    role = f"reaper_net_{uuid.uuid4().hex[:8]}"
+    conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        conn.execute(f"GRANT SELECT ON routers TO {role}")
+        daemon = make_daemon(["router_leases"], dsn=make_conninfo(dsn, user=role))
+        port = daemon.http.port
+        _, body = wait_for(
+            "/readyz 503 naming the privilege",
+            lambda: (r := http_get(port, "/readyz"))[0] == 503 and "lacks" in r[1] and r,
+        )
+        assert "lacks DELETE on table routers" in body
+        assert http_get(port, "/healthz")[0] == 200
+        conn.execute(f"GRANT DELETE ON routers TO {role}")
+        wait_for("/readyz 200", lambda: http_get(port, "/readyz")[0] == 200)
+        daemon.stop(timedelta(seconds=5))
+    finally:
+        conn.execute(f"DROP OWNED BY {role}")
+        conn.execute(f"DROP ROLE {role}")
 
 
 def test_readiness_and_health_on_a_hot_standby(tmp_path) -> None:
