@@ -94,6 +94,17 @@ def keys(conn: psycopg.Connection[Any], table: str) -> set[str]:
 census = demo.count_kinds
 
 
+# libpq's credentials name no database, so every process a test starts keeps them: a server
+# that asks for a password gets it from PGPASSWORD or the password file (PGPASSFILE, else
+# ~/.pgpass, found through HOME), as the test's own connections do.
+CREDENTIAL_VARIABLES = ("PGPASSWORD", "PGPASSFILE", "HOME")
+
+
+def credentials() -> dict[str, str]:
+    """The test's own libpq credential variables (see CREDENTIAL_VARIABLES)."""
+    return {k: os.environ[k] for k in CREDENTIAL_VARIABLES if k in os.environ}
+
+
 def reaper_executable() -> str:
     """The ``reaper`` console script installed beside this interpreter."""
     found = shutil.which("reaper", path=str(Path(sys.executable).parent))
@@ -125,13 +136,13 @@ def run_reaper(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 60
 ) -> Run:
     """Run the real ``reaper`` entry point in a subprocess, with no REAPER_* or PG* variables
-    from the test's own environment (only those in ``env``). stderr is a pipe, not a terminal,
-    so logs are JSON lines."""
+    from the test's own environment (only those in ``env``) but its libpq credentials
+    (:func:`credentials`). stderr is a pipe, not a terminal, so logs are JSON lines."""
     base = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("REAPER_", "PG")) and k != "COLUMNS"
-    }
+    } | credentials()
     proc = subprocess.run(
         [reaper_executable(), *args],
         env={**base, **(env or {})},
