@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,8 @@ import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from reaper import __version__, checks, errors, indexes, log, status
+from reaper import __version__, checks, errors, indexes, log, render, status
 from reaper.db import Database
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
@@ -129,6 +128,13 @@ def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:
     return [s for s in chosen if s.enabled]
 
 
+_WIDE_OPTION = click.option(
+    "--wide", is_flag=True,
+    help="Every column of the table, stacked one block per row when they do not fit the "
+    "terminal (by default, columns are left out to fit).",
+)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="reaper")
 @click.option(
@@ -168,6 +174,7 @@ def cli(log_level: str, log_format: str) -> None:
 )
 @click.option("--dry-run", is_flag=True, help="Count the eligible rows; delete nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
+@_WIDE_OPTION
 @click.option(
     "--metrics-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -180,6 +187,7 @@ def run_once(
     sweep_names: tuple[str, ...],
     dry_run: bool,
     as_json: bool,
+    wide: bool,
     metrics_file: Path | None,
     config_path: Path | None,
     **raw: Any,
@@ -217,7 +225,7 @@ def run_once(
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in results], indent=2))
     else:
-        print_results(results, dry_run=dry_run)
+        print_results(results, dry_run=dry_run, wide=wide, sweeps=sweeps)
     failed = any(r.outcome == FAILURE for r in results) or not metrics_written
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
 
@@ -353,26 +361,38 @@ def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep
         structlog.get_logger("reaper.cli").warning("storage_rows_failed", error=str(exc))
 
 
-def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
+def print_results(
+    results: Sequence[SweepResult],
+    *,
+    dry_run: bool,
+    wide: bool = False,
+    sweeps: Sequence[Sweep] = (),
+) -> None:
     """One row per sweep: sweep, table, reason, rows, batches, seconds, outcome."""
-    # Off a terminal rich assumes 80 columns and would truncate names; give it room.
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    table = Table(title="reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""))
-    table.add_column("sweep")
-    table.add_column("table")
-    table.add_column("reason")
-    table.add_column("eligible" if dry_run else "deleted", justify="right")
-    table.add_column("batches", justify="right")
-    table.add_column("seconds", justify="right")
-    table.add_column("outcome")
+    rows = []
     for r in results:
         colour = "green" if r.outcome == "success" else "red"
-        table.add_row(
+        rows.append([
             escape(r.sweep), escape(r.table), escape(r.reason), f"{r.rows:,}", str(r.batches),
-            f"{r.seconds:.3f}",
-            f"[{colour}]{r.outcome}[/{colour}]",
-        )
-    console.print(table)
+            f"{r.seconds:.3f}", f"[{colour}]{r.outcome}[/{colour}]",
+        ])
+    render.print_table(
+        "reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""),
+        [
+            render.Column("sweep"), render.Column("table", optional=True),
+            render.Column("reason", optional=True),
+            render.Column("eligible" if dry_run else "deleted", right=True),
+            render.Column("batches", right=True), render.Column("seconds", right=True),
+            render.Column("outcome"),
+        ],
+        rows,
+        wide=wide,
+    )
+    console = _console()
+    if dry_run:
+        counts = {r.sweep: r.rows for r in results if r.outcome != FAILURE}
+        for note in dependants_notes(sweeps, counts):
+            console.print(f"note: {escape(note)}", highlight=False)
     for r in results:
         if r.error:
             # The error is the database's text: escaped, so a "[" in it is not markup.
@@ -381,9 +401,32 @@ def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
             )
 
 
+def dependants_notes(sweeps: Sequence[Sweep], counts: Mapping[str, int]) -> list[str]:
+    """What a count of eligible rows leaves out, in a dry run and in ``status``: a sweep that
+    runs after others (its ``after``) is counted against the table as it is now, while a real
+    run lets those sweeps delete first, which can make more of its rows eligible (a token
+    that only a stale request still references). One line per such sweep whose predecessors
+    have rows to delete.
+
+    Args:
+        sweeps: the sweeps counted.
+        counts: eligible rows by sweep name.
+    """
+    notes = []
+    for s in sweeps:
+        first = [name for name in s.after if counts.get(name, 0) > 0]
+        if first and s.name in counts:
+            rows = sum(counts[name] for name in first)
+            notes.append(
+                f"{s.name}: counted as its table is now; a real run first lets "
+                f"{' and '.join(first)} delete {rows:,} rows, which can make more of "
+                f"{s.table}'s rows eligible: the count cannot include those"
+            )
+    return notes
+
+
 def _console() -> Console:
-    # Off a terminal rich assumes 80 columns and would truncate names; give it room.
-    return Console(width=None if sys.stdout.isatty() else 200)
+    return Console(width=render.width())
 
 
 _SWEEP_OPTION = click.option(
@@ -399,9 +442,11 @@ _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON 
 @cli.command("check")
 @_SWEEP_OPTION
 @_JSON_OPTION
+@_WIDE_OPTION
 @settings_options
 def check_command(
-    sweep_names: tuple[str, ...], as_json: bool, config_path: Path | None, **raw: Any
+    sweep_names: tuple[str, ...], as_json: bool, wide: bool, config_path: Path | None,
+    **raw: Any,
 ) -> None:
     """Check what the sweeps rely on: tables and columns, indexes valid and ready, foreign
     keys indexed, batch plans served by an index, privileges, server version, advisory lock.
@@ -421,16 +466,31 @@ def check_command(
             {"ok": not failed, "findings": [f.as_dict() for f in findings]}, indent=2
         ))
     else:
-        table = Table(title="reaper check")
-        for col in ("sweep", "check", "status", "subject", "detail", "fix"):
-            table.add_column(col, overflow="fold")
         colours = {checks.PASS: "green", checks.WARN: "yellow", checks.FAIL: "red"}
-        for f in findings:
-            c = colours[f.status]
-            table.add_row(f.sweep, f.check, f"[{c}]{f.status}[/{c}]", f.subject, f.detail,
-                          f.fix or "")
+        rows = [
+            [escape(f.sweep), f.check, f"[{colours[f.status]}]{f.status}[/{colours[f.status]}]",
+             escape(f.subject), escape(f.detail), escape(f.fix or "")]
+            for f in findings
+        ]
+        dropped = render.print_table(
+            "reaper check",
+            [render.Column("sweep"), render.Column("check"), render.Column("status"),
+             render.Column("subject", optional=True), render.Column("detail", optional=True),
+             render.Column("fix", optional=True)],
+            rows,
+            wide=wide,
+        )
         console = _console()
-        console.print(table)
+        if dropped:
+            # What a finding that did not pass says, and its fix, under the table.
+            for f in findings:
+                if f.status != checks.PASS:
+                    c = colours[f.status]
+                    text = f"{f.subject}: {f.detail}" + (f" Fix: {f.fix}" if f.fix else "")
+                    console.print(
+                        f"[{c}]{f.status}[/{c}] {escape(f.sweep)} {f.check}: {escape(text)}",
+                        highlight=False,
+                    )
         console.print(
             f"{len(findings)} checks, [red]{len(failed)} failed[/red], "
             f"{sum(f.status == checks.WARN for f in findings)} warnings"
@@ -446,8 +506,11 @@ def indexes_group() -> None:
 @indexes_group.command("ensure")
 @click.option("--dry-run", is_flag=True, help="Say what would be built or rebuilt; build nothing.")
 @_JSON_OPTION
+@_WIDE_OPTION
 @settings_options
-def indexes_ensure(dry_run: bool, as_json: bool, config_path: Path | None, **raw: Any) -> None:
+def indexes_ensure(
+    dry_run: bool, as_json: bool, wide: bool, config_path: Path | None, **raw: Any
+) -> None:
     """Build the sweeps' indexes with CREATE INDEX CONCURRENTLY (writers never wait), one at a
     time, under lock_timeout, guarded by an advisory lock; drop and rebuild any left INVALID
     by an interrupted build. Needs the tables' owner (DDL), not reaper's role.
@@ -469,16 +532,22 @@ def indexes_ensure(dry_run: bool, as_json: bool, config_path: Path | None, **raw
         click.echo(json.dumps([a.as_dict() for a in actions], indent=2))
     else:
         title = "reaper indexes ensure" + (" (dry run: nothing built)" if dry_run else "")
-        table = Table(title=title)
-        for col in ("index", "table", "action", "outcome", "seconds", "detail"):
-            table.add_column(col, overflow="fold")
+        rows = []
         for a in actions:
             c = {"failed": "red", "done": "green", "dry_run": "yellow"}.get(a.outcome, "")
             outcome = f"[{c}]{a.outcome}[/{c}]" if c else a.outcome
-            table.add_row(a.index, a.table, a.action, outcome, f"{a.seconds:.3f}",
-                          a.error or a.detail)
+            rows.append([escape(a.index), escape(a.table), a.action, outcome,
+                         f"{a.seconds:.3f}", escape(a.error or a.detail)])
+        render.print_table(
+            title,
+            [render.Column("index"), render.Column("table", optional=True),
+             render.Column("action"), render.Column("outcome"),
+             render.Column("seconds", right=True, optional=True),
+             render.Column("detail", optional=True)],
+            rows,
+            wide=wide or any(a.outcome == "failed" for a in actions),
+        )
         console = _console()
-        console.print(table)
         if dry_run:
             for a in actions:
                 for stmt in a.statements:
@@ -531,6 +600,7 @@ class _IndexProgress:
 @cli.command("status")
 @_SWEEP_OPTION
 @_JSON_OPTION
+@_WIDE_OPTION
 @click.option(
     "--max-count",
     type=click.IntRange(min=1),
@@ -543,6 +613,7 @@ class _IndexProgress:
 def status_command(
     sweep_names: tuple[str, ...],
     as_json: bool,
+    wide: bool,
     max_count: int,
     config_path: Path | None,
     **raw: Any,
@@ -561,7 +632,7 @@ def status_command(
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
-        print_status(rows)
+        print_status(rows, wide=wide, sweeps=sweeps)
     sys.exit(EXIT_FAILED if any(r.error for r in rows) else EXIT_OK)
 
 
@@ -586,32 +657,45 @@ def _bytes(n: int | None) -> str:
     return f"{n} B"
 
 
-def print_status(rows: Sequence[status.SweepStatus]) -> None:
+def print_status(
+    rows: Sequence[status.SweepStatus], *, wide: bool = False, sweeps: Sequence[Sweep] = ()
+) -> None:
     """One row per sweep: backlog, oldest eligible age, table rows, size, dead tuples, vacuum."""
-    table = Table(title="reaper status")
-    for col, right in (
-        ("sweep", False), ("table", False), ("backlog", True), ("oldest eligible", True),
-        ("table rows (est.)", True), ("size", True), ("dead tuples", True),
-        ("last vacuum", False), ("last autovacuum", False),
-    ):
-        table.add_column(col, justify="right" if right else "left")
 
     def when(d: Any) -> str:
         return d.strftime("%Y-%m-%d %H:%M") if d is not None else "never"
 
+    cells = []
     for r in rows:
         if r.error:
-            table.add_row(r.sweep, r.table, f"[red]{r.error}[/red]", *[""] * 6)
+            cells.append([escape(r.sweep), escape(r.table), f"[red]{escape(r.error)}[/red]",
+                          *[""] * 6])
             continue
         backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
         est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
             else "never analyzed"
-        table.add_row(
-            r.sweep, r.table, backlog, _age(r.oldest_eligible_age_seconds), est,
+        cells.append([
+            escape(r.sweep), escape(r.table), backlog, _age(r.oldest_eligible_age_seconds), est,
             _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
             when(r.last_vacuum), when(r.last_autovacuum),
-        )
-    _console().print(table)
+        ])
+    # A row that failed says why in its backlog cell: every column, so the reason is whole.
+    render.print_table(
+        "reaper status",
+        [
+            render.Column("sweep"), render.Column("table", optional=True),
+            render.Column("backlog", right=True), render.Column("oldest", right=True),
+            render.Column("est. rows", right=True), render.Column("size", right=True),
+            render.Column("dead rows", right=True),
+            render.Column("last vacuum", optional=True),
+            render.Column("last autovacuum", optional=True),
+        ],
+        cells,
+        wide=wide or any(r.error for r in rows),
+    )
+    counts = {r.sweep: r.backlog_rows for r in rows if r.backlog_rows is not None}
+    for note in dependants_notes(sweeps, counts):
+        _console().print(f"note: {escape(note)}", highlight=False)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -238,7 +238,7 @@ def next_steps(env_file: Path, *, serving: bool) -> str:
         f"  {reaper} status",
         f"  {reaper} check",
         f"  {reaper} run-once --dry-run",
-        f"  {reaper} run --listen 127.0.0.1:9465",
+        f"  {reaper} run --listen 127.0.0.1:9465 --interval 1m",
         "and from a third one:",
         "  curl -s 127.0.0.1:9465/metrics | grep '^reaper_deleted_rows_total'",
         f"(`source {_shown(Path(sys.executable).parent / 'activate')}` puts reaper on your PATH.)",

@@ -63,7 +63,7 @@ def demo_server(pg_server: str, tmp_path: Path) -> Iterator[tuple[subprocess.Pop
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(timeout=60)
+            proc.communicate(timeout=60)
         finally:
             devserver.drop_database(devserver.with_dbname(pg_server, name))
 
