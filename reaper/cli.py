@@ -205,6 +205,8 @@ def run_once(
         db.check_advisory_locks()
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
+        if report_missing_tables(db, sweeps, settings):
+            sys.exit(EXIT_FAILED)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
         live = sys.stderr.isatty() and not as_json and not dry_run
@@ -268,6 +270,35 @@ def _estimate(db: Database, sweep: Sweep, settings: Settings) -> int | None:
             return rows
     except errors.ReaperError:
         return None
+
+
+def report_missing_tables(db: Database, sweeps: Sequence[Sweep], settings: Settings) -> bool:
+    """Say once, on stderr, which database reaper reached when swept tables are missing from
+    it (rather than one "does not exist" per sweep that never names the database). Returns
+    True when none of the tables exist: nothing can be swept there.
+
+    Raises:
+        DatabaseError: the catalog could not be read.
+    """
+    tables = list(dict.fromkeys(s.table for s in sweeps))
+    if not tables:
+        return False
+    with db.session() as session:
+        missing = session.missing_tables(tables)
+        reached = session.reached
+    if not missing:
+        return False
+    chose = (
+        " (no --dsn or REAPER_DSN: libpq chose it, from its PG* variables or else as the "
+        "database named after your user)" if settings.dsn is None else ""
+    )
+    click.echo(
+        f"reaper: the database reaper reached, {reached}{chose}, has no table "
+        f"{', '.join(missing)}: load the schema there, or point --dsn / REAPER_DSN at the "
+        "database that holds the tables",
+        err=True,
+    )
+    return len(missing) == len(tables)
 
 
 def _refuse_on_failed_checks(
@@ -628,6 +659,8 @@ def status_command(
     db = open_database(settings)
     db.check_connection()
     with db:
+        if report_missing_tables(db, sweeps, settings):
+            sys.exit(EXIT_FAILED)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))
@@ -698,6 +731,46 @@ def print_status(
         _console().print(f"note: {escape(note)}", highlight=False)
 
 
+def misplaced_option_hint(exc: click.ClickException, args: Sequence[str]) -> str | None:
+    """For an option given on the wrong side of the command name, where it goes: reaper's
+    own options (``--log-level``, ``--log-format``) come before the command, a command's
+    options after it. ``args``: the command line, to quote the option with its value. None
+    for any other error."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None:
+        return None
+    name = exc.option_name.split("=", 1)[0]
+    given = name
+    for i, arg in enumerate(args):
+        if arg.startswith(name + "="):
+            given = arg
+        elif arg == name and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            given = f"{name} {args[i + 1]}"
+
+    def names(cmd: click.Command) -> set[str]:
+        return {o for p in cmd.params for o in getattr(p, "opts", [])}
+
+    if exc.ctx.command is not cli and name in names(cli):
+        command = exc.ctx.command_path.removeprefix("reaper ")
+        return f" {name} goes before the command: 'reaper {given} {command}'"
+    if exc.ctx.command is cli:
+        owners = [(path, cmd) for path, cmd in _commands(cli, "reaper") if name in names(cmd)]
+        if owners:
+            path, cmd = owners[0]
+            param = next(p for p in cmd.params if name in getattr(p, "opts", []))
+            if getattr(param, "is_flag", False):
+                given = name
+            return f" {name} goes after the command: '{path} {given}'"
+    return None
+
+
+def _commands(group: click.Group, prefix: str) -> list[tuple[str, click.Command]]:
+    out: list[tuple[str, click.Command]] = []
+    for sub_name, cmd in group.commands.items():
+        path = f"{prefix} {sub_name}"
+        out += _commands(cmd, path) if isinstance(cmd, click.Group) else [(path, cmd)]
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``reaper`` entry point: one line on stderr and exit 2 for bad usage or config,
     exit 1 when the database cannot be reached."""
@@ -710,7 +783,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(130)
     except click.ClickException as exc:
         ctx = getattr(exc, "ctx", None)
-        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        hint = misplaced_option_hint(exc, sys.argv[1:] if argv is None else list(argv)) or (
+            f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        )
         click.echo(f"reaper: {exc.format_message()}{hint}", err=True)
         sys.exit(EXIT_USAGE)
     except errors.ConfigError as exc:

@@ -271,6 +271,12 @@ class Session:
         """The server process of this connection (for pg_stat_activity)."""
         return self._conn.info.backend_pid
 
+    @property
+    def reached(self) -> str:
+        """``user@host:port/dbname`` as this connection reached them, never a password."""
+        info = self._conn.info
+        return f"{info.user}@{info.host}:{info.port}/{info.dbname}"
+
     def _errors(self, context: str = "") -> contextlib.AbstractContextManager[None]:
         return translate_errors(self._redact, context)
 

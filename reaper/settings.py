@@ -9,9 +9,10 @@ arguments.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -590,7 +591,8 @@ def build_settings(
         name = key.replace("-", "_")
         if name not in names:
             raise ConfigError(
-                f"{source}: unknown setting {key!r}; known settings: {', '.join(sorted(names))}"
+                f"{source}: unknown setting {key!r}"
+                + (_did_you_mean(name, names) or f"; known settings: {', '.join(sorted(names))}")
             )
         values[name] = (raw, f"{source} key {key}")
     for name, raw in explicit.items():
@@ -603,6 +605,13 @@ def build_settings(
             raise ConfigError(f"{where}: {exc}") from None
     parsed["sweeps"] = _parse_sweeps_table(sweeps_table, source)
     return Settings(**parsed).validate(source)
+
+
+def _did_you_mean(key: str, known: Iterable[str]) -> str | None:
+    """``; did you mean 'x'?`` for the known name closest to a mistyped ``key`` (None when
+    none is close), as click does for flags."""
+    close = difflib.get_close_matches(key.replace("-", "_"), list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else None
 
 
 SWEEP_NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -630,9 +639,12 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
             )
         unknown = set(body) - _SWEEP_KEYS
         if unknown:
+            guesses = "".join(
+                filter(None, (_did_you_mean(k, _SWEEP_KEYS) for k in sorted(unknown)))
+            )
             raise ConfigError(
-                f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
-                f"known: {', '.join(sorted(_SWEEP_KEYS))}"
+                f"{where} has unknown key(s) {', '.join(sorted(unknown))}"
+                + (guesses or f"; known: {', '.join(sorted(_SWEEP_KEYS))}")
             )
         try:
             out[name] = _parse_sweep(body)

@@ -14,10 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
 from reaper import demo, devserver
 from tests.daemon_helpers import free_port, http_get, wait_for
-from tests.support import credentials
+from tests.support import credentials, run_reaper, small_sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.db
@@ -140,3 +141,91 @@ def test_the_env_file_is_private_and_sourceable(tmp_path: Path) -> None:
         capture_output=True, text=True, check=True,
     )
     assert done.stdout == dsn
+
+
+# A database without the tables: one line that names the database reaper reached.
+
+
+@pytest.fixture
+def empty_db(pg_server: str) -> Iterator[str]:
+    dsn = devserver.create_database(pg_server)
+    yield dsn
+    devserver.drop_database(dsn)
+
+
+def reaper_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("reaper:")]
+
+
+@pytest.mark.parametrize("args", [["run-once"], ["run-once", "--dry-run"], ["status"]])
+def test_a_database_without_the_tables_is_named_once(empty_db, args) -> None:
+    name = str(conninfo_to_dict(empty_db)["dbname"])
+    run = run_reaper(*args, env={"REAPER_DSN": empty_db})
+    assert run.code == 1
+    lines = reaper_lines(run.stderr)
+    assert len(lines) == 1, run.stderr
+    assert f"/{name}, has no table bootstrap_tokens, enrollment_requests, nodes, routers" \
+        in lines[0]
+    assert "sweep_failed" not in run.stderr and "does not exist" not in run.stdout
+
+
+def test_without_a_dsn_the_error_says_libpq_chose_the_database(empty_db) -> None:
+    params = conninfo_to_dict(empty_db)
+    env = {"PGHOST": str(params.get("host", "")), "PGPORT": str(params.get("port", "")),
+           "PGUSER": str(params.get("user", "")), "PGDATABASE": str(params["dbname"])}
+    run = run_reaper("run-once", env={k: v for k, v in env.items() if v})
+    (line,) = reaper_lines(run.stderr)
+    assert f"/{params['dbname']} (no --dsn or REAPER_DSN: libpq chose it" in line
+
+
+def test_some_tables_missing_are_named_and_the_others_swept(dsn, conn) -> None:
+    demo.seed(dsn, small_sizes())
+    conn.execute("DROP TABLE nodes")
+    run = run_reaper("run-once", env={"REAPER_DSN": dsn})
+    assert run.code == 1
+    (line,) = reaper_lines(run.stderr)
+    assert "has no table nodes:" in line
+    assert conn.execute("SELECT count(*) FROM routers WHERE router_id LIKE 'garbage-%'"
+                        ).fetchone() == (0,)
+
+
+# Typos get a suggestion; an option on the wrong side of the command says where it goes.
+
+
+@pytest.mark.parametrize(
+    ("toml", "expected"),
+    [
+        ('node_retension = "10d"\n', "unknown setting 'node_retension'; did you mean "
+         "'node_retention'?"),
+        ('node-retension = "10d"\n', "did you mean 'node_retention'?"),
+        ("batchsize = 5\n", "did you mean 'batch_size'?"),
+        ('[sweeps.nodes_silent]\nretension = "10d"\n', "[sweeps.nodes_silent] has unknown "
+         "key(s) retension; did you mean 'retention'?"),
+        ("[sweeps.nodes_silent]\nenable = false\n", "did you mean 'enabled'?"),
+        ("zzz = 1\n", "unknown setting 'zzz'; known settings: backlog_limit, batch_size"),
+    ],
+)
+def test_a_toml_typo_gets_a_suggestion(tmp_path: Path, toml: str, expected: str) -> None:
+    path = tmp_path / "reaper.toml"
+    path.write_text(toml)
+    run = run_reaper("run-once", "--config", str(path), env={"REAPER_DSN": "host=/nonexistent"})
+    assert run.code == 2
+    assert expected in run.stderr and run.stderr.count("\n") == 1, run.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["run-once", "--log-level", "debug"], "'reaper --log-level debug run-once'"),
+        (["status", "--log-format=json"], "'reaper --log-format=json status'"),
+        (["indexes", "ensure", "--log-level", "debug"],
+         "'reaper --log-level debug indexes ensure'"),
+        (["--dry-run", "run-once"],
+         "--dry-run goes after the command: 'reaper run-once --dry-run'"),
+        (["--batch-size", "5", "run-once"], "'reaper run-once --batch-size 5'"),
+    ],
+)
+def test_an_option_on_the_wrong_side_says_where_it_goes(args, expected) -> None:
+    run = run_reaper(*args, env={"REAPER_DSN": "host=/nonexistent"})
+    assert run.code == 2
+    assert expected in run.stderr and run.stderr.count("\n") == 1, run.stderr
