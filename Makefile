@@ -52,8 +52,9 @@ bench: $(VENV)/.test
 check-deploy:
 	systemd-analyze security --offline=true --threshold=20 deploy/systemd/reaper.service
 
-## deploy-generate: rewrite the ConfigMap and PrometheusRule from deploy/reaper.toml and the rules
+## deploy-generate: rewrite the dashboard, and the ConfigMaps and PrometheusRule from their sources
 deploy-generate: $(BIN)/python
+	$(BIN)/python deploy/grafana/build.py
 	$(BIN)/python deploy/generate.py
 
 clean:

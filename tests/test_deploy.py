@@ -323,6 +323,7 @@ CRD_SCHEMAS: dict[str, dict[str, Any]] = {
                 "required": ["selector", "endpoints"],
                 "properties": {
                     "jobLabel": {"type": "string"},
+                    "targetLabels": {"type": "array", "items": {"type": "string"}},
                     "selector": {
                         "type": "object",
                         "properties": {"matchLabels": {"type": "object"}},
@@ -619,3 +620,74 @@ def test_wheel_builds_and_entry_point_runs_in_a_clean_venv(tmp_path: Path) -> No
     where, count = check.stdout.split()
     assert Path(where).is_relative_to(venv)
     assert int(count) == len(list((ROOT / "reaper" / "sql").rglob("*.sql")))
+
+
+# --- one reaper per database (deploy/kubernetes/examples/many-databases) --------------------
+
+MANY = KUBERNETES / "examples" / "many-databases"
+DATABASES = sorted(p.name for p in MANY.iterdir() if p.is_dir() and p.name != "rules")
+
+
+def validate_object(doc: dict[str, Any], where: str) -> None:
+    """One object against the newest Kubernetes schemas or the CRD subsets above."""
+    try:
+        import jsonschema
+        import kubernetes_validate
+        from kubernetes_validate.utils import latest_version
+    except ImportError:
+        missing("kubernetes-validate", "pip install -e '.[test]'")
+    if doc["kind"] in CRD_SCHEMAS:
+        jsonschema.validate(doc, CRD_SCHEMAS[doc["kind"]])
+        return
+    try:
+        kubernetes_validate.validate(doc, latest_version(), strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        pytest.fail(f"{where}: {doc['kind']} {exc.message}", pytrace=False)
+
+
+def test_one_reaper_per_database_builds_apart() -> None:
+    """The worked example builds (kubectl kustomize), every object validates, and each
+    database's reaper is its own: its name, its Secret, its settings, pods that its Service
+    and ServiceMonitor alone select, series under job="reaper" told apart by database; the
+    alert rules come once."""
+    kubectl = tool("kubectl", "apt-get install kubernetes-client, or any kubectl")
+    proc = run(kubectl, "kustomize", MANY)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    for doc in docs:
+        validate_object(doc, "many-databases")
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for doc in docs:
+        by_kind.setdefault(doc["kind"], []).append(doc)
+    assert len(DATABASES) >= 2
+    assert [d["metadata"]["name"] for d in by_kind["PrometheusRule"]] == ["reaper"]
+    names = {kind: sorted(d["metadata"]["name"] for d in docs_) for kind, docs_ in by_kind.items()}
+    for kind in ("Deployment", "Service", "ServiceMonitor"):
+        assert names[kind] == sorted(f"reaper-{db}" for db in DATABASES), kind
+    for db in DATABASES:
+        def named(kind: str, db: str = db) -> dict[str, Any]:
+            return next(d for d in by_kind[kind] if d["metadata"]["name"] == f"reaper-{db}")
+
+        deployment = named("Deployment")
+        pod = deployment["spec"]["template"]
+        env = env_of(pod["spec"]["containers"][0])
+        secret = {"secretKeyRef": {"name": f"reaper-database-{db}", "key": "dsn"}}
+        assert env["REAPER_DSN"] == secret
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        assert volumes["config"]["configMap"]["name"] == f"reaper-config-{db}"
+        assert f"reaper-config-{db}" in names["ConfigMap"]
+        labels = pod["metadata"]["labels"]
+        assert labels["app.kubernetes.io/instance"] == db
+        # Each selector picks this database's pods or Service, and no other database's.
+        service, monitor = named("Service"), named("ServiceMonitor")
+        for selector, target in (
+            (deployment["spec"]["selector"]["matchLabels"], labels),
+            (service["spec"]["selector"], labels),
+            (monitor["spec"]["selector"]["matchLabels"], service["metadata"]["labels"]),
+        ):
+            assert selector.items() <= target.items()
+            assert selector["app.kubernetes.io/instance"] == db
+        # job = the Service's app.kubernetes.io/name, "reaper", as the rules expect.
+        assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "reaper"
+        assert monitor["spec"]["targetLabels"] == ["app.kubernetes.io/instance"]
+
