@@ -266,8 +266,8 @@ def test_every_alert_has_for_severity_annotations_and_a_runbook() -> None:
     )
 
 
-# Exported by the daemon (issue 3) from a scrape-time collector, not by reaper.metrics.Metrics
-# on this branch: the rules may name them before they exist here.
+# Exported by the daemon from a scrape-time collector, not by reaper.metrics.Metrics in
+# every build: the rules may name them before they exist here.
 DAEMON_METRICS = {"reaper_backlog_rows", "reaper_backlog_oldest_seconds"}
 
 
@@ -554,7 +554,7 @@ def test_commands_and_variables_used_by_deploy_exist() -> None:
         if not variables:
             continue
         if not re.search(rf"^\s+{re.escape(command)}\s", top.stdout, re.M):
-            pytest.skip(f"`reaper {command}` is not in this build yet (the daemon, issue 3)")
+            pytest.skip(f"`reaper {command}` is not in this build")
         proc = reaper_help(reaper, command)
         assert proc.returncode == 0, proc.stderr
         for var in variables:
