@@ -274,9 +274,11 @@ def _estimate(db: Database, sweep: Sweep, settings: Settings) -> int | None:
 
 
 def report_missing_tables(db: Database, sweeps: Sequence[Sweep], settings: Settings) -> bool:
-    """Say once, on stderr, which database reaper reached when swept tables are missing from
-    it (rather than one "does not exist" per sweep that never names the database). Returns
-    True when none of the tables exist: nothing can be swept there.
+    """Say once which database reaper reached when swept tables are missing from it, rather
+    than one "does not exist" per sweep that never names the database. None of the tables
+    there: one line on stderr, and True (nothing can be swept; the caller exits 1). Some of
+    them: one ``tables_missing`` log line (database, tables), and the sweeps go on (those of
+    the missing tables fail, as they would anyway).
 
     Raises:
         DatabaseError: the catalog could not be read.
@@ -293,13 +295,18 @@ def report_missing_tables(db: Database, sweeps: Sequence[Sweep], settings: Setti
         " (no --dsn or REAPER_DSN: libpq chose it, from its PG* variables or else as the "
         "database named after your user)" if settings.dsn is None else ""
     )
+    if len(missing) < len(tables):
+        structlog.get_logger("reaper.cli").warning(
+            "tables_missing", database=reached + chose, tables=missing
+        )
+        return False
     click.echo(
         f"reaper: the database reaper reached, {reached}{chose}, has no table "
         f"{', '.join(missing)}: load the schema there, or point --dsn / REAPER_DSN at the "
         "database that holds the tables",
         err=True,
     )
-    return len(missing) == len(tables)
+    return True
 
 
 def _refuse_on_failed_checks(

@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from reaper import demo, devserver
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, by_name
@@ -103,6 +104,23 @@ CREDENTIAL_VARIABLES = ("PGPASSWORD", "PGPASSFILE", "HOME")
 def credentials() -> dict[str, str]:
     """The test's own libpq credential variables (see CREDENTIAL_VARIABLES)."""
     return {k: os.environ[k] for k in CREDENTIAL_VARIABLES if k in os.environ}
+
+
+# The password of the roles tests create and log in as (reaper's own, limited ones): fixed,
+# so that tests running at once never race to change it. Needed where the server asks for a
+# password; harmless where it trusts.
+TEST_ROLE_PASSWORD = "reaper-test-role"
+
+
+def login_as(dsn: str, role: str) -> str:
+    """``dsn`` logging in as ``role``, whose password this sets (as ``dsn``'s user, who may)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(TEST_ROLE_PASSWORD)
+            )
+        )
+    return make_conninfo(dsn, user=role, password=TEST_ROLE_PASSWORD)
 
 
 def reaper_executable() -> str:
