@@ -386,9 +386,8 @@ class Settings:
     optimistic_batches: bool = _setting(
         True,
         _bool,
-        "A heap-walk batch deletes without locking its rows first, waiting at most 1 ms on a "
-        "row a writer holds (then that range is redone with FOR UPDATE SKIP LOCKED). Off: "
-        "always lock first, about 2x slower on a backlog (bench B1).",
+        "Ignored, accepted so that existing configurations still load: batches never lock "
+        "their rows first (see docs/engine.md).",
     )
     synchronous_commit: bool = _setting(
         False,
