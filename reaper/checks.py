@@ -231,6 +231,7 @@ def _sweep_checks(
         return out
     relnames = {str(r["relname"]) for r in leaves}
     guarded("columns", sweep.table, lambda: _columns(session, sweep, finding))
+    guarded("time_zone", sweep.table, lambda: _wall_times(session, sweep, settings, finding))
     guarded("privileges", sweep.table, lambda: _privileges(session, stmts, finding))
 
     plan: dict[str, Any] | None = None
@@ -272,6 +273,41 @@ def _columns(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Fi
     else:
         yield finding("columns", PASS, sweep.table,
                       f"every column the predicate uses exists: {', '.join(used)}")
+
+
+# Column types without a time zone: PostgreSQL reads them in the session's TimeZone (which
+# reaper pins to timestamp_time_zone) when it compares them with a cutoff.
+_WALL_TIME_TYPES = {"timestamp": "timestamp without time zone", "date": "date"}
+
+
+def _wall_times(
+    session: Session, sweep: Sweep, settings: Settings, finding: _FindingFn
+) -> Iterator[Finding]:
+    """Warn about each column without time zone that the predicate compares with a cutoff:
+    its values are wall times, and only timestamp_time_zone says in which zone."""
+    types = {
+        r["column_name"]: r["base_type"]
+        for r in session.rows(sqlfiles.ops("table_columns"), {"table": regclass_text(sweep.table)})
+    }
+    compared: list[str] = []
+    for expr in sqlinfo.cutoff_expressions(sweep.table, sweep.predicate):
+        compared += [c for c in sqlinfo.columns_used(sweep.table, expr) if c not in compared]
+    zone = settings.timestamp_time_zone
+    relname = sweep.table.split(".")[-1]
+    for column in compared:
+        kind = _WALL_TIME_TYPES.get(str(types.get(column)))
+        if kind is None:
+            continue
+        yield finding(
+            "time_zone", WARN, f"{relname}.{column}",
+            f"column {column} of {sweep.table} is {kind}: reaper reads its values as wall "
+            f"times in {zone} (timestamp_time_zone) when it compares them with a cutoff; if "
+            "the application writes another zone's wall times, rows are kept or deleted "
+            "that many hours off",
+            f"set timestamp_time_zone to the zone the application writes {column} in, or "
+            f"ALTER TABLE {sweep.table} ALTER {column} TYPE timestamptz USING {column} AT "
+            f"TIME ZONE '{zone}'",
+        )
 
 
 def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -> Iterator[Finding]:

@@ -15,7 +15,7 @@ import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -23,6 +23,7 @@ import psycopg.errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
+from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reaper import errors, sqlfiles, sqlinfo
@@ -270,6 +271,28 @@ class HeapStatements:
         self.sample_eligible = compose("sample_eligible")
 
 
+def utc_instant(value: datetime) -> datetime:
+    """``value`` as an aware datetime in UTC, the one form in which reaper does arithmetic
+    on instants (exact: UTC has no DST).
+
+    Raises:
+        ValueError: ``value`` is naive (a wall time without a zone is no instant).
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{value!r} has no time zone: a wall time is not an instant")
+    return value.astimezone(UTC)
+
+
+class _UtcTimestamptzLoader(TimestamptzLoader):
+    def load(self, data: Any) -> datetime:
+        return utc_instant(super().load(data))
+
+
+class _UtcTimestamptzBinaryLoader(TimestamptzBinaryLoader):
+    def load(self, data: Any) -> datetime:
+        return utc_instant(super().load(data))
+
+
 class SweepStatements:
     """A sweep's statements, composed once from the engine templates and its predicate.
 
@@ -325,7 +348,9 @@ class SweepStatements:
         """``SELECT least(min(expr), ...) FROM table WHERE predicate`` over ``expressions``,
         SQL text taken from the predicate itself (:func:`reaper.sqlinfo.cutoff_expressions`)."""
         oldest = sql.SQL("least({})").format(
-            sql.SQL(", ").join(sql.SQL("min({})").format(sql.SQL(e)) for e in expressions)
+            sql.SQL(", ").join(
+                sql.SQL("min(({})::timestamptz)").format(sql.SQL(e)) for e in expressions
+            )
         )
         return sql.SQL(sqlfiles.engine("oldest_eligible")).format(oldest=oldest, **self._parts)
 
@@ -376,6 +401,11 @@ class Session:
     def __init__(self, conn: psycopg.Connection[Any], redact: _Redactor) -> None:
         self._conn = conn
         self._redact = redact
+        # Every timestamptz crosses into Python as a UTC instant, whatever the session's
+        # TimeZone: Python subtracts aware datetimes of one ZoneInfo on wall-clock time, so a
+        # cutoff computed from a Sydney now() across a DST change would be an hour off.
+        conn.adapters.register_loader("timestamptz", _UtcTimestamptzLoader)
+        conn.adapters.register_loader("timestamptz", _UtcTimestamptzBinaryLoader)
 
     @property
     def server_version(self) -> int:
@@ -492,10 +522,17 @@ class Session:
             return None if row is None else row[0]
 
     def now(self, pinned: datetime | None = None) -> datetime:
-        """The database clock's now(), or ``pinned`` as the database reads it (tests)."""
-        value = self.scalar(sqlfiles.engine("now"), {"now": pinned})
+        """The database clock's now(), or ``pinned`` as the database reads it (tests), as a
+        UTC instant (:func:`utc_instant`): the one reading from which cutoffs are computed.
+
+        Raises:
+            ValueError: ``pinned`` is naive.
+        """
+        value = self.scalar(
+            sqlfiles.engine("now"), {"now": None if pinned is None else utc_instant(pinned)}
+        )
         assert isinstance(value, datetime)
-        return value
+        return utc_instant(value)
 
     def heaps(self, table: str) -> list[Heap]:
         """The heaps ``table`` covers, from the catalog: itself when it is an ordinary table,
@@ -781,6 +818,10 @@ class Database:
         synchronous_commit: wait for each batch's WAL flush.
         connect_timeout: how long :meth:`session` waits for a connection.
         max_connections: the pool's size.
+        time_zone: every session's TimeZone (``timestamp_time_zone``): the zone in which
+            PostgreSQL reads a timestamp-without-time-zone or date column compared with a
+            cutoff. Pinned, so that no server, database, role, DSN or PGTZ setting changes
+            what a comparison means.
     """
 
     @classmethod
@@ -794,6 +835,7 @@ class Database:
             synchronous_commit=settings.synchronous_commit,
             connect_timeout=settings.connect_timeout,
             max_connections=max_connections,
+            time_zone=settings.timestamp_time_zone,
         )
 
     def __init__(
@@ -806,6 +848,7 @@ class Database:
         synchronous_commit: bool = False,
         connect_timeout: timedelta = timedelta(seconds=10),
         max_connections: int = 4,
+        time_zone: str = "UTC",
     ) -> None:
         self.dsn = dsn or ""
         self.target = describe_target(dsn)
@@ -819,6 +862,8 @@ class Database:
             "synchronous_commit": "on" if synchronous_commit else "off",
             # A generic plan cannot know the cutoff, and could pick a full scan for a batch.
             "plan_cache_mode": "force_custom_plan",
+            # What a wall time without a time zone means in a comparison with a cutoff.
+            "TimeZone": time_zone,
         }
         try:
             self._conninfo = make_conninfo(

@@ -32,6 +32,7 @@ from reaper.db import (
     Session,
     SweepStatements,
     advisory_lock_key,
+    utc_instant,
 )
 from reaper.metrics import SKIP_REASONS, Metrics
 from reaper.settings import Settings
@@ -221,13 +222,19 @@ def compute_cutoffs(
     session: Session, sweep: Sweep, settings: Settings, now: datetime | None
 ) -> dict[str, datetime]:
     """Each of the sweep's cutoffs: ``now - retention``, from one reading of the database
-    clock (so that all cutoffs of a run agree), retentions as exact durations.
+    clock (so that all cutoffs of a run agree), retentions as exact durations, as UTC
+    instants: the arithmetic is done on UTC (no DST), never on the session zone's wall
+    clock, so a cutoff is the same instant whatever the server, database, role, DSN or
+    process time zone.
 
     Raises:
         ConfigError: the sweep names a retention setting that does not exist.
     """
-    db_now = session.now(now)
-    return {param: db_now - retention_of(sweep, param, settings) for param in sweep.cutoffs}
+    db_now = utc_instant(session.now(now))
+    return {
+        param: utc_instant(db_now - retention_of(sweep, param, settings))
+        for param in sweep.cutoffs
+    }
 
 
 def skip_reason(exc: errors.DatabaseError) -> str:
