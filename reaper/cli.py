@@ -29,7 +29,7 @@ from reaper import __version__, checks, errors, indexes, log, status
 from reaper.db import Database
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
-from reaper.runner import FAILURE, SweepResult, run_sweep
+from reaper.runner import FAILURE, SweepResult, check_predicates, run_sweep
 from reaper.settings import (
     SETTING_FIELDS,
     Settings,
@@ -197,6 +197,7 @@ def run_once(
         db.check_advisory_locks()
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
+        check_predicates(db, sweeps)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
         live = sys.stderr.isatty() and not as_json and not dry_run
@@ -414,6 +415,7 @@ def check_command(
     db = open_database(settings)
     db.check_connection()
     with db:
+        check_predicates(db, sweeps)
         findings = checks.run_checks(db, sweeps, settings)
     failed = checks.failures(findings)
     if as_json:
@@ -557,6 +559,7 @@ def status_command(
     db = open_database(settings)
     db.check_connection()
     with db:
+        check_predicates(db, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))

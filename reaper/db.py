@@ -27,9 +27,12 @@ from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reaper import errors, sqlfiles, sqlinfo
+from reaper import predicate as predicates
+from reaper.predicate import CatalogObjects, CheckedPredicate
 
 if TYPE_CHECKING:
     from reaper.settings import Settings
+    from reaper.sweeps import Sweep
 
 APPLICATION_NAME = "reaper"
 # Rounds of the advisory lock probe (Database.check_advisory_locks): a few milliseconds each.
@@ -204,20 +207,24 @@ class _UtcTimestamptzBinaryLoader(TimestamptzBinaryLoader):
 class SweepStatements:
     """A sweep's statements, composed once from the engine templates and its predicate.
 
-    ``table`` goes through :class:`psycopg.sql.Identifier`; the predicate is SQL that
-    reaper ships or that was checked when its config was loaded.
+    The table goes through :class:`psycopg.sql.Identifier`; the predicate (and ``since``)
+    only as a :class:`reaper.predicate.CheckedPredicate`, which only
+    :meth:`Session.check_predicate` builds, after the predicate rule and the server's
+    catalog accepted it: no statement evaluates a predicate that was not checked.
     """
 
     def __init__(
         self,
-        table: str,
-        predicate: str,
+        checked: CheckedPredicate,
         *,
         partitioned: bool = False,
-        since: str = "",
-        cutoff_param: str = "cutoff",
         stats: TableStats | None = None,
     ) -> None:
+        if not isinstance(checked, CheckedPredicate):
+            raise TypeError("SweepStatements takes a CheckedPredicate (Session.check_predicate)")
+        table, predicate, since = checked.table, checked.text, checked.since
+        cutoff_param = checked.cutoffs[0] if checked.cutoffs else "cutoff"
+        self.checked = checked
         self.table = table
         self.partitioned = partitioned
         # The catalog's view of the table when the run began (Session.statements reads it
@@ -433,14 +440,48 @@ class Session:
         assert row is not None
         return TableStats(int(row[0]), int(row[1]), int(row[2]), bool(row[3]))
 
-    def statements(self, table: str, predicate: str) -> SweepStatements:
-        """A sweep's statements for ``table`` as the catalog describes it (partitioned or not).
+    def statements(self, checked: CheckedPredicate) -> SweepStatements:
+        """A sweep's statements for its table as the catalog describes it (partitioned or
+        not), from a predicate :meth:`check_predicate` accepted.
 
         Raises:
             ObjectMissing: no such table.
         """
-        stats = self.table_stats(table)
-        return SweepStatements(table, predicate, partitioned=stats.partitioned, stats=stats)
+        stats = self.table_stats(checked.table)
+        return SweepStatements(checked, partitioned=stats.partitioned, stats=stats)
+
+    def refused_objects(self, objects: CatalogObjects) -> list[tuple[str, str]]:
+        """``(what, why)`` of each function, operator, cast type or relation in ``objects``
+        that a predicate may not use (``refused_objects.sql``); every candidate of a name on
+        this session's search path counts."""
+        rows = self.rows(
+            sqlfiles.engine("refused_objects"),
+            {
+                "functions": list(objects.functions),
+                "operators": list(objects.operators),
+                "types": list(objects.types),
+                "relations": list(objects.relations),
+            },
+        )
+        return [(str(r["what"]), str(r["why"])) for r in rows]
+
+    def check_predicate(self, sweep: Sweep) -> CheckedPredicate:
+        """``sweep``'s predicate and ``since`` expression, checked by the predicate rule and
+        against this server's catalog (:func:`reaper.predicate.verify`): the one way to a
+        :class:`SweepStatements`, so every command that evaluates a predicate checks it
+        first.
+
+        Raises:
+            PredicateRefused: one line naming the sweep and the offending part.
+            DatabaseError: the catalog could not be read.
+        """
+        try:
+            return predicates.verify(
+                self, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+            )
+        except predicates.PredicateError as exc:
+            where = f"sweep {sweep.name}" if sweep.builtin else f"[sweeps.{sweep.name}]"
+            raise errors.PredicateRefused(f"{where} predicate {exc}") from None
 
     def estimate_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> float:
         """The planner's estimate of the rows the predicate matches (a plan, no scan)."""
@@ -616,6 +657,16 @@ class Session:
         with self._errors(name), self._conn.transaction(), self._conn.cursor() as cur:
             for stmt in sqlfiles.statements(name):
                 cur.execute(sql.SQL(stmt))
+
+
+def check_predicate_on(conn: psycopg.Connection[Any], sweep: Sweep) -> CheckedPredicate:
+    """:meth:`Session.check_predicate` on a connection of the caller's own (benchmarks,
+    tests that compose a sweep's statements outside a reaper session).
+
+    Raises:
+        PredicateRefused: the predicate is refused.
+    """
+    return Session(conn, _Redactor(None)).check_predicate(sweep)
 
 
 class Database:

@@ -216,6 +216,21 @@ def compute_cutoffs(
     }
 
 
+def check_predicates(db: Database, sweeps: Iterable[Sweep]) -> None:
+    """Check every sweep's predicate by the predicate rule and against the server's catalog
+    (:meth:`reaper.db.Session.check_predicate`) before a command evaluates any of them, so
+    that a refused predicate stops the command with one line (exit 2) instead of failing
+    one sweep. Each run checks again (statements are composed only from a checked one).
+
+    Raises:
+        PredicateRefused: a predicate is refused (the first one, naming its sweep).
+        DatabaseError: the catalog could not be read.
+    """
+    with db.session() as session:
+        for sweep in sweeps:
+            session.check_predicate(sweep)
+
+
 def choose_strategy(
     session: Session,
     stmts: SweepStatements,
@@ -472,7 +487,7 @@ def _sweep_batches(
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-    stmts = session.statements(sweep.table, sweep.predicate)
+    stmts = session.statements(session.check_predicate(sweep))
     params = dict(result.cutoffs)
     if dry_run:
         result.rows = session.count_eligible(stmts, params)

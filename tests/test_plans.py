@@ -121,7 +121,7 @@ def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]
     with db, db.session() as session:
         params: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, NOW))
         params.update(batch_size=DEFAULT_BATCH_SIZE, first_tid="(0,0)", end_tid="(64,0)")
-        stmts = SweepStatements(sweep.table, sweep.predicate)
+        stmts = SweepStatements(session.check_predicate(sweep))
         doc = session.scalar(sql.SQL("EXPLAIN (FORMAT JSON) ") + getattr(stmts, which), params)
     return list(plan_nodes(doc[0]["Plan"]))
 
