@@ -8,7 +8,7 @@ column, a role that cannot delete. Every check here is derived from the sweep's 
 (its table, predicate and ``indexes``), the catalog and EXPLAIN, so sweeps declared in a
 config file are checked exactly like the built-in ones.
 
-Every check needs only what the sweeps need (SELECT, DELETE, UPDATE on one column) and what
+Every check needs only what the sweeps need (SELECT and DELETE) and what
 any role may read (``pg_index``, ``pg_constraint``, ``pg_locks``, ``has_table_privilege``).
 """
 
@@ -226,7 +226,7 @@ def _sweep_checks(
     try:
         stmts = session.statements(session.check_predicate(sweep))
         leaves = session.rows(sqlfiles.ops("table_leaves"), {"table": regclass_text(sweep.table)})
-    except errors.DatabaseError as exc:
+    except (errors.DatabaseError, errors.RelationRefused) as exc:
         out.append(finding("table", FAIL, sweep.table, str(exc)))
         return out
     relnames = {str(r["relname"]) for r in leaves}
@@ -242,7 +242,7 @@ def _sweep_checks(
         batch = dict(params, batch_size=settings.batch_size_for(sweep.name))
         # Planned as it runs: sequential scans off (index_batch_settings.sql), so a Seq Scan
         # left in the plan is one that no index can replace.
-        plan = session.explain(stmts.index_batch, batch, index_batch=True, context=sweep.table)
+        plan = session.explain(stmts.index_plan, batch, index_batch=True, context=sweep.table)
     except errors.ObjectMissing as exc:
         out.append(finding("columns", FAIL, sweep.table, f"the batch does not plan: {exc}",
                            "fix the predicate or the schema"))
@@ -318,12 +318,10 @@ def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -
         why = {
             "SELECT": "to find the garbage",
             "DELETE": "to delete it",
-            "UPDATE": "on at least one column, for SELECT ... FOR UPDATE SKIP LOCKED",
         }[privilege]
         yield finding("privileges", FAIL, f"{privilege} on {table}",
                       f"role {role} lacks {privilege} on table {table} ({why})",
-                      f"GRANT {privilege}{' (<one column>)' if privilege == 'UPDATE' else ''} "
-                      f"ON {table} TO {role}")
+                      f"GRANT {privilege} ON {table} TO {role}")
     if not missing:
         held = ", ".join(f"{p} on {t}" for t, p in needed)
         yield finding("privileges", PASS, stmts.table, f"role {role} holds {held}")

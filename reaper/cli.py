@@ -29,7 +29,13 @@ from reaper import __version__, checks, errors, indexes, log, status
 from reaper.db import Database
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
-from reaper.runner import FAILURE, SweepResult, check_predicates, run_sweep
+from reaper.runner import (
+    FAILURE,
+    SweepResult,
+    check_predicates,
+    refuse_unsweepable,
+    run_sweep,
+)
 from reaper.settings import (
     SETTING_FIELDS,
     Settings,
@@ -197,6 +203,7 @@ def run_once(
         db.check_advisory_locks()
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
+        refuse_unsweepable(db, sweeps)
         check_predicates(db, sweeps)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
@@ -298,6 +305,7 @@ def run(config_path: Path | None, **raw: Any) -> None:
 
     settings = load_settings(config_path, raw)
     sweeps = enabled_sweeps(settings, ())
+    _refuse_unsweepable_if_reachable(settings, sweeps)
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -332,6 +340,24 @@ def run(config_path: Path | None, **raw: Any) -> None:
         click.echo(f"reaper: {daemon.fatal}", err=True)
         _exit_now(daemon.fatal_exit_code, clean)
     _exit_now(EXIT_OK, clean)
+
+
+def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]) -> None:
+    """Exit 2 (RelationRefused, PredicateRefused) when a sweep's table is a relation reaper
+    cannot delete from or its predicate is refused by the server's catalog; a database that
+    cannot be reached now is left to the daemon, which waits for it (and checks each
+    predicate before its first statement)."""
+    db = open_database(settings)
+    try:
+        db.check_connection()
+    except errors.ConnectionFailed:
+        return
+    try:
+        with db:
+            refuse_unsweepable(db, sweeps)
+            check_predicates(db, sweeps)
+    except errors.ConnectionFailed:
+        return
 
 
 def _exit_now(code: int, clean: bool) -> None:
@@ -559,6 +585,7 @@ def status_command(
     db = open_database(settings)
     db.check_connection()
     with db:
+        refuse_unsweepable(db, sweeps)
         check_predicates(db, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
