@@ -5,36 +5,38 @@
 -- stable, not SECURITY DEFINER, a plain function or an aggregate; an operator whose function is
 -- allowed; a cast to a built-in type; a subquery over a table (a view runs its owner's code, a
 -- foreign table reaches another server). One row per refused object: what, why.
-WITH visible AS (
-    SELECT n.oid, n.nspname
-    FROM pg_namespace n
-    WHERE n.nspname = ANY (current_schemas(true))
-),
-routine_verdict AS (
-    SELECT p.oid,
-           CASE
-               WHEN p.oid >= 16384 OR n.nspname <> 'pg_catalog' THEN 'is not built in (pg_catalog)'
-               WHEN p.prosecdef THEN 'is SECURITY DEFINER'
-               WHEN p.provolatile = 'v' THEN 'is volatile (it may write or have side effects)'
-               WHEN p.prokind NOT IN ('f', 'a') THEN 'is a procedure or a window function'
-           END AS why
-    FROM pg_proc p
-    JOIN pg_namespace n ON n.oid = p.pronamespace
-)
 SELECT format('function %%s', p.oid::regprocedure) AS what, v.why
 FROM pg_proc p
-JOIN visible s ON s.oid = p.pronamespace
-JOIN routine_verdict v ON v.oid = p.oid
-WHERE p.proname = ANY (%(functions)s) AND v.why IS NOT NULL
+JOIN pg_namespace n ON n.oid = p.pronamespace
+CROSS JOIN LATERAL (SELECT CASE
+    WHEN p.oid >= 16384 OR n.nspname <> 'pg_catalog' THEN 'is not built in (pg_catalog)'
+    WHEN p.prosecdef THEN 'is SECURITY DEFINER'
+    WHEN p.provolatile = 'v' THEN 'is volatile (it may write or have side effects)'
+    WHEN p.prokind NOT IN ('f', 'a') THEN 'is a procedure or a window function'
+END AS why) v
+WHERE p.proname = ANY (%(functions)s::name[])
+  AND n.oid IN (SELECT oid FROM pg_namespace WHERE nspname = ANY (current_schemas(true)))
+  AND v.why IS NOT NULL
 UNION ALL
 SELECT format('operator %%s', o.oid::regoperator),
-       CASE WHEN o.oid >= 16384 OR s.nspname <> 'pg_catalog' THEN 'is not built in (pg_catalog)'
+       CASE WHEN o.oid >= 16384 OR n.nspname <> 'pg_catalog' THEN 'is not built in (pg_catalog)'
             ELSE 'runs function ' || o.oprcode::regprocedure::text || ', which ' || v.why END
 FROM pg_operator o
-JOIN visible s ON s.oid = o.oprnamespace
-LEFT JOIN routine_verdict v ON v.oid = o.oprcode
-WHERE o.oprname = ANY (%(operators)s)
-  AND (o.oid >= 16384 OR s.nspname <> 'pg_catalog' OR v.why IS NOT NULL)
+JOIN pg_namespace n ON n.oid = o.oprnamespace
+-- One index lookup per operator (a hash join would read all of pg_proc).
+LEFT JOIN LATERAL (
+    SELECT CASE
+        WHEN p.oid >= 16384 OR pn.nspname <> 'pg_catalog' THEN 'is not built in (pg_catalog)'
+        WHEN p.prosecdef THEN 'is SECURITY DEFINER'
+        WHEN p.provolatile = 'v' THEN 'is volatile (it may write or have side effects)'
+    END AS why
+    FROM pg_proc p JOIN pg_namespace pn ON pn.oid = p.pronamespace
+    WHERE p.oid = o.oprcode
+    OFFSET 0
+) v ON true
+WHERE o.oprname = ANY (%(operators)s::name[])
+  AND n.oid IN (SELECT oid FROM pg_namespace WHERE nspname = ANY (current_schemas(true)))
+  AND (o.oid >= 16384 OR n.nspname <> 'pg_catalog' OR v.why IS NOT NULL)
 UNION ALL
 SELECT format('type %%s', t.name), 'is not a built-in type (a domain''s CHECK can run code)'
 FROM unnest(%(types)s::text[]) AS t(name)
