@@ -224,7 +224,7 @@ def _sweep_checks(
         return out
     out.append(finding("table", PASS, sweep.table, "exists"))
     try:
-        stmts = session.statements(sweep.table, sweep.predicate)
+        stmts = session.statements(session.check_predicate(sweep))
         leaves = session.rows(sqlfiles.ops("table_leaves"), {"table": regclass_text(sweep.table)})
     except (errors.DatabaseError, errors.RelationRefused) as exc:
         out.append(finding("table", FAIL, sweep.table, str(exc)))

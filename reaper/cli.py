@@ -29,7 +29,13 @@ from reaper import __version__, checks, errors, indexes, log, status
 from reaper.db import Database
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
-from reaper.runner import FAILURE, SweepResult, refuse_unsweepable, run_sweep
+from reaper.runner import (
+    FAILURE,
+    SweepResult,
+    check_predicates,
+    refuse_unsweepable,
+    run_sweep,
+)
 from reaper.settings import (
     SETTING_FIELDS,
     Settings,
@@ -198,6 +204,7 @@ def run_once(
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
         refuse_unsweepable(db, sweeps)
+        check_predicates(db, sweeps)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
         live = sys.stderr.isatty() and not as_json and not dry_run
@@ -336,8 +343,10 @@ def run(config_path: Path | None, **raw: Any) -> None:
 
 
 def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]) -> None:
-    """Exit 2 (RelationRefused) when a sweep's table is a relation reaper cannot delete from;
-    a database that cannot be reached now is left to the daemon, which waits for it."""
+    """Exit 2 (RelationRefused, PredicateRefused) when a sweep's table is a relation reaper
+    cannot delete from or its predicate is refused by the server's catalog; a database that
+    cannot be reached now is left to the daemon, which waits for it (and checks each
+    predicate before its first statement)."""
     db = open_database(settings)
     try:
         db.check_connection()
@@ -346,6 +355,7 @@ def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]
     try:
         with db:
             refuse_unsweepable(db, sweeps)
+            check_predicates(db, sweeps)
     except errors.ConnectionFailed:
         return
 
@@ -431,6 +441,7 @@ def check_command(
     db = open_database(settings)
     db.check_connection()
     with db:
+        check_predicates(db, sweeps)
         findings = checks.run_checks(db, sweeps, settings)
     failed = checks.failures(findings)
     if as_json:
@@ -575,6 +586,7 @@ def status_command(
     db.check_connection()
     with db:
         refuse_unsweepable(db, sweeps)
+        check_predicates(db, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))

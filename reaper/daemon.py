@@ -46,7 +46,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CollectorRegistry
 
 from reaper import checks, errors
-from reaper.db import Database, SweepStatements
+from reaper.db import Database, Session, SweepStatements
 from reaper.http import HttpServer, make_app
 from reaper.metrics import Metrics
 from reaper.runner import FAILURE, SUCCESS, SweepResult, compute_cutoffs, run_sweep
@@ -625,13 +625,11 @@ class Daemon:
         else:
             self._health.set(True, "")
 
-    def _statements_for(self, sweep: Sweep) -> SweepStatements:
+    def _statements_for(self, session: Session, sweep: Sweep) -> SweepStatements:
         stmts = self._statements.get(sweep.name)
         if stmts is None:
-            first_cutoff = next(iter(sweep.cutoffs), "cutoff")
-            stmts = SweepStatements(
-                sweep.table, sweep.predicate, since=sweep.since, cutoff_param=first_cutoff
-            )
+            # Checked against this server's catalog once, before the first gauge query.
+            stmts = SweepStatements(session.check_predicate(sweep))
             self._statements[sweep.name] = stmts
         return stmts
 
@@ -656,7 +654,7 @@ class Daemon:
                         cutoffs: dict[str, Any] = dict(
                             compute_cutoffs(session, sweep, settings, None)
                         )
-                        stmts = self._statements_for(sweep)
+                        stmts = self._statements_for(session, sweep)
                         rows = session.backlog_rows(stmts, cutoffs, settings.backlog_limit)
                         oldest = (
                             session.backlog_oldest_seconds(stmts, cutoffs)

@@ -27,9 +27,12 @@ from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reaper import errors, sqlfiles, sqlinfo
+from reaper import predicate as predicates
+from reaper.predicate import CatalogObjects, CheckedPredicate
 
 if TYPE_CHECKING:
     from reaper.settings import Settings
+    from reaper.sweeps import Sweep
 
 APPLICATION_NAME = "reaper"
 # Rounds of the advisory lock probe (Database.check_advisory_locks): a few milliseconds each.
@@ -296,21 +299,26 @@ class _UtcTimestamptzBinaryLoader(TimestamptzBinaryLoader):
 class SweepStatements:
     """A sweep's statements, composed once from the engine templates and its predicate.
 
-    ``table`` goes through :class:`psycopg.sql.Identifier`; the predicate is SQL that
-    reaper ships or that was checked when its config was loaded. The statements that delete
-    are per heap (``heaps``, from :meth:`Session.statements`); those that only read (backlog,
-    oldest row, plans) read the declared table, which covers the same rows.
+    The table goes through :class:`psycopg.sql.Identifier`; the predicate (and ``since``)
+    only as a :class:`reaper.predicate.CheckedPredicate`, which only
+    :meth:`Session.check_predicate` builds, after the predicate rule and the server's
+    catalog accepted it: no statement evaluates a predicate that was not checked. The
+    statements that delete are per heap (``heaps``, from :meth:`Session.statements`); those
+    that only read (backlog, oldest row, plans) read the declared table, which covers the
+    same rows.
     """
 
     def __init__(
         self,
-        table: str,
-        predicate: str,
+        checked: CheckedPredicate,
         *,
         heaps: Sequence[Heap] = (),
-        since: str = "",
-        cutoff_param: str = "cutoff",
     ) -> None:
+        if not isinstance(checked, CheckedPredicate):
+            raise TypeError("SweepStatements takes a CheckedPredicate (Session.check_predicate)")
+        table, predicate, since = checked.table, checked.text, checked.since
+        cutoff_param = checked.cutoffs[0] if checked.cutoffs else "cutoff"
+        self.checked = checked
         self.table = table
         self.heaps = tuple(HeapStatements(h, table, predicate) for h in heaps)
         parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
@@ -569,15 +577,48 @@ class Session:
                             proof=_CATALOG_PROOF))
         return out
 
-    def statements(self, table: str, predicate: str) -> SweepStatements:
-        """A sweep's statements for ``table``: its deletes composed per heap it covers
-        (:meth:`heaps`).
+    def statements(self, checked: CheckedPredicate) -> SweepStatements:
+        """A sweep's statements for its table, from a predicate :meth:`check_predicate`
+        accepted: its deletes composed per heap it covers (:meth:`heaps`).
 
         Raises:
             ObjectMissing: no such table.
             RelationRefused: a relation reaper cannot delete from by tuple id.
         """
-        return SweepStatements(table, predicate, heaps=self.heaps(table))
+        return SweepStatements(checked, heaps=self.heaps(checked.table))
+
+    def refused_objects(self, objects: CatalogObjects) -> list[tuple[str, str]]:
+        """``(what, why)`` of each function, operator, cast type or relation in ``objects``
+        that a predicate may not use (``refused_objects.sql``); every candidate of a name on
+        this session's search path counts."""
+        rows = self.rows(
+            sqlfiles.engine("refused_objects"),
+            {
+                "functions": list(objects.functions),
+                "operators": list(objects.operators),
+                "types": list(objects.types),
+                "relations": list(objects.relations),
+            },
+        )
+        return [(str(r["what"]), str(r["why"])) for r in rows]
+
+    def check_predicate(self, sweep: Sweep) -> CheckedPredicate:
+        """``sweep``'s predicate and ``since`` expression, checked by the predicate rule and
+        against this server's catalog (:func:`reaper.predicate.verify`): the one way to a
+        :class:`SweepStatements`, so every command that evaluates a predicate checks it
+        first.
+
+        Raises:
+            PredicateRefused: one line naming the sweep and the offending part.
+            DatabaseError: the catalog could not be read.
+        """
+        try:
+            return predicates.verify(
+                self, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+            )
+        except predicates.PredicateError as exc:
+            where = f"sweep {sweep.name}" if sweep.builtin else f"[sweeps.{sweep.name}]"
+            raise errors.PredicateRefused(f"{where} predicate {exc}") from None
 
     def estimate_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> float:
         """The planner's estimate of the rows the predicate matches (a plan, no scan)."""
@@ -803,6 +844,16 @@ class Session:
         with self._errors(name), self._conn.transaction(), self._conn.cursor() as cur:
             for stmt in sqlfiles.statements(name):
                 cur.execute(sql.SQL(stmt))
+
+
+def check_predicate_on(conn: psycopg.Connection[Any], sweep: Sweep) -> CheckedPredicate:
+    """:meth:`Session.check_predicate` on a connection of the caller's own (benchmarks,
+    tests that compose a sweep's statements outside a reaper session).
+
+    Raises:
+        PredicateRefused: the predicate is refused.
+    """
+    return Session(conn, _Redactor(None)).check_predicate(sweep)
 
 
 class Database:

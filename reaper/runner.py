@@ -35,7 +35,7 @@ from reaper.db import (
     utc_instant,
 )
 from reaper.metrics import SKIP_REASONS, Metrics
-from reaper.settings import Settings
+from reaper.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.sweeps import Sweep, retention_of
 
 log = structlog.get_logger("reaper.runner")
@@ -237,6 +237,21 @@ def compute_cutoffs(
     }
 
 
+def check_predicates(db: Database, sweeps: Iterable[Sweep]) -> None:
+    """Check every sweep's predicate by the predicate rule and against the server's catalog
+    (:meth:`reaper.db.Session.check_predicate`) before a command evaluates any of them, so
+    that a refused predicate stops the command with one line (exit 2) instead of failing
+    one sweep. Each run checks again (statements are composed only from a checked one).
+
+    Raises:
+        PredicateRefused: a predicate is refused (the first one, naming its sweep).
+        DatabaseError: the catalog could not be read.
+    """
+    with db.session() as session:
+        for sweep in sweeps:
+            session.check_predicate(sweep)
+
+
 def skip_reason(exc: errors.DatabaseError) -> str:
     """The ``reaper_skipped_rows_total`` reason of a row whose delete failed with ``exc``."""
     if isinstance(exc, errors.StatementTimeout):
@@ -279,6 +294,7 @@ def choose_strategy(
     settings: Settings,
     strategy: str | None = None,
     batch_size: int | None = None,
+    sample: tuple[int, int, float] | None = None,
 ) -> tuple[str, float | None]:
     """``(strategy, fraction)`` for one heap ``hs``: ``heap`` or ``index``, and the fraction
     of the heap that is garbage, measured on a sample of about SAMPLE_BLOCKS heap blocks
@@ -293,7 +309,8 @@ def choose_strategy(
     batches of ``batch_size`` rows (default ``settings.batch_size``): each index batch re-reads
     the dead index entries of the batches before it. Servers before PostgreSQL 14 have no TID
     range scan and always use the index. ``strategy`` (a sweep's own, from its
-    ``[sweeps.NAME]`` table) overrides ``settings.strategy``.
+    ``[sweeps.NAME]`` table) overrides ``settings.strategy``. ``sample``: ``(eligible,
+    sampled, percent)`` of this heap already measured (:func:`measure_eligible`), reused.
     """
     wanted = strategy or settings.strategy
     if session.server_version < MIN_HEAP_WALK_VERSION or wanted == "index":
@@ -305,8 +322,11 @@ def choose_strategy(
         return "index", None
     if stats.blocks == 0:
         return wanted, 0.0
-    percent = min(100.0, 100.0 * SAMPLE_BLOCKS / stats.blocks)
-    eligible, sampled = session.sample_eligible(stmts, hs, params, percent)
+    if sample is not None:
+        eligible, sampled, percent = sample
+    else:
+        percent = min(100.0, 100.0 * SAMPLE_BLOCKS / stats.blocks)
+        eligible, sampled = session.sample_eligible(stmts, hs, params, percent)
     fraction = eligible / sampled if sampled else 0.0
     if wanted != "auto":
         return wanted, fraction
@@ -314,6 +334,68 @@ def choose_strategy(
     if fraction >= settings.heap_walk_threshold or projected_batches > MAX_INDEX_BATCHES:
         return "heap", fraction
     return "index", fraction
+
+
+@dataclass(frozen=True)
+class EligibleMeasure:
+    """How much of a sweep's table its predicate matches, from a block sample of each heap.
+
+    Attributes:
+        samples: heap (qualified name) -> ``(eligible, sampled, percent)`` of its sample.
+        rows: rows of the table, projected from the samples.
+        eligible: eligible rows, projected from the samples.
+    """
+
+    samples: dict[str, tuple[int, int, float]]
+    rows: float
+    eligible: float
+
+    @property
+    def fraction(self) -> float:
+        """Eligible rows / rows (0 for an empty table)."""
+        return self.eligible / self.rows if self.rows else 0.0
+
+
+def measure_eligible(
+    session: Session, stmts: SweepStatements, params: Mapping[str, Any]
+) -> EligibleMeasure:
+    """Sample about SAMPLE_BLOCKS blocks of each heap the sweep deletes from (all of a heap
+    that small; TABLESAMPLE SYSTEM reads only those) and project rows and eligible rows. The
+    same samples feed :func:`choose_strategy`: one measurement per heap per run."""
+    samples: dict[str, tuple[int, int, float]] = {}
+    rows = eligible = 0.0
+    for hs in stmts.heaps:
+        blocks = hs.heap.stats.blocks
+        if blocks <= 0:
+            continue
+        percent = min(100.0, 100.0 * SAMPLE_BLOCKS / blocks)
+        got, sampled = session.sample_eligible(stmts, hs, params, percent)
+        samples[hs.heap.qualified] = (got, sampled, percent)
+        rows += sampled * 100.0 / percent
+        eligible += got * 100.0 / percent
+    return EligibleMeasure(samples, rows, eligible)
+
+
+def refuse_full_table(sweep: Sweep, measure: EligibleMeasure, threshold: float) -> None:
+    """The full-table interlock: stop a run before its first delete when at least
+    ``threshold`` of a table of FULL_TABLE_MIN_ROWS rows or more is eligible (a predicate
+    that matches everything, a retention in the wrong unit). ``threshold`` 1 is the opt-in:
+    the run may empty the table.
+
+    Raises:
+        FullTableRefused: one line naming the sweep, the fraction and the setting.
+    """
+    if threshold >= 1.0 or measure.rows < FULL_TABLE_MIN_ROWS:
+        return
+    if measure.fraction < threshold:
+        return
+    raise errors.FullTableRefused(
+        f"sweep {sweep.name}: {measure.fraction:.1%} of {sweep.table} (about "
+        f"{measure.eligible:,.0f} of {measure.rows:,.0f} rows, sampled) is eligible, at or "
+        f"above max_eligible_fraction {threshold:g}; nothing was deleted. If that is meant, "
+        f"set max_eligible_fraction = 1 in [sweeps.{sweep.name}] (or "
+        "--max-eligible-fraction / REAPER_MAX_ELIGIBLE_FRACTION) for this run"
+    )
 
 
 class _Deleter:
@@ -609,19 +691,22 @@ def _sweep_batches(
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-    stmts = session.statements(sweep.table, sweep.predicate)
+    stmts = session.statements(session.check_predicate(sweep))
     params = dict(result.cutoffs)
     if dry_run:
         result.rows = session.count_eligible(stmts, params)
         result.stopped_by = "done"
         return
+    measure = measure_eligible(session, stmts, params)
+    refuse_full_table(sweep, measure, settings.max_eligible_fraction_for(sweep.name))
     batch_size = settings.batch_size_for(sweep.name)
     sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
     strategies: list[str] = []
     result.stopped_by = "done"
     for hs in stmts.heaps:
         strategy, fraction = choose_strategy(
-            session, stmts, hs, params, settings, settings.strategy_for(sweep.name), batch_size
+            session, stmts, hs, params, settings, settings.strategy_for(sweep.name), batch_size,
+            sample=measure.samples.get(hs.heap.qualified),
         )
         if strategy not in strategies:
             strategies.append(strategy)

@@ -114,7 +114,7 @@ def backlog(
     Raises:
         DatabaseError: the count failed (a missing table, column or privilege).
     """
-    stmts = session.statements(sweep.table, sweep.predicate)
+    stmts = session.statements(session.check_predicate(sweep))
     params = compute_cutoffs(session, sweep, settings, now)
     rows = session.backlog_rows(stmts, params, cap)
     return rows, rows >= cap
@@ -135,7 +135,7 @@ def _one(
         st.dead_tuples = t["dead_tuples"]
         st.last_vacuum, st.last_autovacuum = t["last_vacuum"], t["last_autovacuum"]
         db_now = session.now(now)
-        stmts = session.statements(sweep.table, sweep.predicate)
+        stmts = session.statements(session.check_predicate(sweep))
         st.cutoffs = compute_cutoffs(session, sweep, settings, now)
         st.backlog_rows = session.backlog_rows(stmts, st.cutoffs, cap)
         st.backlog_capped = st.backlog_rows >= cap
