@@ -193,7 +193,8 @@ def _advisory_lock_check(db: Database) -> Finding:
         db.check_advisory_locks()
     except errors.LockNotHeld as exc:
         return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject, str(exc),
-                       "connect reaper to PostgreSQL directly, or through a pool in session mode")
+                       "connect reaper to PostgreSQL directly, or through a pool in session "
+                       "mode with --session-pooler")
     except errors.DatabaseError as exc:
         return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject, str(exc))
     return Finding(ALL_SWEEPS, "advisory_lock", PASS, subject,

@@ -460,6 +460,13 @@ class Settings:
         "Ignored, accepted so that existing configurations still load: batches never lock "
         "their rows first (see docs/engine.md).",
     )
+    session_pooler: bool = _setting(
+        False,
+        _bool,
+        "The DSN points at a connection pooler in session mode (PgBouncer pool_mode=session: "
+        "one server session per client connection). Off: a pooler is refused, since in "
+        "transaction mode reaper's advisory locks cannot hold.",
+    )
     synchronous_commit: bool = _setting(
         False,
         _bool,
