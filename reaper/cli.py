@@ -22,8 +22,8 @@ import click
 import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from reaper import __version__, checks, errors, indexes, log, status
 from reaper.db import Database
@@ -355,8 +355,7 @@ def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep
 
 def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
     """One row per sweep: sweep, table, reason, rows, batches, seconds, outcome."""
-    # Off a terminal rich assumes 80 columns and would truncate names; give it room.
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = _console(160)
     table = Table(title="reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""))
     table.add_column("sweep")
     table.add_column("table")
@@ -368,22 +367,23 @@ def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
     for r in results:
         colour = "green" if r.outcome == "success" else "red"
         table.add_row(
-            escape(r.sweep), escape(r.table), escape(r.reason), f"{r.rows:,}", str(r.batches),
-            f"{r.seconds:.3f}",
-            f"[{colour}]{r.outcome}[/{colour}]",
+            r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
+            Text(r.outcome, style=colour),
         )
     console.print(table)
     for r in results:
         if r.error:
-            # The error is the database's text: escaped, so a "[" in it is not markup.
-            console.print(
-                f"[red]{escape(r.sweep)}[/red]: {escape(r.error)}", highlight=False, markup=True
-            )
+            console.print(Text.assemble((r.sweep, "red"), ": ", r.error))
 
 
-def _console() -> Console:
+def _console(width: int = 200) -> Console:
+    """The console every table goes through. Markup, emoji codes and highlighting are off:
+    names and server messages come from the database and the config, and are printed as they
+    are ("[bold]" or ":x:" in a table name is text). Colour goes through rich Text styles."""
     # Off a terminal rich assumes 80 columns and would truncate names; give it room.
-    return Console(width=None if sys.stdout.isatty() else 200)
+    return Console(
+        width=None if sys.stdout.isatty() else width, markup=False, emoji=False, highlight=False
+    )
 
 
 _SWEEP_OPTION = click.option(
@@ -427,14 +427,14 @@ def check_command(
         colours = {checks.PASS: "green", checks.WARN: "yellow", checks.FAIL: "red"}
         for f in findings:
             c = colours[f.status]
-            table.add_row(f.sweep, f.check, f"[{c}]{f.status}[/{c}]", f.subject, f.detail,
+            table.add_row(f.sweep, f.check, Text(f.status, style=c), f.subject, f.detail,
                           f.fix or "")
         console = _console()
         console.print(table)
-        console.print(
-            f"{len(findings)} checks, [red]{len(failed)} failed[/red], "
-            f"{sum(f.status == checks.WARN for f in findings)} warnings"
-        )
+        console.print(Text.assemble(
+            f"{len(findings)} checks, ", (f"{len(failed)} failed", "red"),
+            f", {sum(f.status == checks.WARN for f in findings)} warnings",
+        ))
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
@@ -474,7 +474,7 @@ def indexes_ensure(dry_run: bool, as_json: bool, config_path: Path | None, **raw
             table.add_column(col, overflow="fold")
         for a in actions:
             c = {"failed": "red", "done": "green", "dry_run": "yellow"}.get(a.outcome, "")
-            outcome = f"[{c}]{a.outcome}[/{c}]" if c else a.outcome
+            outcome = Text(a.outcome, style=c)
             table.add_row(a.index, a.table, a.action, outcome, f"{a.seconds:.3f}",
                           a.error or a.detail)
         console = _console()
@@ -482,7 +482,7 @@ def indexes_ensure(dry_run: bool, as_json: bool, config_path: Path | None, **raw
         if dry_run:
             for a in actions:
                 for stmt in a.statements:
-                    console.print(f"{stmt};", highlight=False, markup=False)
+                    console.print(f"{stmt};")
     sys.exit(EXIT_FAILED if any(a.outcome == "failed" for a in actions) else EXIT_OK)
 
 
@@ -494,7 +494,7 @@ class _IndexProgress:
 
         self.live = live
         self._progress = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             TextColumn("{task.fields[phase]}"),
             TimeElapsedColumn(),
@@ -601,7 +601,7 @@ def print_status(rows: Sequence[status.SweepStatus]) -> None:
 
     for r in rows:
         if r.error:
-            table.add_row(r.sweep, r.table, f"[red]{r.error}[/red]", *[""] * 6)
+            table.add_row(r.sweep, r.table, Text(r.error, style="red"), *[""] * 6)
             continue
         backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
         est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
