@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -193,7 +194,8 @@ class Daemon:
         )
         self._scheduler.add_listener(self._job_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
         self.http = HttpServer(
-            settings.listen, make_app(registry, self.healthz, self.readyz)
+            settings.listen, make_app(registry, self.healthz, self.readyz),
+            Path(settings.web_config_file) if settings.web_config_file else None,
         )
 
     # -- lifecycle -----------------------------------------------------------------------

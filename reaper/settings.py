@@ -61,9 +61,11 @@ DEFAULT_SEQ_SCAN_MAX_ROWS = 10_000
 # How often `reaper run` repeats the checks it runs at startup: an index a migration dropped,
 # or left INVALID, is noticed within the hour.
 DEFAULT_CHECK_INTERVAL = timedelta(hours=1)
-# The daemon (`reaper run`): one port for /metrics, /healthz and /readyz, on every interface.
-# The deployment manifests and alert rules use 9465.
-DEFAULT_LISTEN = ":9465"
+# The daemon (`reaper run`): one port for /metrics, /healthz and /readyz. Loopback by default:
+# the port tells table names, sizes and the database's health to whoever asks, so exposing it
+# is the operator's choice (`--listen :9465`, as the deployment manifests do, behind a
+# NetworkPolicy or a firewall). The deployment manifests and alert rules use 9465.
+DEFAULT_LISTEN = "127.0.0.1:9465"
 # Kubernetes sends SIGKILL 30 s after SIGTERM by default; 10 s leaves room for the pod's other
 # containers and is 10x the default lock_timeout, the longest a healthy batch waits.
 DEFAULT_SHUTDOWN_TIMEOUT = timedelta(seconds=10)
@@ -278,6 +280,7 @@ EXPECTED = {
     "FRACTION": "a number from 0 to 1, e.g. 0.1",
     "DSN": 'a libpq connection string in quotes, e.g. "host=db.internal dbname=app"',
     "HOST:PORT": 'an address in quotes, e.g. "127.0.0.1:9465"',
+    "FILE": 'a file path in quotes, e.g. "/etc/reaper/web.yml"',
     "auto|heap|index": 'one of "auto", "heap" or "index"',
     None: "true or false",
 }
@@ -530,6 +533,13 @@ class Settings:
         "reaper run: address of /metrics, /healthz and /readyz (:PORT is every interface; port 0 "
         "picks a free one, logged as http_listening).",
         "HOST:PORT",
+    )
+    web_config_file: str | None = _setting(
+        None,
+        _optional_str,
+        "reaper run: a web config file (the Prometheus exporters' format) whose "
+        "basic_auth_users (name: bcrypt hash) guard the HTTP port.",
+        "FILE",
     )
     shutdown_timeout: timedelta = _setting(
         DEFAULT_SHUTDOWN_TIMEOUT,

@@ -35,6 +35,7 @@ TOML_BAD = {
     "DSN": ["5", "true", "1.5"],
     "HOST:PORT": ["9465", '":99999"', '"nowhere"'],
     "auto|heap|index": ['"fast"', "1"],
+    "FILE": ["5", "true"],
     None: ['"maybe"', "2", "1.5"],
 }
 TEXT_BAD_EVERY = ["a\x07b", "x\ny", "\x1b[31mred", "\udcff\udcfe"]
@@ -45,6 +46,7 @@ TEXT_BAD = {
     "DSN": [],
     "HOST:PORT": [":99999", "nowhere", ":-1"],
     "auto|heap|index": ["fast"],
+    "FILE": [],
     None: ["maybe", "2"],
 }
 # Optional counts and durations take 0 as "none"; every other setting refuses it too.
