@@ -2,7 +2,8 @@
 
 Every setting of :class:`reaper.settings.Settings` is a flag on each command, with its
 ``REAPER_*`` environment variable; flags and variables win over the TOML file (``--config``),
-which wins over the defaults. Exit codes: 0 every sweep succeeded, 1 a sweep (or the
+which wins over the defaults. Exit codes: 0 every sweep succeeded (3: run-once found every
+sweep's lock held by another session, so nothing ran), 1 a sweep (or the
 database) failed, 2 bad usage or configuration, always with one line on stderr.
 """
 
@@ -29,7 +30,7 @@ from reaper import __version__, checks, errors, indexes, log, status
 from reaper.db import Database
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
-from reaper.runner import FAILURE, SweepResult, run_sweep
+from reaper.runner import FAILURE, SKIPPED, SweepResult, run_sweep
 from reaper.settings import (
     SETTING_FIELDS,
     Settings,
@@ -41,6 +42,8 @@ from reaper.settings import (
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# run-once: every sweep it was asked to run was skipped, its lock held by another session.
+EXIT_ALL_SKIPPED = 3
 ENV_PREFIX = "REAPER"
 
 
@@ -186,7 +189,8 @@ def run_once(
 ) -> None:
     """Run the sweeps once, in dependency order, and print one row per sweep.
 
-    Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage.
+    Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage, 3 when every
+    sweep was skipped because another session holds its advisory lock (each holder is named).
     """
     settings = load_settings(config_path, raw)
     sweeps = enabled_sweeps(settings, sweep_names)
@@ -219,7 +223,11 @@ def run_once(
     else:
         print_results(results, dry_run=dry_run)
     failed = any(r.outcome == FAILURE for r in results) or not metrics_written
-    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+    if failed:
+        sys.exit(EXIT_FAILED)
+    # Nothing ran at all: a squatter on the lock keys must not look like a clean run.
+    sys.exit(EXIT_ALL_SKIPPED if results and all(r.outcome == SKIPPED for r in results)
+             else EXIT_OK)
 
 
 def _writable_file(path: Path | None) -> Path | None:
@@ -374,6 +382,9 @@ def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
     for r in results:
         if r.error:
             console.print(Text.assemble((r.sweep, "red"), ": ", r.error))
+        for h in r.holders:
+            console.print(Text.assemble((r.sweep, "yellow"), ": skipped, lock held by ",
+                                        h.describe()))
 
 
 def _console(width: int = 200) -> Console:
@@ -611,7 +622,11 @@ def print_status(rows: Sequence[status.SweepStatus]) -> None:
             _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
             when(r.last_vacuum), when(r.last_autovacuum),
         )
-    _console().print(table)
+    console = _console()
+    console.print(table)
+    for r in rows:
+        for h in r.lock_holders:
+            console.print(Text.assemble((r.sweep, "yellow"), ": lock held by ", h.describe()))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

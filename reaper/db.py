@@ -138,12 +138,41 @@ def advisory_lock_key(sweep: str) -> int:
 
 @dataclass(frozen=True)
 class LockHolder:
-    """A session that holds one of a sweep's advisory locks (from pg_stat_activity)."""
+    """A session that holds one of a sweep's advisory locks (from pg_stat_activity).
+
+    ``client`` is an address, ``local`` (a Unix socket) or ``hidden``; ``backend_start``
+    (connected since) and ``state_since`` (in its current state since, e.g. idle since it
+    took the lock) are None where PostgreSQL hides them from reaper's role (they need
+    pg_read_all_stats).
+    """
 
     pid: int
     application_name: str
     client: str
-    backend_start: datetime
+    backend_start: datetime | None
+    user: str = ""
+    state_since: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: times as ISO 8601 (None when hidden)."""
+        return {
+            "pid": self.pid,
+            "user": self.user,
+            "application_name": self.application_name,
+            "client": self.client,
+            "connected_since": self.backend_start.isoformat() if self.backend_start else None,
+            "state_since": self.state_since.isoformat() if self.state_since else None,
+        }
+
+    def describe(self) -> str:
+        """One line: ``pid 123 (user x, application 'psql', client 10.0.0.5, connected since
+        2026-06-01T12:00:00+00:00)``."""
+        since = self.backend_start.isoformat(timespec="seconds") if self.backend_start \
+            else "hidden"
+        return (
+            f"pid {self.pid} (user {self.user or '?'}, application {self.application_name!r}, "
+            f"client {self.client}, connected since {since})"
+        )
 
 
 def regclass_text(table: str) -> str:
@@ -572,7 +601,8 @@ class Session:
         """The other sessions that hold any of the advisory locks ``keys``."""
         with self._errors("advisory lock"), self._conn.cursor() as cur:
             cur.execute(sql.SQL(sqlfiles.engine("advisory_lock_holders")), {"keys": list(keys)})
-            return [LockHolder(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in cur.fetchall()]
+            return [LockHolder(int(r[0]), str(r[1]), str(r[2]), r[3], str(r[4]), r[5])
+                    for r in cur.fetchall()]
 
     def execute_script(self, name: str) -> None:
         """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``)."""

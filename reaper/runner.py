@@ -25,6 +25,7 @@ from reaper import errors
 from reaper.db import (
     MIN_HEAP_WALK_VERSION,
     Database,
+    LockHolder,
     Session,
     SweepStatements,
     advisory_lock_key,
@@ -83,6 +84,7 @@ class SweepResult:
         contended_batches: optimistic heap-walk batches that met a row a writer held (or ran
             past their time limit) and were redone with row locks.
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
+        holders: for a skipped run, who held its locks (pid, user, application, client).
         locked_at, unlocked_at: Unix times between which the run held its advisory locks
             and did its work (None when it never got them).
     """
@@ -103,6 +105,7 @@ class SweepResult:
     batch_seconds: list[float] = field(default_factory=list)
     contended_batches: int = 0
     lock_holders: list[int] = field(default_factory=list)
+    holders: list[LockHolder] = field(default_factory=list)
     locked_at: float | None = None
     unlocked_at: float | None = None
 
@@ -121,6 +124,7 @@ class SweepResult:
             "dry_run": self.dry_run,
             "cutoffs": {k: v.isoformat() for k, v in self.cutoffs.items()},
             "error": self.error,
+            "lock_holders": [h.as_dict() for h in self.holders],
         }
 
 
@@ -413,7 +417,8 @@ def run_sweep(
         with db.session() as session:
             if keys and not session.try_advisory_locks(keys):
                 result.outcome = SKIPPED
-                result.lock_holders = [h.pid for h in session.advisory_lock_holders(keys)]
+                result.holders = session.advisory_lock_holders(keys)
+                result.lock_holders = [h.pid for h in result.holders]
             else:
                 result.locked_at = time.time()
                 try:
@@ -442,8 +447,12 @@ def run_sweep(
         bound.error("sweep_failed", error=result.error, error_type=result.error_type, **fields)
     elif result.outcome == SKIPPED:
         # Another process (a replica, a run-once by hand) runs this sweep or one it depends
-        # on: not an error, the next scheduled run tries again.
-        bound.info("sweep_skipped", lock_holders=result.lock_holders, seconds=fields["seconds"])
+        # on: not an error, the next scheduled run tries again. Or any login squats on the
+        # (publicly computable) keys: the holder is named so that it can be found.
+        bound.info(
+            "sweep_skipped", lock_holders=[h.as_dict() for h in result.holders],
+            seconds=fields["seconds"],
+        )
     else:
         bound.info(
             "sweep_finished", stopped_by=result.stopped_by, locked_at=result.locked_at,
