@@ -27,7 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reaper import __version__, checks, errors, indexes, log, status
-from reaper.db import Database
+from reaper.db import Database, dsn_has_password
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
 from reaper.runner import FAILURE, SKIPPED, SweepResult, run_sweep
@@ -108,14 +108,40 @@ def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
         if ctx is not None
         and ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT
     }
-    return build_settings(
+    settings = build_settings(
         explicit, file_values, source=str(config_path or "config"), labels=labels
+    )
+    global _dsn_on_command_line
+    _dsn_on_command_line = ctx is not None and "dsn" in explicit and \
+        ctx.get_parameter_source("dsn") == click.core.ParameterSource.COMMANDLINE
+    return settings
+
+
+# Set by load_settings: the DSN came from a flag, which every local user can read in `ps`.
+_dsn_on_command_line = False
+_password_warned = False
+
+
+def warn_if_password_on_command_line(settings: Settings) -> None:
+    """Once per process: a warning on stderr when ``--dsn`` on the command line holds a
+    password (visible in ``ps`` and ``/proc/PID/cmdline``), naming the fix."""
+    global _password_warned
+    if _password_warned or not _dsn_on_command_line or not dsn_has_password(settings.dsn):
+        return
+    _password_warned = True
+    structlog.get_logger("reaper.cli").warning(
+        "password_on_command_line",
+        setting="--dsn",
+        fix="every local user can read it in ps; put the password in a password file "
+        "(PGPASSFILE) or the DSN in REAPER_DSN or a service file (docs/security.md)",
     )
 
 
 def open_database(settings: Settings) -> Database:
     """A :class:`Database` configured from ``settings`` (not yet connected)."""
-    return Database.from_settings(settings)
+    db = Database.from_settings(settings)
+    warn_if_password_on_command_line(settings)
+    return db
 
 
 def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:
@@ -306,6 +332,7 @@ def run(config_path: Path | None, **raw: Any) -> None:
     settings = load_settings(config_path, raw)
     sweeps = enabled_sweeps(settings, ())
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
+    warn_if_password_on_command_line(settings)
 
     def on_signal(signum: int, _frame: Any) -> None:
         structlog.get_logger("reaper.cli").info(

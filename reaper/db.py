@@ -62,11 +62,28 @@ def describe_target(dsn: str | None) -> str:
     return f"{f'{user}@' if user else ''}{host}{f':{port}' if port else ''}/{db}"
 
 
+# A password at least this long is scrubbed wherever it appears; a shorter one only where a
+# password goes (password=..., a URI's user:...@, a quoted token), so that a password "a" or
+# "on" does not turn every "a" or "on" of a message into "***".
+_SCRUB_ANYWHERE_CHARS = 8
+_SCRUB_TOKEN_CHARS = 4
+# Where a password goes, whatever its value: the value is scrubbed even when it is not one we
+# know (a percent-encoded form, a second DSN quoted in a message).
+_PASSWORD_POSITIONS = (
+    # password = 'quoted \' value' | password=value
+    re.compile(r"(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|[^\s'\"]+)", re.IGNORECASE),
+    # scheme://user:value@host
+    re.compile(r"(://[^:/@?#\s]*:)([^@/?#\s]*)(?=@)"),
+)
+
+
 class _Redactor:
-    """Scrubs a connection string's password out of any text."""
+    """Scrubs a connection string's password out of any text: every password of the DSN, of any
+    length, wherever a password goes (``password=``, a URI's ``user:...@``, a quoted token);
+    a long one (8+ characters) wherever it appears, a 4+ character one as a whole token."""
 
     def __init__(self, dsn: str | None) -> None:
-        secrets: list[str] = [dsn or ""]
+        secrets: list[str] = []
         try:
             secrets.append(str(conninfo_to_dict(dsn or "").get("password") or ""))
         except psycopg.ProgrammingError:
@@ -74,14 +91,37 @@ class _Redactor:
             # libpq's complaint may quote it ('invalid percent-encoded token: "Sekr%zz"').
             secrets += re.findall(r"://[^:/@?#]*:([^@/?#]*)@", dsn or "")
             secrets += [a or b for a, b in re.findall(
-                r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'|(\S+))", dsn or ""
+                r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'?|(\S+))", dsn or ""
             )]
-        self._secrets = sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True)
+        self._dsn = dsn or ""
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._patterns = []
+        for secret in self._secrets:
+            quoted = re.escape(secret)
+            if len(secret) >= _SCRUB_ANYWHERE_CHARS:
+                self._patterns.append(re.compile(quoted))
+            elif len(secret) >= _SCRUB_TOKEN_CHARS:
+                self._patterns.append(re.compile(rf"(?<![\w%]){quoted}(?![\w%])"))
+            else:
+                # A quoted token: libpq quotes what it complains about ("...", '...').
+                self._patterns.append(re.compile(rf"(?<=[\"']){quoted}(?=[\"'])"))
 
     def __call__(self, text: str) -> str:
-        for s in self._secrets:
-            text = text.replace(str(s), "***")
+        if self._dsn and len(self._dsn) > 1:
+            text = text.replace(self._dsn, "***")
+        text = _PASSWORD_POSITIONS[0].sub(r"\1***", text)
+        text = _PASSWORD_POSITIONS[1].sub(r"\1***", text)
+        for pattern in self._patterns:
+            text = pattern.sub("***", text)
         return text
+
+
+def dsn_has_password(dsn: str | None) -> bool:
+    """True when the connection string carries a password (False when it does not parse)."""
+    try:
+        return bool(conninfo_to_dict(dsn or "").get("password"))
+    except psycopg.ProgrammingError:
+        return bool(re.search(r"://[^:/@?#]*:[^@/?#]+@|password\s*=", dsn or "", re.IGNORECASE))
 
 
 def _first_line(exc: BaseException) -> str:
