@@ -247,6 +247,12 @@ class TableStats:
         return self.estimated_rows / self.analyzed_blocks
 
 
+# The engine templates a batch runs (their row locks decide whether UPDATE is needed).
+_BATCH_TEMPLATES = (
+    "heap_batch", "heap_batch_optimistic", "index_batch", "index_batch_partitioned",
+)
+
+
 class SweepStatements:
     """A sweep's statements, composed once from the engine templates and its predicate.
 
@@ -311,11 +317,24 @@ class SweepStatements:
         return sql.SQL(sqlfiles.engine("oldest_eligible")).format(oldest=oldest, **self._parts)
 
     def required_privileges(self) -> list[tuple[str, str]]:
-        """``(table, privilege)`` pairs the batches need: SELECT on every table read; DELETE
-        and UPDATE (on at least one column, for FOR UPDATE SKIP LOCKED) on the swept table."""
-        need = [(self.table, p) for p in ("SELECT", "DELETE", "UPDATE")]
+        """``(table, privilege)`` pairs the batches need: SELECT on every table read; DELETE on
+        the swept table; and UPDATE (on at least one column) only where a batch statement
+        locks its rows with ``FOR UPDATE`` / ``FOR NO KEY UPDATE``, which PostgreSQL allows
+        only to a role that may update. Read from the statements themselves, so the check
+        and the batches always agree."""
+        privileges = ["SELECT", "DELETE"]
+        if self.locks_rows_for_update():
+            privileges.append("UPDATE")
+        need = [(self.table, p) for p in privileges]
         need += [(t, "SELECT") for t in self.tables_read[1:]]
         return need
+
+    def locks_rows_for_update(self) -> bool:
+        """Whether a batch statement locks rows with a lock that needs UPDATE."""
+        return any(
+            re.search(r"\bFOR\s+(NO\s+KEY\s+)?UPDATE\b", sqlfiles.engine(name), re.IGNORECASE)
+            for name in _BATCH_TEMPLATES
+        )
 
 
 class Session:
