@@ -35,27 +35,11 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
 
 
 def apply_grants(dsn: str) -> str:
-    """Run grants.sql as the tables' owner; return the DSN of the reaper role.
-
-    While a batch statement still locks rows with FOR UPDATE (which PostgreSQL allows only to
-    a role that may update), the key columns' UPDATE is added so that the sweeps can run as
-    the role; tests/test_grants.py says so, and checks grants.sql alone.
-    """
-    from reaper.db import SweepStatements
-
+    """Run grants.sql as the tables' owner; return the DSN of the reaper role."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         for stmt in sqlfiles.statements("grants.sql"):
             conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
-        if SweepStatements("nodes", "true").locks_rows_for_update():
-            for table, column in LOCK_COLUMNS.items():
-                conn.execute(sql.SQL("GRANT UPDATE ({}) ON {} TO reaper").format(
-                    sql.Identifier(column), sql.Identifier(table)))
     return make_conninfo(dsn, user="reaper")
-
-
-# The column whose UPDATE a FOR UPDATE row lock needs, per table (while the engine takes one).
-LOCK_COLUMNS = {"nodes": "peer_id", "enrollment_requests": "id", "bootstrap_tokens": "id",
-                "routers": "router_id"}
 
 
 def spec(name: str) -> IndexSpec:
