@@ -222,3 +222,14 @@ def test_a_bad_web_config_file_is_one_line(tmp_path: Path, text: str, words: lis
 def test_a_missing_web_config_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot be read"):
         _server(tmp_path / "nope.yml")
+
+
+def test_reaper_run_refuses_a_tls_web_config_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "web.yml"
+    config.write_text("tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n")
+    port = free_port()
+    reaper = start_reaper(["run", "--listen", f"127.0.0.1:{port}", "--web-config-file",
+                           str(config), "--dsn", "postgresql://x@127.0.0.1:1/x"], tmp_path)
+    assert reaper.proc.wait(timeout=60) == 2
+    lines = [line for line in reaper.log_path.read_text().splitlines() if line.strip()]
+    assert len(lines) == 1 and "tls_server_config" in lines[0], lines
