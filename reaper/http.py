@@ -11,7 +11,7 @@ its worker threads: a client that sends slowly, or never finishes, costs a buffe
 - a request's arrival: its headers must arrive whole within :data:`READ_TIMEOUT_SECONDS` of its
   first byte (or of the connection), however slowly they trickle in;
 - an idle keep-alive connection: closed after :data:`IDLE_TIMEOUT_SECONDS`;
-- headers: at most :data:`MAX_HEADER_BYTES` in all (which also bounds their count), else
+- headers: at most :data:`MAX_HEADER_BYTES` in all and :data:`MAX_HEADER_COUNT` lines, else
   ``431``; a body: at most :data:`MAX_BODY_BYTES`, else ``413``.
 
 The health endpoints ask callables for their answer:
@@ -43,8 +43,10 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
 from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
+from waitress.utilities import RequestHeaderFieldsTooLarge
 
 from reaper.errors import ConfigError
 from reaper.settings import split_listen
@@ -62,6 +64,8 @@ _INDEX = b"reaper: /metrics (Prometheus), /healthz (alive), /readyz (database an
 MAX_CONNECTIONS = 64
 # A request's headers in all. Prometheus sends ~300 bytes, curl ~100; 16 KiB is 50x that.
 MAX_HEADER_BYTES = 16 * 1024
+# Header lines of a request. Prometheus sends 6, curl 3.
+MAX_HEADER_COUNT = 64
 # No endpoint takes a body.
 MAX_BODY_BYTES = 1024
 # A request must arrive whole within this long of its first byte (slowloris).
@@ -212,8 +216,26 @@ def basic_auth(app: Callable[..., Any], users: Mapping[str, bytes]) -> Callable[
 # -- the server ----------------------------------------------------------------------------------
 
 
+class _Parser(HTTPRequestParser):  # type: ignore[misc]
+    """waitress's request parser, with a limit on the number of header lines."""
+
+    def parse_header(self, header_plus: bytes) -> None:
+        # Lines after the request line (header_plus ends with the blank line).
+        if header_plus.rstrip().count(b"\n") > MAX_HEADER_COUNT:
+            # As waitress answers headers over the size limit: a stand-in request line, and
+            # the error to send (the connection is then closed).
+            super().parse_header(b"GET / HTTP/1.0\r\n")
+            self.error = RequestHeaderFieldsTooLarge(
+                f"more than {MAX_HEADER_COUNT} header lines"
+            )
+            return
+        super().parse_header(header_plus)
+
+
 class _Channel(HTTPChannel):  # type: ignore[misc]
     """A connection that remembers since when it waits for a request to arrive whole."""
+
+    parser_class = _Parser
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -20,7 +20,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from reaper.errors import ConfigError
-from reaper.http import MAX_CONNECTIONS, READ_TIMEOUT_SECONDS, HttpServer, make_app
+from reaper.http import (
+    MAX_CONNECTIONS,
+    MAX_HEADER_COUNT,
+    READ_TIMEOUT_SECONDS,
+    HttpServer,
+    make_app,
+)
 from tests.daemon_helpers import free_port, http_get, kill_leftovers, start_reaper, wait_for
 
 # The repro: ~98 header lines of 65 KB each, never finished.
@@ -163,6 +169,24 @@ def test_oversized_headers_get_431() -> None:
         s.close()
         assert answer == b"" or b" 431 " in answer.split(b"\r\n")[0]
         assert http_get(server.port, "/metrics")[0] == 200
+    finally:
+        server.stop()
+
+
+def test_too_many_header_lines_get_431() -> None:
+    server = _server()
+    try:
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        lines = b"".join(b"X-%d: 1\r\n" % i for i in range(MAX_HEADER_COUNT + 1))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + lines + b"\r\n")
+        answer = s.recv(200)
+        s.close()
+        assert b" 431 " in answer.split(b"\r\n")[0], answer
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        lines = b"".join(b"X-%d: 1\r\n" % i for i in range(MAX_HEADER_COUNT - 2))
+        s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + lines + b"\r\n")
+        assert b" 200 " in s.recv(200).split(b"\r\n")[0]
+        s.close()
     finally:
         server.stop()
 
