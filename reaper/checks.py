@@ -181,6 +181,21 @@ def _server_checks(session: Session) -> list[Finding]:
         )
     else:
         out.append(Finding(ALL_SWEEPS, "role", PASS, role, "not a superuser"))
+        database = str(who["database"])
+        if who["can_create_temp"]:
+            out.append(
+                Finding(ALL_SWEEPS, "role", WARN, f"TEMPORARY on database {database}",
+                        f"role {role} can create temporary tables (PUBLIC holds TEMPORARY on "
+                        "the database by default)",
+                        f"the database owner: REVOKE TEMPORARY ON DATABASE {database} FROM "
+                        "PUBLIC (grant it back to the roles that need it)")
+            )
+        if who["can_create_in_public"]:
+            out.append(
+                Finding(ALL_SWEEPS, "role", WARN, "CREATE on schema public",
+                        f"role {role} can create tables in schema public",
+                        "the schema owner: REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+            )
     return out
 
 
@@ -326,6 +341,14 @@ def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -
     if not missing:
         held = ", ".join(f"{p} on {t}" for t, p in needed)
         yield finding("privileges", PASS, stmts.table, f"role {role} holds {held}")
+    owner = session.rows(sqlfiles.ops("table_owner"), {"table": regclass_text(stmts.table)})
+    superuser = session.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+    if owner and owner[0]["acts_as_owner"] and not superuser:
+        yield finding("privileges", WARN, stmts.table,
+                      f"role {role} owns table {stmts.table} (or is a member of its owner "
+                      f"{owner[0]['owner']}): it may alter, truncate or drop it, whatever the "
+                      "grants say",
+                      "connect as the role of reaper/sql/grants.sql")
 
 
 def _shipped(name: str) -> sqlinfo.IndexSpec | None:

@@ -2,7 +2,8 @@
 
 Every setting of :class:`reaper.settings.Settings` is a flag on each command, with its
 ``REAPER_*`` environment variable; flags and variables win over the TOML file (``--config``),
-which wins over the defaults. Exit codes: 0 every sweep succeeded, 1 a sweep (or the
+which wins over the defaults. Exit codes: 0 every sweep succeeded (3: run-once found every
+sweep's lock held by another session, so nothing ran), 1 a sweep (or the
 database) failed, 2 bad usage or configuration, always with one line on stderr.
 """
 
@@ -22,15 +23,16 @@ import click
 import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from reaper import __version__, checks, errors, indexes, log, status
-from reaper.db import Database
+from reaper.db import Database, dsn_has_password
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
 from reaper.runner import (
     FAILURE,
+    SKIPPED,
     SweepResult,
     check_predicates,
     refuse_unsweepable,
@@ -47,6 +49,8 @@ from reaper.settings import (
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# run-once: every sweep it was asked to run was skipped, its lock held by another session.
+EXIT_ALL_SKIPPED = 3
 ENV_PREFIX = "REAPER"
 
 
@@ -111,14 +115,40 @@ def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
         if ctx is not None
         and ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT
     }
-    return build_settings(
+    settings = build_settings(
         explicit, file_values, source=str(config_path or "config"), labels=labels
+    )
+    global _dsn_on_command_line
+    _dsn_on_command_line = ctx is not None and "dsn" in explicit and \
+        ctx.get_parameter_source("dsn") == click.core.ParameterSource.COMMANDLINE
+    return settings
+
+
+# Set by load_settings: the DSN came from a flag, which every local user can read in `ps`.
+_dsn_on_command_line = False
+_password_warned = False
+
+
+def warn_if_password_on_command_line(settings: Settings) -> None:
+    """Once per process: a warning on stderr when ``--dsn`` on the command line holds a
+    password (visible in ``ps`` and ``/proc/PID/cmdline``), naming the fix."""
+    global _password_warned
+    if _password_warned or not _dsn_on_command_line or not dsn_has_password(settings.dsn):
+        return
+    _password_warned = True
+    structlog.get_logger("reaper.cli").warning(
+        "password_on_command_line",
+        setting="--dsn",
+        fix="every local user can read it in ps; put the password in a password file "
+        "(PGPASSFILE) or the DSN in REAPER_DSN or a service file (docs/security.md)",
     )
 
 
 def open_database(settings: Settings) -> Database:
     """A :class:`Database` configured from ``settings`` (not yet connected)."""
-    return Database.from_settings(settings)
+    db = Database.from_settings(settings)
+    warn_if_password_on_command_line(settings)
+    return db
 
 
 def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:
@@ -192,7 +222,8 @@ def run_once(
 ) -> None:
     """Run the sweeps once, in dependency order, and print one row per sweep.
 
-    Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage.
+    Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage, 3 when every
+    sweep was skipped because another session holds its advisory lock (each holder is named).
     """
     settings = load_settings(config_path, raw)
     sweeps = enabled_sweeps(settings, sweep_names)
@@ -227,7 +258,11 @@ def run_once(
     else:
         print_results(results, dry_run=dry_run)
     failed = any(r.outcome == FAILURE for r in results) or not metrics_written
-    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+    if failed:
+        sys.exit(EXIT_FAILED)
+    # Nothing ran at all: a squatter on the lock keys must not look like a clean run.
+    sys.exit(EXIT_ALL_SKIPPED if results and all(r.outcome == SKIPPED for r in results)
+             else EXIT_OK)
 
 
 def _writable_file(path: Path | None) -> Path | None:
@@ -307,6 +342,7 @@ def run(config_path: Path | None, **raw: Any) -> None:
     sweeps = enabled_sweeps(settings, ())
     _refuse_unsweepable_if_reachable(settings, sweeps)
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
+    warn_if_password_on_command_line(settings)
 
     def on_signal(signum: int, _frame: Any) -> None:
         structlog.get_logger("reaper.cli").info(
@@ -382,8 +418,7 @@ def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep
 
 def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
     """One row per sweep: sweep, table, reason, rows, batches, seconds, outcome."""
-    # Off a terminal rich assumes 80 columns and would truncate names; give it room.
-    console = Console(width=None if sys.stdout.isatty() else 160)
+    console = _console(160)
     table = Table(title="reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""))
     table.add_column("sweep")
     table.add_column("table")
@@ -395,22 +430,26 @@ def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
     for r in results:
         colour = "green" if r.outcome == "success" else "red"
         table.add_row(
-            escape(r.sweep), escape(r.table), escape(r.reason), f"{r.rows:,}", str(r.batches),
-            f"{r.seconds:.3f}",
-            f"[{colour}]{r.outcome}[/{colour}]",
+            r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
+            Text(r.outcome, style=colour),
         )
     console.print(table)
     for r in results:
         if r.error:
-            # The error is the database's text: escaped, so a "[" in it is not markup.
-            console.print(
-                f"[red]{escape(r.sweep)}[/red]: {escape(r.error)}", highlight=False, markup=True
-            )
+            console.print(Text.assemble((r.sweep, "red"), ": ", r.error))
+        for h in r.holders:
+            console.print(Text.assemble((r.sweep, "yellow"), ": skipped, lock held by ",
+                                        h.describe()))
 
 
-def _console() -> Console:
+def _console(width: int = 200) -> Console:
+    """The console every table goes through. Markup, emoji codes and highlighting are off:
+    names and server messages come from the database and the config, and are printed as they
+    are ("[bold]" or ":x:" in a table name is text). Colour goes through rich Text styles."""
     # Off a terminal rich assumes 80 columns and would truncate names; give it room.
-    return Console(width=None if sys.stdout.isatty() else 200)
+    return Console(
+        width=None if sys.stdout.isatty() else width, markup=False, emoji=False, highlight=False
+    )
 
 
 _SWEEP_OPTION = click.option(
@@ -455,14 +494,14 @@ def check_command(
         colours = {checks.PASS: "green", checks.WARN: "yellow", checks.FAIL: "red"}
         for f in findings:
             c = colours[f.status]
-            table.add_row(f.sweep, f.check, f"[{c}]{f.status}[/{c}]", f.subject, f.detail,
+            table.add_row(f.sweep, f.check, Text(f.status, style=c), f.subject, f.detail,
                           f.fix or "")
         console = _console()
         console.print(table)
-        console.print(
-            f"{len(findings)} checks, [red]{len(failed)} failed[/red], "
-            f"{sum(f.status == checks.WARN for f in findings)} warnings"
-        )
+        console.print(Text.assemble(
+            f"{len(findings)} checks, ", (f"{len(failed)} failed", "red"),
+            f", {sum(f.status == checks.WARN for f in findings)} warnings",
+        ))
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
@@ -502,7 +541,7 @@ def indexes_ensure(dry_run: bool, as_json: bool, config_path: Path | None, **raw
             table.add_column(col, overflow="fold")
         for a in actions:
             c = {"failed": "red", "done": "green", "dry_run": "yellow"}.get(a.outcome, "")
-            outcome = f"[{c}]{a.outcome}[/{c}]" if c else a.outcome
+            outcome = Text(a.outcome, style=c)
             table.add_row(a.index, a.table, a.action, outcome, f"{a.seconds:.3f}",
                           a.error or a.detail)
         console = _console()
@@ -510,7 +549,7 @@ def indexes_ensure(dry_run: bool, as_json: bool, config_path: Path | None, **raw
         if dry_run:
             for a in actions:
                 for stmt in a.statements:
-                    console.print(f"{stmt};", highlight=False, markup=False)
+                    console.print(f"{stmt};")
     sys.exit(EXIT_FAILED if any(a.outcome == "failed" for a in actions) else EXIT_OK)
 
 
@@ -522,7 +561,7 @@ class _IndexProgress:
 
         self.live = live
         self._progress = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             TextColumn("{task.fields[phase]}"),
             TimeElapsedColumn(),
@@ -631,7 +670,7 @@ def print_status(rows: Sequence[status.SweepStatus]) -> None:
 
     for r in rows:
         if r.error:
-            table.add_row(r.sweep, r.table, f"[red]{r.error}[/red]", *[""] * 6)
+            table.add_row(r.sweep, r.table, Text(r.error, style="red"), *[""] * 6)
             continue
         backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
         est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
@@ -641,7 +680,11 @@ def print_status(rows: Sequence[status.SweepStatus]) -> None:
             _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
             when(r.last_vacuum), when(r.last_autovacuum),
         )
-    _console().print(table)
+    console = _console()
+    console.print(table)
+    for r in rows:
+        for h in r.lock_holders:
+            console.print(Text.assemble((r.sweep, "yellow"), ": lock held by ", h.describe()))
 
 
 def main(argv: Sequence[str] | None = None) -> None:

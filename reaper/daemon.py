@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -215,7 +216,8 @@ class Daemon:
         )
         self._scheduler.add_listener(self._job_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
         self.http = HttpServer(
-            settings.listen, make_app(registry, self.healthz, self.readyz)
+            settings.listen, make_app(registry, self.healthz, self.readyz),
+            Path(settings.web_config_file) if settings.web_config_file else None,
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -630,7 +632,7 @@ class Daemon:
             with self.db.session(bound=PROBE_BOUND_SECONDS) as session:
                 missing = session.missing_tables(self._tables())
                 refusal, stale = session.write_refusal()
-                lacking = [] if missing else session.missing_privileges(self._privileges())
+                lacking = [] if missing else session.missing_privileges(self._privileges(session))
             if stale:
                 # An ALTER DATABASE/ROLE ... SET default_transaction_read_only since the pool
                 # connected: its sessions keep the old value, new ones get the new one.
@@ -668,12 +670,14 @@ class Daemon:
         elif self._health.set(True, ""):
             self._retry_after_outage()
 
-    def _privileges(self) -> list[tuple[str, str]]:
+    def _privileges(self, session: Session) -> list[tuple[str, str]]:
         """Every ``(table, privilege)`` the scheduled sweeps' batches need (no duplicates)."""
         needed: dict[tuple[str, str], None] = {}
         for sweep in list(self._sweeps.values()):
             with contextlib.suppress(errors.ConfigError):
-                needed.update(dict.fromkeys(self._statements_for(sweep).required_privileges()))
+                needed.update(
+                    dict.fromkeys(self._statements_for(session, sweep).required_privileges())
+                )
         return list(needed)
 
     def _retry_after_outage(self) -> None:

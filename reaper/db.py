@@ -105,11 +105,28 @@ def describe_target(dsn: str | None) -> str:
     return f"{f'{user}@' if user else ''}{host}{f':{port}' if port else ''}/{db}"
 
 
+# A password at least this long is scrubbed wherever it appears; a shorter one only where a
+# password goes (password=..., a URI's user:...@, a quoted token), so that a password "a" or
+# "on" does not turn every "a" or "on" of a message into "***".
+_SCRUB_ANYWHERE_CHARS = 8
+_SCRUB_TOKEN_CHARS = 4
+# Where a password goes, whatever its value: the value is scrubbed even when it is not one we
+# know (a percent-encoded form, a second DSN quoted in a message).
+_PASSWORD_POSITIONS = (
+    # password = 'quoted \' value' | password=value
+    re.compile(r"(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|[^\s'\"]+)", re.IGNORECASE),
+    # scheme://user:value@host
+    re.compile(r"(://[^:/@?#\s]*:)([^@/?#\s]*)(?=@)"),
+)
+
+
 class _Redactor:
-    """Scrubs a connection string's password out of any text."""
+    """Scrubs a connection string's password out of any text: every password of the DSN, of any
+    length, wherever a password goes (``password=``, a URI's ``user:...@``, a quoted token);
+    a long one (8+ characters) wherever it appears, a 4+ character one as a whole token."""
 
     def __init__(self, dsn: str | None) -> None:
-        secrets: list[str] = [dsn or ""]
+        secrets: list[str] = []
         try:
             secrets.append(str(conninfo_to_dict(dsn or "").get("password") or ""))
         except psycopg.ProgrammingError:
@@ -117,14 +134,37 @@ class _Redactor:
             # libpq's complaint may quote it ('invalid percent-encoded token: "Sekr%zz"').
             secrets += re.findall(r"://[^:/@?#]*:([^@/?#]*)@", dsn or "")
             secrets += [a or b for a, b in re.findall(
-                r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'|(\S+))", dsn or ""
+                r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'?|(\S+))", dsn or ""
             )]
-        self._secrets = sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True)
+        self._dsn = dsn or ""
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._patterns = []
+        for secret in self._secrets:
+            quoted = re.escape(secret)
+            if len(secret) >= _SCRUB_ANYWHERE_CHARS:
+                self._patterns.append(re.compile(quoted))
+            elif len(secret) >= _SCRUB_TOKEN_CHARS:
+                self._patterns.append(re.compile(rf"(?<![\w%]){quoted}(?![\w%])"))
+            else:
+                # A quoted token: libpq quotes what it complains about ("...", '...').
+                self._patterns.append(re.compile(rf"(?<=[\"']){quoted}(?=[\"'])"))
 
     def __call__(self, text: str) -> str:
-        for s in self._secrets:
-            text = text.replace(str(s), "***")
+        if self._dsn and len(self._dsn) > 1:
+            text = text.replace(self._dsn, "***")
+        text = _PASSWORD_POSITIONS[0].sub(r"\1***", text)
+        text = _PASSWORD_POSITIONS[1].sub(r"\1***", text)
+        for pattern in self._patterns:
+            text = pattern.sub("***", text)
         return text
+
+
+def dsn_has_password(dsn: str | None) -> bool:
+    """True when the connection string carries a password (False when it does not parse)."""
+    try:
+        return bool(conninfo_to_dict(dsn or "").get("password"))
+    except psycopg.ProgrammingError:
+        return bool(re.search(r"://[^:/@?#]*:[^@/?#]+@|password\s*=", dsn or "", re.IGNORECASE))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -194,12 +234,41 @@ def advisory_lock_key(sweep: str) -> int:
 
 @dataclass(frozen=True)
 class LockHolder:
-    """A session that holds one of a sweep's advisory locks (from pg_stat_activity)."""
+    """A session that holds one of a sweep's advisory locks (from pg_stat_activity).
+
+    ``client`` is an address, ``local`` (a Unix socket) or ``hidden``; ``backend_start``
+    (connected since) and ``state_since`` (in its current state since, e.g. idle since it
+    took the lock) are None where PostgreSQL hides them from reaper's role (they need
+    pg_read_all_stats).
+    """
 
     pid: int
     application_name: str
     client: str
-    backend_start: datetime
+    backend_start: datetime | None
+    user: str = ""
+    state_since: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: times as ISO 8601 (None when hidden)."""
+        return {
+            "pid": self.pid,
+            "user": self.user,
+            "application_name": self.application_name,
+            "client": self.client,
+            "connected_since": self.backend_start.isoformat() if self.backend_start else None,
+            "state_since": self.state_since.isoformat() if self.state_since else None,
+        }
+
+    def describe(self) -> str:
+        """One line: ``pid 123 (user x, application 'psql', client 10.0.0.5, connected since
+        2026-06-01T12:00:00+00:00)``."""
+        since = self.backend_start.isoformat(timespec="seconds") if self.backend_start \
+            else "hidden"
+        return (
+            f"pid {self.pid} (user {self.user or '?'}, application {self.application_name!r}, "
+            f"client {self.client}, connected since {since})"
+        )
 
 
 def regclass_text(table: str) -> str:
@@ -481,6 +550,8 @@ def _bounded(conn: psycopg.Connection[Any], seconds: float | None) -> Iterator[N
         yield
     finally:
         conn.bound = old
+
+
 @dataclass(frozen=True)
 class BatchRows:
     """What one batch did: rows ``deleted``, rows ``selected`` as victims (more than deleted
@@ -987,7 +1058,8 @@ class Session:
         """The other sessions that hold any of the advisory locks ``keys``."""
         with self._errors("advisory lock"), self._conn.cursor() as cur:
             cur.execute(sql.SQL(sqlfiles.engine("advisory_lock_holders")), {"keys": list(keys)})
-            return [LockHolder(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in cur.fetchall()]
+            return [LockHolder(int(r[0]), str(r[1]), str(r[2]), r[3], str(r[4]), r[5])
+                    for r in cur.fetchall()]
 
     def execute_script(self, name: str) -> None:
         """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``)."""

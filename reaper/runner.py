@@ -29,6 +29,7 @@ from reaper.db import (
     BatchRows,
     Database,
     HeapStatements,
+    LockHolder,
     Session,
     SweepStatements,
     advisory_lock_key,
@@ -89,6 +90,7 @@ class SweepResult:
         timed_out_batches: batches that ran past statement_timeout and were retried smaller.
         skipped: rows skipped by reason (``locked``, ``timeout``, ``foreign_key``, ``error``).
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
+        holders: for a skipped run, who held its locks (pid, user, application, client).
         locked_at, unlocked_at: Unix times between which the run held its advisory locks
             and did its work (None when it never got them).
     """
@@ -111,6 +113,7 @@ class SweepResult:
     timed_out_batches: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     lock_holders: list[int] = field(default_factory=list)
+    holders: list[LockHolder] = field(default_factory=list)
     locked_at: float | None = None
     unlocked_at: float | None = None
 
@@ -129,6 +132,7 @@ class SweepResult:
             "dry_run": self.dry_run,
             "cutoffs": {k: v.isoformat() for k, v in self.cutoffs.items()},
             "error": self.error,
+            "lock_holders": [h.as_dict() for h in self.holders],
             "skipped": dict(self.skipped),
         }
 
@@ -637,7 +641,8 @@ def run_sweep(
         with db.session() as session:
             if keys and not session.try_advisory_locks(keys):
                 result.outcome = SKIPPED
-                result.lock_holders = [h.pid for h in session.advisory_lock_holders(keys)]
+                result.holders = session.advisory_lock_holders(keys)
+                result.lock_holders = [h.pid for h in result.holders]
             else:
                 result.locked_at = time.time()
                 try:
@@ -668,8 +673,12 @@ def run_sweep(
         bound.error("sweep_failed", error=result.error, error_type=result.error_type, **fields)
     elif result.outcome == SKIPPED:
         # Another process (a replica, a run-once by hand) runs this sweep or one it depends
-        # on: not an error, the next scheduled run tries again.
-        bound.info("sweep_skipped", lock_holders=result.lock_holders, seconds=fields["seconds"])
+        # on: not an error, the next scheduled run tries again. Or any login squats on the
+        # (publicly computable) keys: the holder is named so that it can be found.
+        bound.info(
+            "sweep_skipped", lock_holders=[h.as_dict() for h in result.holders],
+            seconds=fields["seconds"],
+        )
     else:
         bound.info(
             "sweep_finished", stopped_by=result.stopped_by, locked_at=result.locked_at,

@@ -248,7 +248,8 @@ def test_three_daemons_and_a_run_once_delete_each_row_once(dsn, conn, tmp_path) 
             [*reaper_command(), "run-once", "--json", *common], capture_output=True, text=True,
             timeout=120, env={"PATH": "/usr/bin:/bin", "REAPER_LOG_FORMAT": "json"},
         )
-        assert once.returncode == 0, once.stderr
+        # 3: every sweep was skipped, the daemons holding each lock at that moment.
+        assert once.returncode in (0, 3), once.stderr
         once_results = json.loads(once.stdout)
         wait_for("every garbage row gone", lambda: all(
             c["garbage"] == 0 for c in demo.census(dsn).values()))
