@@ -26,6 +26,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reaper import errors, sqlfiles, sqlinfo
+from reaper.pacing import Sample, Standby
 
 if TYPE_CHECKING:
     from reaper.settings import Settings
@@ -528,6 +529,36 @@ class Session:
         with self._errors(stmts.table):
             value = self.scalar(stmts.backlog_oldest, params)
         return max(float(value), 0.0) if value is not None else 0.0
+
+    def pacing_sample(self, busy_window: float) -> Sample:
+        """What the pacer measures before a batch (``pacing_sample.sql``): the WAL position,
+        the other sessions busy on this database within ``busy_window`` seconds, and every
+        standby's replay position and lag."""
+        with self._errors(), self._conn.cursor() as cur:
+            cur.execute(
+                sql.SQL(sqlfiles.engine("pacing_sample")),
+                {"busy_window": busy_window, "application_name": APPLICATION_NAME},
+            )
+            row = cur.fetchone()
+        if row is None:
+            return Sample()
+        wal, busy, hidden, standbys = row
+        if isinstance(standbys, str):
+            standbys = json.loads(standbys)
+        return Sample(
+            wal_lsn=None if wal is None else int(wal),
+            busy_sessions=int(busy),
+            hidden_sessions=int(hidden),
+            standbys=tuple(
+                Standby(
+                    name=str(s["name"]),
+                    visible=bool(s["visible"]),
+                    replay_lsn=None if s["replay_lsn"] is None else int(s["replay_lsn"]),
+                    replay_lag=None if s["replay_lag"] is None else float(s["replay_lag"]),
+                )
+                for s in standbys
+            ),
+        )
 
     def missing_tables(self, tables: Sequence[str]) -> list[str]:
         """The tables among ``tables`` that do not exist or that this role cannot see."""

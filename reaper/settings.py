@@ -73,6 +73,11 @@ DEFAULT_BACKLOG_LIMIT = 100_000
 # How often the backlog and storage gauges are refreshed (not on every scrape: the backlog
 # count costs tens of milliseconds per sweep).
 DEFAULT_GAUGE_INTERVAL = timedelta(minutes=1)
+# Batches pause while a standby replays more than this far behind the primary (pacing).
+DEFAULT_MAX_REPLICA_LAG = timedelta(seconds=10)
+# While other sessions use the database, batches take at most this share of a run's wall time
+# (bench B4: FIXME).
+DEFAULT_BUSY_SHARE = 0.5
 # After a failed run the sweep retries after failure_backoff, doubling per consecutive
 # failure up to max_failure_backoff (then the success resets it).
 DEFAULT_FAILURE_BACKOFF = timedelta(seconds=30)
@@ -210,6 +215,15 @@ def _fraction(value: Any) -> float:
     f = float(value)
     if not 0.0 <= f <= 1.0:
         raise ValueError(f"must be between 0 and 1, got {f}")
+    return f
+
+
+def _share(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a fraction")
+    f = float(value)
+    if not 0.0 < f <= 1.0:
+        raise ValueError(f"must be more than 0 and at most 1, got {f}")
     return f
 
 
@@ -395,6 +409,20 @@ class Settings:
         _bool,
         "Wait for each batch's WAL flush. Off by default: a crash can at worst undo the last "
         "batches' deletes, which the next sweep repeats (bench --tune: on made B1 ~15% slower).",
+    )
+    max_replica_lag: timedelta | None = _setting(
+        DEFAULT_MAX_REPLICA_LAG,
+        _optional_positive_duration,
+        "Pause batches while any standby (pg_stat_replication) replays further behind than "
+        "this; they resume when it catches up (0: never pause for standbys).",
+        "DURATION",
+    )
+    busy_share: float = _setting(
+        DEFAULT_BUSY_SHARE,
+        _share,
+        "While other sessions use the database, batches take at most this fraction of a "
+        "run's wall time, waiting between them (1: no pause for live traffic).",
+        "FRACTION",
     )
     seq_scan_max_rows: int = _setting(
         DEFAULT_SEQ_SCAN_MAX_ROWS,

@@ -8,7 +8,11 @@ import click
 
 from reaper.cli import cli
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+ROOT = Path(__file__).resolve().parent.parent
+# The README and the documentation pages under docs/.
+README = "\n".join(
+    p.read_text("utf-8") for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+)
 
 
 def commands(group: click.Group, prefix: str = "reaper") -> list[tuple[str, click.Command]]:
