@@ -147,7 +147,9 @@ def reaper_sweep(dsn: str, sweep_name: str, settings: dict[str, Any] | None = No
         raise RuntimeError(f"reaper sweep failed: {out['error']}")
     return Run(label, out["rows"], out["wall"], out["batch_seconds"],
                rss_peak_kib=out["rss_peak_kib"], rss_before_kib=out["rss_before_kib"],
-               strategy=out["strategy"], backend_cpu=out.get("backend_cpu"))
+               strategy=out["strategy"], backend_cpu=out.get("backend_cpu"),
+               extra={"throttled": out["throttled"], "batch_ends": out["batch_ends"],
+                      "stopped_by": out["stopped_by"]})
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -520,14 +520,25 @@ class Session:
         return int(row[0]) if row is not None else 0
 
     def backlog_oldest_seconds(
-        self, stmts: SweepStatements, params: Mapping[str, Any]
+        self, stmts: SweepStatements, params: Mapping[str, Any], limit: int = 1_000
     ) -> float | None:
         """Seconds the oldest eligible row is past its cutoff (0.0 when none is eligible);
-        None when the sweep declares no ``since`` expression."""
+        None when the sweep declares no ``since`` expression.
+
+        The oldest among the first ``limit`` eligible rows the predicate's index finds
+        (``--backlog-limit``, as ``reaper_backlog_rows`` counts): exact when the backlog is
+        under the limit or when the index returns rows oldest first (a ``since`` that is the
+        indexed column), a lower bound otherwise. Run like an index batch: an unbounded
+        ``ORDER BY since`` that no index serves sorted all 10,000 eligible rows of bench B5's
+        table in 236 ms.
+        """
         if stmts.backlog_oldest is None:
             return None
-        with self._errors(stmts.table):
-            value = self.scalar(stmts.backlog_oldest, params)
+        with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+            cur.execute(stmts.backlog_oldest, dict(params, limit=limit))
+            row = cur.fetchone()
+        value = row[0] if row is not None else None
         return max(float(value), 0.0) if value is not None else 0.0
 
     def pacing_sample(self, busy_window: float) -> Sample:

@@ -64,6 +64,8 @@ MAX_PAUSE_SECONDS = 600.0
 # The WAL positions kept to turn a standby's bytes behind into seconds: one per batch; an
 # hour of them at 50 ms per batch.
 HISTORY_LENGTH = 72_000
+# Two WAL positions recorded further apart than this (seconds) are not interpolated between.
+MAX_INTERPOLATED_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -125,14 +127,21 @@ class WalHistory:
                 del self._times[:drop], self._lsns[:drop]
 
     def age(self, lsn: int, now: float) -> float:
-        """Seconds for which WAL after position ``lsn`` has existed: ``now`` minus the first
-        recorded time the primary was past ``lsn`` (0.0 when it never was). A lower bound:
-        WAL written before the first record is dated at the first record."""
+        """Seconds for which WAL after position ``lsn`` has existed (0.0 when the primary never
+        was past it): dated between the two records around ``lsn``, as if the WAL between them
+        had been written at an even rate, so that the error is a fraction of one batch. Between
+        records more than :data:`MAX_INTERPOLATED_SECONDS` apart (the gap between two runs)
+        the later one is taken, and WAL older than the first record is dated at the first
+        record: lower bounds, never a lag that was not there."""
         with self._lock:
             i = bisect.bisect_right(self._lsns, lsn)
             if i >= len(self._lsns):
                 return 0.0
-            return max(now - self._times[i], 0.0)
+            written = self._times[i]
+            if i > 0 and written - self._times[i - 1] <= MAX_INTERPOLATED_SECONDS:
+                t0, l0, l1 = self._times[i - 1], self._lsns[i - 1], self._lsns[i]
+                written = t0 + (written - t0) * (lsn - l0) / max(l1 - l0, 1)
+            return max(now - written, 0.0)
 
 
 def standby_lag(standby: Standby, history: WalHistory, now: float) -> float | None:

@@ -134,9 +134,8 @@ def test_pauses_while_a_standby_is_behind_and_resumes_when_it_catches_up() -> No
         assert pacer(0.05, None) is None
         clock.now += 0.05  # the batch
         batches += 1
-    # It stopped within one batch of the lag passing 10 s (the positions it dates the WAL by
-    # are one batch apart, so the measured lag is short by up to one batch).
-    assert 10.0 <= first_wait[0] - (resume_at - 40.0) <= 10.0 + 2 * 0.05 + 1e-6
+    # It stopped within one batch of the lag passing 10 s.
+    assert 10.0 <= first_wait[0] - (resume_at - 40.0) <= 10.0 + 0.05 + 1e-6
     assert clock.now >= resume_at
     assert pacer.waited["replica_lag"] >= 30.0
     assert pacer.peak_lag >= 10.0
@@ -233,10 +232,13 @@ def test_history_dates_bytes_behind() -> None:
     for i in range(10):
         h.record(100.0 + i, i * 1000)
     assert h.age(9000, 120.0) == 0.0  # caught up
-    assert h.age(4500, 120.0) == pytest.approx(15.0)  # first past 4500 at t=105
+    assert h.age(4500, 120.0) == pytest.approx(15.5)  # written between t=104 and t=105
+    assert h.age(4000, 120.0) == pytest.approx(16.0)  # WAL just after 4000: at t=104
     assert h.age(-1, 120.0) == pytest.approx(20.0)  # older than the records: a lower bound
     h.record(200.0, 10)  # the position went back: another server, start again
     assert h.age(5, 210.0) == pytest.approx(10.0)
+    h.record(300.0, 1010)  # 100 s later: not interpolated, dated at the later record
+    assert h.age(500, 310.0) == pytest.approx(10.0)
     small = WalHistory(length=3)
     for i in range(10):
         small.record(float(i), i)
@@ -247,7 +249,7 @@ def test_standby_lag_takes_the_larger_signal() -> None:
     h = WalHistory()
     h.record(0.0, 0)
     h.record(1.0, 100)
-    assert standby_lag(Standby("s", True, 50, 0.2), h, 5.0) == pytest.approx(4.0)
+    assert standby_lag(Standby("s", True, 50, 0.2), h, 5.0) == pytest.approx(4.5)
     assert standby_lag(Standby("s", True, 100, 0.2), h, 5.0) == pytest.approx(0.2)
     assert standby_lag(Standby("s", True, None, None), h, 5.0) == 0.0
     assert standby_lag(Standby("s", False, None, None), h, 5.0) is None
