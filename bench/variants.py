@@ -26,7 +26,7 @@ from bench.pg import backend_cpu_seconds, compose, connect, timed
 from reaper.settings import build_settings
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, by_name
 
-LIMIT_LOOP_BATCH = 5000  # the figure for the typical peer
+LIMIT_LOOP_BATCH = 5000  # a typical cleaner's batch
 
 
 @dataclass
