@@ -4,5 +4,10 @@
 -- looked at (--backlog-limit, as reaper_backlog_rows counts), so the cost is bounded whatever
 -- the backlog: exact when fewer rows are eligible, or when the index returns them oldest
 -- first (a plain indexed "since" column); a lower bound otherwise. No row: NULL.
-SELECT extract(epoch FROM {cutoff} - min(eligible.since))::float8
-FROM (SELECT ({since}) AS since FROM {table} WHERE ({predicate}) LIMIT %(limit)s) AS eligible
+-- -infinity (and anything before 0001-01-01) counts as 0001-01-01 00:00 UTC, so the age stays
+-- finite (about 6.4e10 s); infinity counts as the cutoff itself (age 0): PostgreSQL cannot
+-- subtract infinite timestamps.
+SELECT extract(epoch FROM {cutoff} - min(least(greatest(eligible.since,
+                                                       '0001-01-01 00:00:00+00'), {cutoff})))::float8
+FROM (SELECT ({since})::timestamptz AS since FROM {table} WHERE ({predicate})
+      LIMIT %(limit)s) AS eligible
