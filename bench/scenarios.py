@@ -307,6 +307,10 @@ def tune(server: Server, template: str, settings_list: list[dict[str, Any]],
     return out
 
 
+# B6 pauses the standby's replay this long after reaper's sweep started.
+PAUSE_AFTER_SECONDS = 0.5
+
+
 @dataclass
 class ReplicaLagRun:
     """B6's figures (times in seconds)."""
@@ -325,10 +329,11 @@ class ReplicaLagRun:
 def replica_lag(rows: int, max_lag: float, hold_seconds: float,
                 say: Callable[[str], None] = print) -> ReplicaLagRun:
     """B6: a throwaway primary and streaming standby (bench.replica); ``rows`` bootstrap
-    members of which half are garbage; the standby's replay is paused as reaper's sweep
-    starts, resumed ``hold_seconds`` after the sweep should have stopped (``max_lag`` after the
-    pause); reaper's batch end times, its throttled seconds and the lag (measured apart, every
-    50 ms, as reaper measures it) tell when it stopped and resumed."""
+    members of which half are garbage. The standby's replay is paused
+    :data:`PAUSE_AFTER_SECONDS` after reaper's sweep starts, and resumed ``hold_seconds``
+    after the sweep should have stopped (``max_lag`` after the pause). reaper's batch end
+    times, its throttled seconds and the lag (measured apart every 50 ms, as reaper
+    measures it) tell when it stopped and resumed."""
     from bench import replica
     from reaper.pacing import Standby, WalHistory, standby_lag
 
@@ -359,11 +364,16 @@ def replica_lag(rows: int, max_lag: float, hold_seconds: float,
                     time.sleep(0.05)
 
         def controller() -> None:
-            replica.set_replay(pair.standby, paused=True)
-            marks["paused"] = time.time()
-            if not done.wait(max_lag + hold_seconds):
-                replica.set_replay(pair.standby, paused=False)
-                marks["resumed"] = time.time()
+            # Paused once batches run: WAL from before the sweep's first measurement is dated
+            # at that measurement (a lower bound), which a daemon's earlier runs would cover.
+            with psycopg.connect(pair.standby, autocommit=True) as standby:
+                if done.wait(PAUSE_AFTER_SECONDS):
+                    return
+                marks["paused"] = time.time()
+                standby.execute("SELECT pg_wal_replay_pause()")
+                if not done.wait(max_lag + hold_seconds):
+                    marks["resumed"] = time.time()
+                    standby.execute("SELECT pg_wal_replay_resume()")
 
         watcher = threading.Thread(target=monitor)
         watcher.start()
@@ -377,6 +387,8 @@ def replica_lag(rows: int, max_lag: float, hold_seconds: float,
             if ctl.is_alive() or ctl.ident is not None:
                 ctl.join()
             watcher.join()
+        if "paused" not in marks:
+            raise RuntimeError("B6: the sweep ended before the standby's replay was paused")
         paused = marks["paused"]
         resumed = marks.get("resumed", math.inf)
         ends = [float(t) for t, _ in run.extra["batch_ends"]]
