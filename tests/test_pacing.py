@@ -253,3 +253,56 @@ def test_standby_lag_takes_the_larger_signal() -> None:
     assert standby_lag(Standby("s", True, 100, 0.2), h, 5.0) == pytest.approx(0.2)
     assert standby_lag(Standby("s", True, None, None), h, 5.0) == 0.0
     assert standby_lag(Standby("s", False, None, None), h, 5.0) is None
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"max_replica_lag": "10"}, "--max-replica-lag: "),  # a duration needs its unit
+        ({"max_replica_lag": "-1s"}, "--max-replica-lag: must be positive"),
+        ({"max_replica_lag": "soon"}, "--max-replica-lag: "),
+        ({"busy_share": "0"}, "--busy-share: must be more than 0 and at most 1"),
+        ({"busy_share": "1.5"}, "--busy-share: must be more than 0 and at most 1"),
+        ({"busy_share": True}, "--busy-share: "),
+        ({"busy_share": "half"}, "--busy-share: "),
+    ],
+)
+def test_pacing_settings_refuse_bad_values(values: dict[str, object], message: str) -> None:
+    from reaper.errors import ConfigError
+    from reaper.settings import build_settings
+
+    with pytest.raises(ConfigError) as exc:
+        build_settings(values)
+    assert str(exc.value).startswith(message)
+    assert "\n" not in str(exc.value)
+
+
+def test_pacing_settings_defaults_and_off() -> None:
+    from datetime import timedelta
+
+    from reaper.settings import build_settings
+
+    s = build_settings({})
+    assert s.max_replica_lag == timedelta(seconds=10) and s.busy_share == 0.5
+    off = build_settings({"max_replica_lag": "0", "busy_share": "1"})
+    assert off.max_replica_lag is None and off.busy_share == 1.0
+    assert build_settings({}, {"max-replica-lag": "2m", "busy_share": 0.25}).max_replica_lag \
+        == timedelta(minutes=2)
+
+
+def test_throttled_seconds_start_at_zero_for_every_sweep_and_reason() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from reaper.metrics import Metrics
+    from reaper.sweeps import BUILTIN_SWEEPS
+
+    registry = CollectorRegistry()
+    metrics = Metrics(BUILTIN_SWEEPS, registry)
+    for sweep in BUILTIN_SWEEPS:
+        for reason in ("replica_lag", "load"):
+            assert registry.get_sample_value(
+                "reaper_throttled_seconds_total", {"sweep": sweep.name, "reason": reason}
+            ) == 0.0
+    metrics.throttled("nodes_silent", "load", 0.25)
+    assert registry.get_sample_value(
+        "reaper_throttled_seconds_total", {"sweep": "nodes_silent", "reason": "load"}) == 0.25
