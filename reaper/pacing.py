@@ -173,6 +173,10 @@ class Pacer:
         wait: waits up to the given seconds; returns True when the run is told to stop.
         throttled: called with ``(reason, seconds)`` after each wait.
         history: the primary's WAL positions (shared by the runs of one database).
+        max_pause: without a time budget, the longest wait for a standby (seconds).
+        told: the warnings already logged (``replica_lag_unknown``, ``load_unknown``,
+            ``pacing_sample_failed``), shared by the runs of one database so that each is
+            logged once per process.
     """
 
     def __init__(
@@ -186,6 +190,7 @@ class Pacer:
         throttled: Callable[[str, float], None] = lambda reason, seconds: None,
         history: WalHistory | None = None,
         max_pause: float = MAX_PAUSE_SECONDS,
+        told: set[str] | None = None,
     ) -> None:
         self.measure = measure
         self.max_replica_lag = max_replica_lag
@@ -197,7 +202,8 @@ class Pacer:
         self.max_pause = max_pause
         self.peak_lag = 0.0
         self.waited: dict[str, float] = dict.fromkeys(REASONS, 0.0)
-        self._told: set[str] = set()
+        # Warnings already logged (shared by the runs of one database: logged once).
+        self._told: set[str] = told if told is not None else set()
 
     def _sample(self) -> Sample | None:
         try:
@@ -293,8 +299,11 @@ class Pacer:
 
 
 # One history of WAL positions per database handle, shared by its runs (a daemon's): a run
-# that starts while a standby is behind already knows how old the WAL it lacks is.
-_HISTORIES: weakref.WeakKeyDictionary[Any, WalHistory] = weakref.WeakKeyDictionary()
+# that starts while a standby is behind already knows how old the WAL it lacks is. With it,
+# the warnings already logged for that database.
+_HISTORIES: weakref.WeakKeyDictionary[Any, tuple[WalHistory, set[str]]] = (
+    weakref.WeakKeyDictionary()
+)
 _HISTORIES_LOCK = threading.Lock()
 
 
@@ -319,9 +328,10 @@ def for_run(
     if lag is None and settings.busy_share >= 1.0:
         return None
     with _HISTORIES_LOCK:
-        history = _HISTORIES.get(db)
-        if history is None:
-            history = _HISTORIES[db] = WalHistory()
+        state = _HISTORIES.get(db)
+        if state is None:
+            state = _HISTORIES[db] = (WalHistory(), set())
+    history, told = state
     event = stop or threading.Event()
 
     def throttled(reason: str, seconds: float) -> None:
@@ -335,4 +345,5 @@ def for_run(
         wait=event.wait,
         throttled=throttled,
         history=history,
+        told=told,
     )
