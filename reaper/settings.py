@@ -140,7 +140,7 @@ def _unit_error(text: str, unit: str) -> ValueError:
         why = f"units are case-sensitive (did you mean {unit.lower()}?)"
     return ValueError(
         f"{text!r} is not a duration: unit {unit!r}: {why or 'unknown unit'}; "
-        f"accepted units: {ACCEPTED_UNITS}"
+        f"accepted units: {ACCEPTED_UNITS} (e.g. 30d, 72h, 90m)"
     )
 
 
