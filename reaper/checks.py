@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from reaper import errors, sqlfiles, sqlinfo
+from reaper import errors, pacing, sqlfiles, sqlinfo
 from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements, regclass_text
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.runner import compute_cutoffs
@@ -100,6 +100,7 @@ def run_checks(
     with db.session() as session:
         findings += _server_checks(session)
         findings.append(_advisory_lock_check(db))
+        findings.append(_pacing_check(session, settings))
         for sweep in sweeps:
             findings += _sweep_checks(session, sweep, settings, now)
     return findings
@@ -197,6 +198,29 @@ def _server_checks(session: Session) -> list[Finding]:
                         "the schema owner: REVOKE CREATE ON SCHEMA public FROM PUBLIC")
             )
     return out
+
+
+def _pacing_check(session: Session, settings: Settings) -> Finding:
+    """The pacer can see what it paces by (``reaper.pacing``): the standbys' positions in
+    ``pg_stat_replication`` and other roles' sessions in ``pg_stat_activity`` need
+    ``pg_read_all_stats`` (part of ``pg_monitor``). A warning, not a failure: without it the
+    sweeps run, unpaced."""
+    subject = "pg_stat_replication, pg_stat_activity"
+    if settings.max_replica_lag is None and settings.busy_share >= 1.0:
+        return Finding(ALL_SWEEPS, "pacing", PASS, subject, "pacing is off")
+    sees_all = bool(session.scalar("SELECT pg_has_role('pg_read_all_stats', 'USAGE')"))
+    sample = session.pacing_sample(pacing.BUSY_WINDOW_SECONDS)
+    standbys = ", ".join(s.name for s in sample.standbys) or "none"
+    if not sees_all:
+        role = str(session.scalar("SELECT current_user::text"))
+        return Finding(
+            ALL_SWEEPS, "pacing", WARN, subject,
+            f"role {role} cannot read the standbys' replay positions (standbys: {standbys}) "
+            "nor other roles' sessions: batches will not pause for replica lag or live traffic",
+            f"GRANT pg_monitor TO {role}",
+        )
+    return Finding(ALL_SWEEPS, "pacing", PASS, subject,
+                   f"standbys and sessions visible (standbys: {standbys})")
 
 
 def _advisory_lock_check(db: Database) -> Finding:

@@ -727,7 +727,7 @@ class Daemon:
                         stmts = self._statements_for(session, sweep)
                         rows = session.backlog_rows(stmts, cutoffs, settings.backlog_limit)
                         oldest = (
-                            session.backlog_oldest_seconds(stmts, cutoffs)
+                            session.backlog_oldest_seconds(stmts, cutoffs, settings.backlog_limit)
                             if rows else (0.0 if sweep.since else None)
                         )
                         self.metrics.set_backlog(sweep.name, rows, oldest)

@@ -29,6 +29,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reaper import errors, sqlfiles, sqlinfo
 from reaper import predicate as predicates
+from reaper.pacing import Sample, Standby
 from reaper.predicate import CatalogObjects, CheckedPredicate
 
 if TYPE_CHECKING:
@@ -993,15 +994,56 @@ class Session:
         return int(row[0]) if row is not None else 0
 
     def backlog_oldest_seconds(
-        self, stmts: SweepStatements, params: Mapping[str, Any]
+        self, stmts: SweepStatements, params: Mapping[str, Any], limit: int = 1_000
     ) -> float | None:
         """Seconds the oldest eligible row is past its cutoff (0.0 when none is eligible);
-        None when the sweep declares no ``since`` expression."""
+        None when the sweep declares no ``since`` expression.
+
+        The oldest among the first ``limit`` eligible rows the predicate's index finds
+        (``--backlog-limit``, as ``reaper_backlog_rows`` counts): exact when the backlog is
+        under the limit or when the index returns rows oldest first (a ``since`` that is the
+        indexed column), a lower bound otherwise. Run like an index batch: an unbounded
+        ``ORDER BY since`` that no index serves sorted all 10,000 eligible rows of bench B5's
+        table in 236 ms.
+        """
         if stmts.backlog_oldest is None:
             return None
-        with self._errors(stmts.table):
-            value = self.scalar(stmts.backlog_oldest, params)
+        with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+            cur.execute(stmts.backlog_oldest, dict(params, limit=limit))
+            row = cur.fetchone()
+        value = row[0] if row is not None else None
         return max(float(value), 0.0) if value is not None else 0.0
+
+    def pacing_sample(self, busy_window: float) -> Sample:
+        """What the pacer measures before a batch (``pacing_sample.sql``): the WAL position,
+        the other sessions busy on this database within ``busy_window`` seconds, and every
+        standby's replay position and lag."""
+        with self._errors(), self._conn.cursor() as cur:
+            cur.execute(
+                sql.SQL(sqlfiles.engine("pacing_sample")),
+                {"busy_window": busy_window, "application_name": APPLICATION_NAME},
+            )
+            row = cur.fetchone()
+        if row is None:
+            return Sample()
+        wal, busy, hidden, standbys = row
+        if isinstance(standbys, str):
+            standbys = json.loads(standbys)
+        return Sample(
+            wal_lsn=None if wal is None else int(wal),
+            busy_sessions=int(busy),
+            hidden_sessions=int(hidden),
+            standbys=tuple(
+                Standby(
+                    name=str(s["name"]),
+                    visible=bool(s["visible"]),
+                    replay_lsn=None if s["replay_lsn"] is None else int(s["replay_lsn"]),
+                    replay_lag=None if s["replay_lag"] is None else float(s["replay_lag"]),
+                )
+                for s in standbys
+            ),
+        )
 
     def missing_tables(self, tables: Sequence[str]) -> list[str]:
         """The tables among ``tables`` that do not exist or that this role cannot see."""

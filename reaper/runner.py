@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from reaper import errors
+from reaper import errors, pacing
 from reaper.batching import BatchSizer, Splitter
 from reaper.db import (
     MIN_HEAP_WALK_VERSION,
@@ -176,6 +176,8 @@ class _Progress:
         self.stop = stop
         self.on_batch = on_batch
         self.started = time.monotonic()
+        # Called before each batch (reaper.pacing): waits while the database asks to.
+        self.pace: Callable[[float | None, float | None], str | None] | None = None
 
     def batch(self, rows: int, seconds: float) -> None:
         r = self.result
@@ -202,7 +204,19 @@ class _Progress:
         )
 
     def should_stop(self) -> str | None:
-        """The reason to stop before the next batch, or None to go on."""
+        """The reason to stop before the next batch, or None to go on (after any wait the
+        pacer asks for: a run still waiting for a standby when its budget ends stops with
+        ``replica_lag``)."""
+        stopped = self._limits()
+        if stopped is not None or self.pace is None:
+            return stopped
+        last = self.result.batch_seconds[-1] if self.result.batches else None
+        deadline = None
+        if self.budget.max_seconds is not None:
+            deadline = self.started + self.budget.max_seconds
+        return self.pace(last, deadline) or self._limits()
+
+    def _limits(self) -> str | None:
         if self.stop is not None and self.stop.is_set():
             return "stop"
         if self.budget.max_rows is not None and self.result.rows >= self.budget.max_rows:
@@ -645,6 +659,8 @@ def run_sweep(
                 result.lock_holders = [h.pid for h in result.holders]
             else:
                 result.locked_at = time.time()
+                if not dry_run:
+                    progress.pace = pacing.for_run(db, session, settings, sweep.name, metrics, stop)
                 try:
                     _sweep_batches(session, sweep, settings, result, progress, now, bound)
                 finally:

@@ -71,13 +71,21 @@ DEFAULT_LISTEN = "127.0.0.1:9465"
 DEFAULT_SHUTDOWN_TIMEOUT = timedelta(seconds=10)
 # Each run is delayed by a random 0..jitter x interval, so replicas and restarts spread out.
 DEFAULT_JITTER = 0.1
-# reaper_backlog_rows counts at most this many rows (an index-served count, LIMITed): 100,000
-# eligible rows took 47 ms to count here (nodes_silent on the demo data, PostgreSQL 15);
-# beyond it the gauge says "at least 100,000", which is all an alert needs to know.
-DEFAULT_BACKLOG_LIMIT = 100_000
+# reaper_backlog_rows counts at most this many rows (an index-served count, LIMITed), and
+# reaper_backlog_oldest_seconds looks at most at as many: each eligible row costs a heap page,
+# so the limit sets a gauge's cost. Bench B5 (10,000,000 requests, 10,000 scattered
+# eligible): about 5-7 ms at 1,000 against 19-22 ms at 100,000 (every eligible row read);
+# beyond it the gauge says "at least 1,000", which is what an alert needs to know.
+DEFAULT_BACKLOG_LIMIT = 1_000
 # How often the backlog and storage gauges are refreshed (not on every scrape: the backlog
 # count costs tens of milliseconds per sweep).
 DEFAULT_GAUGE_INTERVAL = timedelta(minutes=1)
+# Batches pause while a standby replays more than this far behind the primary (pacing).
+DEFAULT_MAX_REPLICA_LAG = timedelta(seconds=10)
+# While other sessions use the database, batches take at most this share of a run's wall time
+# (bench B4, 4 clients refreshing: their p99 during the sweep was 0.98x before it at 0.5 and
+# 1.07x at 0.25, against 1.81x unpaced; a quiet database is swept at full speed whatever it is).
+DEFAULT_BUSY_SHARE = 0.5
 # After a failed run the sweep retries after failure_backoff, doubling per consecutive
 # failure up to max_failure_backoff (then the success resets it).
 DEFAULT_FAILURE_BACKOFF = timedelta(seconds=30)
@@ -260,6 +268,15 @@ def _fraction(value: Any) -> float:
         raise ValueError(f"{_shown(value)} is not a number") from None
     if not 0.0 <= f <= 1.0:  # NaN fails this too
         raise ValueError(f"must be between 0 and 1, got {_shown(value)}")
+    return f
+
+
+def _share(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a fraction")
+    f = float(value)
+    if not 0.0 < f <= 1.0:
+        raise ValueError(f"must be more than 0 and at most 1, got {f}")
     return f
 
 
@@ -573,6 +590,20 @@ class Settings:
         _bool,
         "Wait for each batch's WAL flush. Off by default: a crash can at worst undo the last "
         "batches' deletes, which the next sweep repeats (bench --tune: on made B1 ~15% slower).",
+    )
+    max_replica_lag: timedelta | None = _setting(
+        DEFAULT_MAX_REPLICA_LAG,
+        _optional_positive_duration,
+        "Pause batches while any standby (pg_stat_replication) replays further behind than "
+        "this; they resume when it catches up (0: never pause for standbys).",
+        "DURATION",
+    )
+    busy_share: float = _setting(
+        DEFAULT_BUSY_SHARE,
+        _share,
+        "While other sessions use the database, batches take at most this fraction of a "
+        "run's wall time, waiting between them (1: no pause for live traffic).",
+        "FRACTION",
     )
     timestamp_time_zone: str = _setting(
         DEFAULT_TIMESTAMP_TIME_ZONE,
