@@ -374,6 +374,21 @@ def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
         )
     console.print(table)
     for r in results:
+        for p in r.partitions:
+            verb = {"drop": "dropped", "detach": "detached"}.get(p["action"], p["action"])
+            if dry_run:
+                console.print(
+                    f"{escape(r.sweep)}: would {p['action'].replace('_', ' ')} partition "
+                    f"{escape(p['partition'])} (~{p['estimated_rows']:,} rows, estimated)",
+                    highlight=False,
+                )
+            else:
+                console.print(
+                    f"{escape(r.sweep)}: {verb} partition {escape(p['partition'])} "
+                    f"({p['rows']:,} rows, {p['rows_source']})",
+                    highlight=False,
+                )
+    for r in results:
         if r.error:
             # The error is the database's text: escaped, so a "[" in it is not markup.
             console.print(

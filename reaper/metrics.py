@@ -25,6 +25,7 @@ SWEEP_CHECKS = (
     "index",
     "foreign_key_index",
     "plan",
+    "partitions",
 )
 ALL_SWEEPS = "*"
 # Sweep runs last from milliseconds (nothing to delete) to many minutes (a first backlog).
@@ -47,6 +48,13 @@ class Metrics:
             "reaper_deleted_rows",
             "Rows deleted, by table and reason.",
             ["table", "reason"],
+            registry=registry,
+        )
+        self.dropped_partitions = Counter(
+            "reaper_dropped_partitions",
+            "Partitions wholly past the cutoff removed from a swept table (dropped, or "
+            "detached only with partition_action = detach), by table.",
+            ["table"],
             registry=registry,
         )
         self.sweep_runs = Counter(
@@ -110,6 +118,7 @@ class Metrics:
         """Create every label set of ``sweeps`` at 0 (idempotent)."""
         for s in sweeps:
             self.deleted_rows.labels(table=s.table, reason=s.reason)
+            self.dropped_partitions.labels(table=s.table)
             for outcome in OUTCOMES:
                 self.sweep_runs.labels(sweep=s.name, outcome=outcome)
             self.sweep_duration.labels(sweep=s.name)
@@ -125,6 +134,12 @@ class Metrics:
         """Count one committed batch: ``rows`` deleted in ``seconds``."""
         self.deleted_rows.labels(table=table, reason=reason).inc(rows)
         self.batch_duration.labels(sweep=sweep).observe(seconds)
+
+    def partition_removed(self, table: str, reason: str, rows: int) -> None:
+        """Count one partition removed from ``table`` (dropped or detached) and its ``rows``
+        (counted before the detach, or the catalog's estimate) as deleted for ``reason``."""
+        self.deleted_rows.labels(table=table, reason=reason).inc(rows)
+        self.dropped_partitions.labels(table=table).inc()
 
     def sweep_finished(self, sweep: str, outcome: str, seconds: float) -> None:
         """Count one sweep run with its outcome and duration (seconds)."""

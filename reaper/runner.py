@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from reaper import errors
+from reaper import errors, partitions
 from reaper.db import (
     MIN_HEAP_WALK_VERSION,
     Database,
@@ -83,6 +83,9 @@ class SweepResult:
         contended_batches: optimistic heap-walk batches that met a row a writer held (or ran
             past their time limit) and were redone with row locks.
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
+        partitions: partitions removed whole before the batches (reaper.partitions), each
+            ``{partition, action, rows, rows_source}``; with ``dry_run``, those it would
+            remove, each ``{partition, action, estimated_rows}``.
         locked_at, unlocked_at: Unix times between which the run held its advisory locks
             and did its work (None when it never got them).
     """
@@ -105,6 +108,7 @@ class SweepResult:
     lock_holders: list[int] = field(default_factory=list)
     locked_at: float | None = None
     unlocked_at: float | None = None
+    partitions: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601, seconds rounded to milliseconds."""
@@ -121,6 +125,7 @@ class SweepResult:
             "dry_run": self.dry_run,
             "cutoffs": {k: v.isoformat() for k, v in self.cutoffs.items()},
             "error": self.error,
+            "partitions": self.partitions,
         }
 
 
@@ -465,6 +470,7 @@ def _sweep_batches(
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
+    partitions.retire(session, sweep, settings, result, progress.metrics)
     stmts = session.statements(sweep.table, sweep.predicate)
     params = dict(result.cutoffs)
     if dry_run:
