@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import re
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -235,6 +236,13 @@ class Plan:
     refused: str | None = None
 
 
+def droppable(p: Partition) -> bool:
+    """The partition's own bound proves every row in it past the cutoff, and dropping it
+    drops its rows: a table or a partitioned table, never a DEFAULT partition (whose rows
+    have no bound) nor a foreign table (whose rows live elsewhere)."""
+    return bool(p.expired) and not p.is_default and p.kind in ("r", "p")
+
+
 def _read_tree(
     session: Session, table: str, column: str | None, cutoff: datetime | None
 ) -> list[Partition]:
@@ -290,15 +298,16 @@ def plan(
             if p.parent in chosen:
                 chosen.add(p.relid)
             continue
-        if p.expired and not p.is_default and p.kind in ("r", "p"):
+        if droppable(p):
             chosen.add(p.relid)
             out.drop.append((p, estimate(p)))
-    if out.drop:
+    candidates = [p for p, _ in out.drop] + [p for p in out.pending if droppable(p)]
+    if candidates:
         obstacles = [str(r["format"]) for r in session.rows(
             sqlfiles.strip_comments(sqlfiles.read("partitions/obstacles.sql")),
             {"table": regclass_text(sweep.table)},
         )]
-        not_owned = [p.name for p, _ in out.drop if not p.owned]
+        not_owned = [p.name for p in candidates if not p.owned]
         if obstacles:
             out.refused = f"a drop would differ from deleting the rows: {obstacles[0]}"
         elif not_owned:
@@ -334,6 +343,7 @@ def retire(
     settings: Settings,
     result: SweepResult,
     metrics: Metrics | None,
+    stop: threading.Event | None = None,
 ) -> None:
     """Finish interrupted detaches, then drop (or detach) every partition of ``sweep``'s table
     that its bounds prove wholly past the cutoff; the row batches sweep the rest afterwards.
@@ -345,7 +355,8 @@ def retire(
     ``reaper_dropped_partitions_total``, with one ``partition_dropped`` log line.
 
     A partition whose detach or drop fails (lock_timeout, statement_timeout, a privilege) is
-    logged and left to the row batches; the run goes on.
+    logged and left to the row batches; the run goes on. ``stop`` is checked before each
+    partition: once set, the rest are left for the next run.
 
     Raises:
         ConnectionFailed: the connection is gone (the run fails as any batch would).
@@ -370,7 +381,7 @@ def retire(
         except errors.DatabaseError as exc:
             bound.warning("partition_detach_finalize_failed", partition=p.name, error=str(exc))
             continue
-        if action == DROP and p.expired and not now_plan.refused:
+        if action == DROP and droppable(p) and not now_plan.refused:
             _remove(session, sweep, p, max(p.estimated_rows, 0), action, result, metrics,
                     bound, already_detached=True)
     if now_plan.refused is not None:
@@ -381,6 +392,8 @@ def retire(
         bound.debug("partition_drop_none", reason=now_plan.reason)
         return
     for p, estimated in now_plan.drop:
+        if stop is not None and stop.is_set():
+            return
         if dry_run:
             result.partitions.append({"partition": p.name, "action": action,
                                       "estimated_rows": estimated})

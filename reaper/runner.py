@@ -470,7 +470,7 @@ def _sweep_batches(
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-    partitions.retire(session, sweep, settings, result, progress.metrics)
+    partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
     stmts = session.statements(sweep.table, sweep.predicate)
     params = dict(result.cutoffs)
     if dry_run:

@@ -1,4 +1,5 @@
-"""The README stays true: every command and every flag that `--help` shows is documented."""
+"""The docs stay true: every command and every flag that `--help` shows is documented in the
+README or a page of the docs site."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import click
 
 from reaper.cli import cli
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+ROOT = Path(__file__).resolve().parent.parent
+# The README and the docs site's pages (docs/*.md) together.
+README = "\n".join(
+    p.read_text("utf-8") for p in [ROOT / "README.md", *sorted(ROOT.glob("docs/*.md"))]
+)
 
 
 def commands(group: click.Group, prefix: str = "reaper") -> list[tuple[str, click.Command]]:
