@@ -12,7 +12,7 @@ sweep's whole predicate (docs/partitions.md writes the proof down):
   or below the cutoff (every row of a range partition is below its upper bound; NULL keys
   only ever go to the DEFAULT partition, which is never dropped);
 - nothing makes a drop differ from the deletes: no foreign key references the table, no
-  DELETE trigger or rule, no publication of its deletes.
+  DELETE trigger or rule, no row-level security, no publication of its deletes.
 
 A partition that is itself partitioned on the same column is judged by its own partitions
 when its bound proves nothing; on another column, it is left to the row batches.

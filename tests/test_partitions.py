@@ -360,26 +360,58 @@ def test_timestamp_keys_outside_utc_keep_the_spring_forward_gap(
     assert "events_early" not in partitions(conn)
 
 
-def test_a_foreign_key_to_the_table_or_a_delete_trigger_keeps_every_partition(
-    dsn: str, conn: psycopg.Connection[Any], db: Database
+OBSTACLES = {
+    "trigger events_audit": [
+        "CREATE TABLE audit (n int)",
+        "CREATE FUNCTION audit_delete() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN INSERT INTO audit VALUES (1); RETURN OLD; END $$",
+        "CREATE TRIGGER events_audit AFTER DELETE ON events "
+        "FOR EACH ROW EXECUTE FUNCTION audit_delete()",
+    ],
+    "foreign key": [
+        "ALTER TABLE events ADD PRIMARY KEY (id, created_at)",
+        "CREATE TABLE refs (event_id bigint, event_at timestamptz, FOREIGN KEY "
+        "(event_id, event_at) REFERENCES events (id, created_at) ON DELETE CASCADE)",
+        "INSERT INTO refs SELECT id, created_at FROM events WHERE key LIKE 'go-2025%%'",
+    ],
+    "row-level security": [
+        "ALTER TABLE events_2025_07 ENABLE ROW LEVEL SECURITY",
+    ],
+    "publication": [
+        "DO $$ DECLARE r record; BEGIN FOR r IN SELECT inhrelid::regclass AS t "
+        "FROM pg_inherits WHERE inhparent = 'events'::regclass LOOP "
+        "EXECUTE format('ALTER TABLE %s REPLICA IDENTITY FULL', r.t); END LOOP; END $$",
+        "CREATE PUBLICATION events_pub FOR TABLE events",
+    ],
+}
+
+
+@pytest.mark.parametrize("obstacle", list(OBSTACLES))
+def test_what_would_make_a_drop_differ_from_the_deletes_keeps_every_partition(
+    dsn: str, conn: psycopg.Connection[Any], db: Database, obstacle: str
 ) -> None:
     create_events(conn)
     seed(conn, STRADDLE_CUTOFF)
-    conn.execute("CREATE TABLE audit (n int)")
-    conn.execute("CREATE FUNCTION audit_delete() RETURNS trigger LANGUAGE plpgsql AS "
-                 "$$ BEGIN INSERT INTO audit VALUES (1); RETURN OLD; END $$")
-    conn.execute("CREATE TRIGGER events_audit AFTER DELETE ON events "
-                 "FOR EACH ROW EXECUTE FUNCTION audit_delete()")
+    for stmt in OBSTACLES[obstacle]:
+        conn.execute(stmt)
     before = partitions(conn)
     settings, sweep = events_settings(dsn)
     with structlog.testing.capture_logs() as logs:
-        result, _ = sweep_once(db, settings, sweep)
+        result, metrics = sweep_once(db, settings, sweep)
     assert partitions(conn) == before
     assert all(k.startswith("stay-") for k in keys(conn))
-    # The trigger fired once per deleted row: what dropping would have skipped.
-    assert conn.execute("SELECT count(*) FROM audit").fetchone() == (result.rows,)
+    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 0
     refused = [e for e in logs if e["event"] == "partition_drop_refused"]
-    assert refused and "trigger events_audit" in refused[0]["reason"]
+    assert refused and obstacle in refused[0]["reason"]
+    if obstacle.startswith("trigger"):
+        # The trigger fired once per deleted row: what dropping would have skipped.
+        assert conn.execute("SELECT count(*) FROM audit").fetchone() == (result.rows,)
+    if obstacle == "foreign key":
+        # The deletes cascaded: a detach would have failed or left the references dangling.
+        assert conn.execute("SELECT count(*) FROM refs").fetchone() == (0,)
+    findings = [f for f in checks.run_checks(db, [sweep], settings, now=NOW)
+                if f.check == "partitions"]
+    assert [f.status for f in findings] == ["warn"]
 
 
 def test_a_role_that_does_not_own_the_table_never_drops_and_check_fails(

@@ -2,8 +2,9 @@
 -- rows one by one, as one line each (none: a drop removes exactly what the deletes would):
 -- a foreign key that references the table or one of its partitions (a delete would cascade,
 -- restrict or set null; a detach fails or skips that), a DELETE trigger (a drop fires none),
--- a rule ON DELETE, and a publication that replicates deletes (a subscriber would keep the
--- rows of a dropped partition).
+-- a rule ON DELETE, row-level security (a delete removes only the rows its policies show),
+-- and a publication that replicates deletes (a subscriber would keep the rows of a dropped
+-- partition).
 WITH RECURSIVE tree AS (
     SELECT %(table)s::regclass::oid AS relid
     UNION ALL
@@ -21,6 +22,10 @@ UNION ALL
 SELECT format('rule %%s on %%s rewrites DELETE', r.rulename, r.ev_class::regclass)
 FROM pg_rewrite r
 WHERE r.ev_class IN (SELECT relid FROM tree) AND r.ev_type = '4'
+UNION ALL
+SELECT format('row-level security is enabled on %%s', c.oid::regclass)
+FROM pg_class c
+WHERE c.oid IN (SELECT relid FROM tree) AND c.relrowsecurity
 UNION ALL
 SELECT format('publication %%s replicates its deletes', pub.pubname)
 FROM pg_publication pub

@@ -1,4 +1,4 @@
--- Every partition below %(table)s (a regclass name), at every level, with what the proof of
+-- Every partition below %(table)s (a regclass name; none when no such table), at every level, with what the proof of
 -- partition retention needs (docs/partitions.md): its parent's partition key (strategy,
 -- number of columns, the one column's name and type), its bound as PostgreSQL prints it,
 -- whether that bound's upper end lies at or below %(cutoff)s, its estimated rows, and whether
@@ -11,7 +11,7 @@ WITH RECURSIVE tree AS (
            1 AS level
     FROM pg_inherits i
     JOIN pg_class root ON root.oid = i.inhparent AND root.relkind = 'p'
-    WHERE i.inhparent = %(table)s::regclass
+    WHERE i.inhparent = to_regclass(%(table)s)
     UNION ALL
     SELECT i.inhrelid, i.inhparent, i.inhdetachpending, t.level + 1
     FROM pg_inherits i
