@@ -360,6 +360,39 @@ def test_timestamp_keys_outside_utc_keep_the_spring_forward_gap(
     assert "events_early" not in partitions(conn)
 
 
+@pytest.mark.parametrize(("column_type", "timezone", "dropped"), [
+    # In UTC a timestamp or date converts to the same instant: the bound is exact.
+    ("timestamp", "UTC", True),
+    ("date", "Etc/UTC", True),
+    ("timestamptz", "Asia/Tokyo", True),
+    # Elsewhere the conversion depends on the zone's offsets: a bound on the cutoff itself
+    # proves nothing (the rows are swept in batches instead).
+    ("timestamp", "Asia/Tokyo", False),
+    ("date", "America/New_York", False),
+])
+def test_a_bound_on_the_cutoff_is_exact_where_the_key_converts_exactly(
+    dsn: str, conn: psycopg.Connection[Any], column_type: str, timezone: str, dropped: bool
+) -> None:
+    conn.execute(f"ALTER DATABASE {conn.info.dbname} SET timezone = '{timezone}'")
+    conn.execute(f"CREATE TABLE events (key text, created_at {column_type}) "
+                 "PARTITION BY RANGE (created_at)")
+    # The November partition's upper bound is the cutoff (2025-12-01 00:00) in the key's
+    # own terms: UTC for timestamptz, the local date or time otherwise.
+    conn.execute("CREATE TABLE events_nov PARTITION OF events FOR VALUES FROM "
+                 "('2025-11-01 00:00+00') TO ('2025-12-01 00:00+00')"
+                 if column_type == "timestamptz" else
+                 "CREATE TABLE events_nov PARTITION OF events FOR VALUES FROM "
+                 "('2025-11-01') TO ('2025-12-01')")
+    conn.execute("CREATE TABLE events_rest PARTITION OF events DEFAULT")
+    conn.execute("INSERT INTO events VALUES ('nov', '2025-11-15'), ('dec', '2025-12-15')")
+    settings, sweep = events_settings(dsn, retention="1d")
+    with Database.from_settings(settings) as fresh:
+        result = run_sweep(fresh, sweep, settings, now=ON_BOUND_CUTOFF + timedelta(days=1))
+    assert result.outcome == "success", result.error
+    assert ("events_nov" not in partitions(conn)) is dropped
+    assert keys(conn) == {"dec"}
+
+
 OBSTACLES = {
     "trigger events_audit": [
         "CREATE TABLE audit (n int)",
