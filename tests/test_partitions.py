@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from reaper import checks
 from reaper.db import Database
+from reaper.errors import ConfigError
 from reaper.metrics import Metrics
 from reaper.partitions import NotProven, key_bound
 from reaper.runner import SweepResult, run_sweep
@@ -106,10 +107,10 @@ def table_exists(conn: psycopg.Connection[Any], name: str) -> bool:
 
 def events_settings(
     dsn: str, retention: str = STRADDLE, predicate: str = "created_at < %(cutoff)s",
-    **values: Any,
+    sweep_values: dict[str, Any] | None = None, **values: Any,
 ) -> tuple[Settings, Sweep]:
     body = {"table": "events", "reason": "expired", "predicate": predicate,
-            "retention": retention}
+            "retention": retention, **(sweep_values or {})}
     settings = build_settings({"dsn": dsn, **values}, {"sweeps": {"events": body}})
     sweep = next(s for s in configured_sweeps(settings) if s.name == "events")
     return settings, sweep
@@ -274,6 +275,23 @@ def test_off_never_drops_and_detach_keeps_the_table(
     assert conn.execute("SELECT count(*) FROM events_2025_06").fetchone() == (5,)
     assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 6
     assert {p["action"] for p in result.partitions} == {"detach"}
+
+
+def test_a_sweep_of_its_own_chooses_its_partition_action(
+    dsn: str, conn: psycopg.Connection[Any], db: Database
+) -> None:
+    create_events(conn)
+    seed(conn, STRADDLE_CUTOFF)
+    before = partitions(conn)
+    settings, sweep = events_settings(dsn, sweep_values={"partition_action": "off"},
+                                      partition_action="drop")
+    assert settings.partition_action_for("events") == "off"
+    assert settings.partition_action_for("nodes_silent") == "drop"
+    sweep_once(db, settings, sweep)
+    assert partitions(conn) == before
+    assert all(k.startswith("stay-") for k in keys(conn))
+    with pytest.raises(ConfigError, match="partition_action"):
+        events_settings(dsn, sweep_values={"partition_action": "truncate"})
 
 
 def test_the_default_partition_is_never_dropped(
