@@ -42,9 +42,10 @@ RETENTION_DELTA = timedelta(days=180)
 WRITERS = 2
 WRITER_THINK_SECONDS = 0.005
 BEFORE_SECONDS = 2.0
-# The seed's "now": fixed, so that every variant (and every run) cuts at the same instant.
+# The seed's "now": fixed, so that every variant (and every run) cuts at the same instant. The
+# cutoff falls in the middle of its month: the boundary partition holds half a month of
+# garbage, what a first run meets on average (--now moves it).
 NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)
-CUTOFF = NOW - RETENTION_DELTA
 SWEEP = {"table": "events", "reason": "expired", "predicate": "created_at < %(cutoff)s",
          "retention": RETENTION}
 
@@ -53,46 +54,47 @@ def month_start(year: int, month: int) -> datetime:
     return datetime(year + (month - 1) // 12, (month - 1) % 12 + 1, 1, tzinfo=UTC)
 
 
-def partition_bounds() -> list[tuple[datetime, datetime]]:
-    """The 24 months up to and including NOW's, as [start, end)."""
-    first = NOW.month - (MONTHS - 1)
-    return [(month_start(NOW.year, first + i), month_start(NOW.year, first + i + 1))
+def partition_bounds(now: datetime) -> list[tuple[datetime, datetime]]:
+    """The 24 months up to and including ``now``'s, as [start, end)."""
+    first = now.month - (MONTHS - 1)
+    return [(month_start(now.year, first + i), month_start(now.year, first + i + 1))
             for i in range(MONTHS)]
 
 
-def seed(rows: int) -> Callable[[psycopg.Connection[Any]], None]:
-    """Fill: ``events`` with ``rows`` rows spread evenly from the first month's start to NOW."""
+def seed(rows: int, now: datetime = NOW) -> Callable[[psycopg.Connection[Any]], None]:
+    """Fill: ``events`` with ``rows`` rows spread evenly from the first month's start to
+    ``now``."""
 
     def fill(conn: psycopg.Connection[Any]) -> None:
         conn.execute(
             "CREATE TABLE events (id bigint NOT NULL, created_at timestamptz NOT NULL, "
             "kind text NOT NULL, payload text NOT NULL) PARTITION BY RANGE (created_at)"
         )
-        for start, end in partition_bounds():
+        for start, end in partition_bounds(now):
             conn.execute(
                 f"CREATE TABLE events_{start:%Y_%m} PARTITION OF events "
                 f"FOR VALUES FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
             )
-        first = partition_bounds()[0][0]
+        first = partition_bounds(now)[0][0]
         conn.execute(
             "INSERT INTO events (id, created_at, kind, payload) "
             "SELECT i, %(first)s + (%(now)s - %(first)s) * (i::float8 / %(rows)s), "
             "'seed', md5(i::text) FROM generate_series(1, %(rows)s) AS i",
-            {"first": first, "now": NOW, "rows": rows},
+            {"first": first, "now": now, "rows": rows},
         )
         conn.execute("CREATE INDEX ON events (created_at)")
 
     return fill
 
 
-def fingerprint(conn: psycopg.Connection[Any]) -> tuple[int, str, int]:
+def fingerprint(conn: psycopg.Connection[Any], cutoff: datetime) -> tuple[int, str, int]:
     """``(rows kept, hash of them, rows past the cutoff)`` over the seeded rows."""
     row = conn.execute(
         "SELECT count(*) FILTER (WHERE created_at >= %(c)s), "
         "coalesce(sum(hashtextextended(id::text || created_at::text || payload, 0)) "
         "         FILTER (WHERE created_at >= %(c)s), 0)::text, "
         "count(*) FILTER (WHERE created_at < %(c)s) FROM events WHERE kind = 'seed'",
-        {"c": CUTOFF},
+        {"c": cutoff},
     ).fetchone()
     assert row is not None
     return int(row[0]), str(row[1]), int(row[2])
@@ -111,8 +113,9 @@ class Writers:
     """Threads inserting one row at a time into the newest partition (at the pinned NOW);
     latencies by phase."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, now: datetime) -> None:
         self.dsn = dsn
+        self.now = now
         self.phase = "before"
         self.latencies: dict[str, list[float]] = {"before": [], "during": []}
         self.errors: list[str] = []
@@ -125,7 +128,7 @@ class Writers:
                 t0 = time.perf_counter()
                 try:
                     conn.execute("INSERT INTO events VALUES (0, %(at)s, 'writer', 'w')",
-                                 {"at": NOW})
+                                 {"at": self.now})
                 except psycopg.Error as exc:
                     self.errors.append(str(exc).splitlines()[0])
                 self.latencies[self.phase].append(time.perf_counter() - t0)
@@ -144,16 +147,16 @@ class Writers:
             t.join()
 
 
-def plain_delete(dsn: str) -> Run:
+def plain_delete(dsn: str, now: datetime) -> Run:
     with connect(dsn) as conn:
         t0 = time.perf_counter()
         cur = conn.execute("DELETE FROM events WHERE created_at < %(cutoff)s",
-                           {"cutoff": CUTOFF})
+                           {"cutoff": now - RETENTION_DELTA})
         return Run("a. one plain DELETE", max(cur.rowcount, 0), time.perf_counter() - t0)
 
 
-def reaper_sweep(dsn: str, action: str, label: str) -> Run:
-    spec = {"dsn": dsn, "partition_action": action}
+def reaper_sweep(dsn: str, now: datetime, action: str, label: str) -> Run:
+    spec = {"dsn": dsn, "partition_action": action, "now": now.isoformat()}
     proc = subprocess.run(
         [sys.executable, "-m", "bench.b7", "--child", json.dumps(spec)],
         capture_output=True, text=True, check=False,
@@ -186,7 +189,7 @@ def child(spec: dict[str, Any]) -> int:
         with db.session() as session:
             session.now()
         t0 = time.perf_counter()
-        result = run_sweep(db, sweep, settings, now=NOW)
+        result = run_sweep(db, sweep, settings, now=datetime.fromisoformat(spec["now"]))
         wall = time.perf_counter() - t0
     out = result.as_dict()
     out.update(wall=wall, batch_seconds=result.batch_seconds)
@@ -194,37 +197,41 @@ def child(spec: dict[str, Any]) -> int:
     return 0
 
 
-def run(server: Server, rows: int = B7_ROWS, say: Callable[[str], None] = print) -> str:
+def run(server: Server, rows: int = B7_ROWS, say: Callable[[str], None] = print,
+        now: datetime = NOW) -> str:
     """B7 on ``server``: seed once, run the three variants on copies; Markdown."""
     t0 = time.perf_counter()
-    template = server.seed(f"b7_{rows}", seed(rows))
+    cutoff = now - RETENTION_DELTA
+    template = server.seed(f"b7_{rows}_{now:%Y%m%d}", seed(rows, now))
     say(f"  seeded {rows:,} rows in 24 monthly partitions in {time.perf_counter() - t0:.0f} s")
     with psycopg.connect(server.dsn_of(template)) as conn:
-        before = fingerprint(conn)
+        before = fingerprint(conn, cutoff)
     steps: list[tuple[str, Callable[[str], Run]]] = [
-        ("a", plain_delete),
-        ("b", lambda dsn: reaper_sweep(dsn, "off", "b. reaper row sweep (partition_action=off)")),
-        ("c", lambda dsn: reaper_sweep(dsn, "drop", "c. reaper sweep (partition_action=drop)")),
+        ("a", lambda dsn: plain_delete(dsn, now)),
+        ("b", lambda dsn: reaper_sweep(
+            dsn, now, "off", "b. reaper row sweep (partition_action=off)")),
+        ("c", lambda dsn: reaper_sweep(
+            dsn, now, "drop", "c. reaper sweep (partition_action=drop)")),
     ]
     results: list[tuple[Run, Writers, int, tuple[int, str, int], int]] = []
     for _, step in steps:
         with server.clone(template) as dsn:
-            with Writers(dsn) as writers:
+            with Writers(dsn, now) as writers:
                 wal0, _ = wal_and_checkpoints(dsn)
                 res = step(dsn)
                 wal1, _ = wal_and_checkpoints(dsn)
             res.wal_bytes = wal1 - wal0
             with psycopg.connect(dsn, autocommit=True) as conn:
-                after = fingerprint(conn)
+                after = fingerprint(conn, cutoff)
                 dead = dead_tuples(conn)
         say(f"  {res.variant}: {res.rows:,} rows in {res.seconds:.2f} s")
         results.append((res, writers, dead, after, len(writers.errors)))
     server.release(template)
-    return table(results, before, rows)
+    return table(results, before, rows, cutoff)
 
 
 def table(results: list[tuple[Run, Writers, int, tuple[int, str, int], int]],
-          before: tuple[int, str, int], rows: int) -> str:
+          before: tuple[int, str, int], rows: int, cutoff: datetime) -> str:
     lines = []
     for res, writers, dead, after, errors in results:
         b, d = writers.latencies["before"], writers.latencies["during"]
@@ -254,7 +261,7 @@ def table(results: list[tuple[Run, Writers, int, tuple[int, str, int], int]],
             f"\nTargets: (b)/(c) wall = {b.seconds / c.seconds:.1f}x (target >= 20x); "
             f"(c)/(b) WAL = {100 * (c.wal_bytes or 0) / max(b.wal_bytes or 1, 1):.2f}% "
             f"(target <= 1%). WAL includes the writers' inserts. {before[0]:,} seeded rows "
-            f"are at or after the cutoff ({CUTOFF:%Y-%m-%d %H:%M} UTC)."
+            f"are at or after the cutoff ({cutoff:%Y-%m-%d %H:%M} UTC)."
         )
     return "\n".join(out) + "\n"
 
@@ -264,6 +271,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rows", type=int, default=B7_ROWS, help="rows to seed (default 10,000,000)")
     p.add_argument("--dsn", default=None, help="server DSN (default: REAPER_BENCH_DSN, "
                    "REAPER_TEST_DSN, else an embedded PostgreSQL)")
+    p.add_argument("--now", default=NOW.isoformat(), type=datetime.fromisoformat,
+                   help=f"the pinned clock (default {NOW.isoformat()}; the cutoff is 180 "
+                   "days earlier)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -276,8 +286,8 @@ def main(argv: list[str]) -> int:
     with devserver.server(env) as dsn:
         server = Server(dsn)
         try:
-            print(run(server, args.rows, say=lambda t: print(t, file=sys.stderr, flush=True)),
-                  flush=True)
+            print(run(server, args.rows, say=lambda t: print(t, file=sys.stderr, flush=True),
+                      now=args.now), flush=True)
         finally:
             server.drop_all()
     return 0
