@@ -109,7 +109,7 @@ def steady_state(server: Server, rows: int, eligible_every: int,
         params = dict(cutoffs(conn, sweep), batch_size=5000)
         plan = "\n".join(
             str(r[0]) for r in conn.execute(
-                psycopg.sql.SQL("EXPLAIN {}").format(stmts.index_batch), params).fetchall()
+                psycopg.sql.SQL("EXPLAIN {}").format(stmts.index_plan), params).fetchall()
         )
     return runs, template, plan
 

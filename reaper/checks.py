@@ -8,7 +8,7 @@ column, a role that cannot delete. Every check here is derived from the sweep's 
 (its table, predicate and ``indexes``), the catalog and EXPLAIN, so sweeps declared in a
 config file are checked exactly like the built-in ones.
 
-Every check needs only what the sweeps need (SELECT, DELETE, UPDATE on one column) and what
+Every check needs only what the sweeps need (SELECT and DELETE) and what
 any role may read (``pg_index``, ``pg_constraint``, ``pg_locks``, ``has_table_privilege``).
 """
 
@@ -226,11 +226,12 @@ def _sweep_checks(
     try:
         stmts = session.statements(sweep.table, sweep.predicate)
         leaves = session.rows(sqlfiles.ops("table_leaves"), {"table": regclass_text(sweep.table)})
-    except errors.DatabaseError as exc:
+    except (errors.DatabaseError, errors.RelationRefused) as exc:
         out.append(finding("table", FAIL, sweep.table, str(exc)))
         return out
     relnames = {str(r["relname"]) for r in leaves}
     guarded("columns", sweep.table, lambda: _columns(session, sweep, finding))
+    guarded("time_zone", sweep.table, lambda: _wall_times(session, sweep, settings, finding))
     guarded("privileges", sweep.table, lambda: _privileges(session, stmts, finding))
 
     plan: dict[str, Any] | None = None
@@ -241,7 +242,7 @@ def _sweep_checks(
         batch = dict(params, batch_size=settings.batch_size_for(sweep.name))
         # Planned as it runs: sequential scans off (index_batch_settings.sql), so a Seq Scan
         # left in the plan is one that no index can replace.
-        plan = session.explain(stmts.index_batch, batch, index_batch=True, context=sweep.table)
+        plan = session.explain(stmts.index_plan, batch, index_batch=True, context=sweep.table)
     except errors.ObjectMissing as exc:
         out.append(finding("columns", FAIL, sweep.table, f"the batch does not plan: {exc}",
                            "fix the predicate or the schema"))
@@ -278,6 +279,41 @@ def _columns(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Fi
                       f"every column the predicate uses exists: {', '.join(used)}")
 
 
+# Column types without a time zone: PostgreSQL reads them in the session's TimeZone (which
+# reaper pins to timestamp_time_zone) when it compares them with a cutoff.
+_WALL_TIME_TYPES = {"timestamp": "timestamp without time zone", "date": "date"}
+
+
+def _wall_times(
+    session: Session, sweep: Sweep, settings: Settings, finding: _FindingFn
+) -> Iterator[Finding]:
+    """Warn about each column without time zone that the predicate compares with a cutoff:
+    its values are wall times, and only timestamp_time_zone says in which zone."""
+    types = {
+        r["column_name"]: r["base_type"]
+        for r in session.rows(sqlfiles.ops("table_columns"), {"table": regclass_text(sweep.table)})
+    }
+    compared: list[str] = []
+    for expr in sqlinfo.cutoff_expressions(sweep.table, sweep.predicate):
+        compared += [c for c in sqlinfo.columns_used(sweep.table, expr) if c not in compared]
+    zone = settings.timestamp_time_zone
+    relname = sweep.table.split(".")[-1]
+    for column in compared:
+        kind = _WALL_TIME_TYPES.get(str(types.get(column)))
+        if kind is None:
+            continue
+        yield finding(
+            "time_zone", WARN, f"{relname}.{column}",
+            f"column {column} of {sweep.table} is {kind}: reaper reads its values as wall "
+            f"times in {zone} (timestamp_time_zone) when it compares them with a cutoff; if "
+            "the application writes another zone's wall times, rows are kept or deleted "
+            "that many hours off",
+            f"set timestamp_time_zone to the zone the application writes {column} in, or "
+            f"ALTER TABLE {sweep.table} ALTER {column} TYPE timestamptz USING {column} AT "
+            f"TIME ZONE '{zone}'",
+        )
+
+
 def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -> Iterator[Finding]:
     needed = stmts.required_privileges()
     missing = session.missing_privileges(needed)
@@ -286,12 +322,10 @@ def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -
         why = {
             "SELECT": "to find the garbage",
             "DELETE": "to delete it",
-            "UPDATE": "on at least one column, for SELECT ... FOR UPDATE SKIP LOCKED",
         }[privilege]
         yield finding("privileges", FAIL, f"{privilege} on {table}",
                       f"role {role} lacks {privilege} on table {table} ({why})",
-                      f"GRANT {privilege}{' (<one column>)' if privilege == 'UPDATE' else ''} "
-                      f"ON {table} TO {role}")
+                      f"GRANT {privilege} ON {table} TO {role}")
     if not missing:
         held = ", ".join(f"{p} on {t}" for t, p in needed)
         yield finding("privileges", PASS, stmts.table, f"role {role} holds {held}")

@@ -29,7 +29,7 @@ from reaper import __version__, checks, errors, indexes, log, status
 from reaper.db import Database
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
-from reaper.runner import FAILURE, SweepResult, run_sweep
+from reaper.runner import FAILURE, SweepResult, refuse_unsweepable, run_sweep
 from reaper.settings import (
     SETTING_FIELDS,
     Settings,
@@ -197,6 +197,7 @@ def run_once(
         db.check_advisory_locks()
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
+        refuse_unsweepable(db, sweeps)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
         live = sys.stderr.isatty() and not as_json and not dry_run
@@ -297,6 +298,7 @@ def run(config_path: Path | None, **raw: Any) -> None:
 
     settings = load_settings(config_path, raw)
     sweeps = enabled_sweeps(settings, ())
+    _refuse_unsweepable_if_reachable(settings, sweeps)
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -331,6 +333,21 @@ def run(config_path: Path | None, **raw: Any) -> None:
         click.echo(f"reaper: {daemon.fatal}", err=True)
         _exit_now(daemon.fatal_exit_code, clean)
     _exit_now(EXIT_OK, clean)
+
+
+def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]) -> None:
+    """Exit 2 (RelationRefused) when a sweep's table is a relation reaper cannot delete from;
+    a database that cannot be reached now is left to the daemon, which waits for it."""
+    db = open_database(settings)
+    try:
+        db.check_connection()
+    except errors.ConnectionFailed:
+        return
+    try:
+        with db:
+            refuse_unsweepable(db, sweeps)
+    except errors.ConnectionFailed:
+        return
 
 
 def _exit_now(code: int, clean: bool) -> None:
@@ -572,6 +589,7 @@ def status_command(
     db = open_database(settings)
     db.check_connection()
     with db:
+        refuse_unsweepable(db, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))

@@ -14,8 +14,8 @@ import logging
 import re
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -23,6 +23,7 @@ import psycopg.errors
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.rows import dict_row
+from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reaper import errors, sqlfiles, sqlinfo
@@ -41,6 +42,10 @@ LOCK_NOT_HELD = (
 )
 # TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
 MIN_HEAP_WALK_VERSION = 140000
+# A batch waits at most this long for a row lock a writer holds (never longer than the
+# session's lock_timeout): then it fails, and the runner splits it until the held row is
+# alone. Far below deadlock_timeout (1 s by default), so reaper always gives up first.
+BATCH_LOCK_TIMEOUT_MS = 5
 
 _log = logging.getLogger(__name__)
 
@@ -92,6 +97,19 @@ def _first_line(exc: BaseException) -> str:
 @contextlib.contextmanager
 def translate_errors(redact: _Redactor, context: str = "") -> Iterator[None]:
     """Re-raise psycopg errors as :mod:`reaper.errors`, password scrubbed, context prefixed."""
+    try:
+        with _translate(redact, context):
+            yield
+    except errors.DatabaseError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, psycopg.Error) and exc.sqlstate is None:
+            exc.sqlstate = cause.sqlstate
+            exc.server_context = cause.diag.context
+        raise
+
+
+@contextlib.contextmanager
+def _translate(redact: _Redactor, context: str = "") -> Iterator[None]:
     prefix = f"{context}: " if context else ""
     try:
         yield
@@ -168,13 +186,11 @@ class TableStats:
         estimated_rows: ``pg_class.reltuples`` (-1 when never vacuumed or analyzed).
         analyzed_blocks: ``pg_class.relpages``, heap blocks when last analyzed.
         blocks: heap blocks now (``pg_relation_size`` / block size).
-        partitioned: a partitioned table: its own heap is empty, its rows are in partitions.
     """
 
     estimated_rows: int
     analyzed_blocks: int
     blocks: int
-    partitioned: bool = False
 
     @property
     def rows_per_block(self) -> float:
@@ -184,11 +200,112 @@ class TableStats:
         return self.estimated_rows / self.analyzed_blocks
 
 
+# Why reaper refuses to delete from a relation of each kind (pg_class.relkind) other than an
+# ordinary table ('r') and a partitioned table ('p', whose rows are in its partitions).
+REFUSED_KINDS = {
+    "v": "a view: its rows belong to the tables it reads; declare a sweep of each of those",
+    "m": "a materialized view: REFRESH MATERIALIZED VIEW replaces its rows, DELETE cannot",
+    "f": "a foreign table: its rows live on another server, where a tuple id names no row "
+         "reaper can delete safely; sweep the table on that server",
+    "S": "a sequence",
+    "i": "an index",
+    "I": "a partitioned index",
+    "c": "a composite type",
+    "t": "a TOAST table",
+}
+
+# The only key that builds a Heap: Session.heaps holds it, after the catalog said relkind 'r'.
+_CATALOG_PROOF = object()
+
+
+@dataclass(frozen=True)
+class Heap:
+    """One ordinary table (``pg_class.relkind = 'r'``): a heap of its own, in which a tuple
+    id names exactly one row. Built only by :meth:`Session.heaps` from the catalog; every
+    statement that deletes is composed from one Heap and reads it ``FROM ONLY``, so no batch
+    can reach a row of another relation (an inheritance child, a partition).
+
+    Attributes:
+        oid: ``pg_class.oid``.
+        schema, name: its schema and name.
+        stats: its size from the catalog when the run began.
+
+    Raises:
+        TypeError: built by anything but :meth:`Session.heaps`.
+    """
+
+    oid: int
+    schema: str
+    name: str
+    stats: TableStats
+    proof: object = field(repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.proof is not _CATALOG_PROOF:
+            raise TypeError("a Heap is read from the catalog (Session.heaps), never built")
+
+    @property
+    def qualified(self) -> str:
+        """``schema.name``, for logs."""
+        return f"{self.schema}.{self.name}"
+
+
+class HeapStatements:
+    """The statements that delete one sweep's garbage from one :class:`Heap`.
+
+    ``alias`` is the declared table's name, so that a predicate that names its columns as
+    ``table.column`` reads the same in every heap.
+    """
+
+    def __init__(self, heap: Heap, table: str, predicate: str) -> None:
+        self.heap = heap
+        parts = {
+            "heap": sql.Identifier(heap.schema, heap.name),
+            "alias": sql.Identifier(table.split(".", 1)[-1]),
+            "predicate": sql.SQL(predicate),
+        }
+
+        def compose(name: str) -> sql.Composed:
+            return sql.SQL(sqlfiles.engine(name)).format(**parts)
+
+        self.heap_batch = compose("heap_batch")
+        self.index_batch = compose("index_batch")
+        self.heap_first_victim = compose("heap_first_victim")
+        self.index_first_victim = compose("index_first_victim")
+        self.delete_row = compose("delete_row")
+        self.count_eligible = compose("heap_count_eligible")
+        self.sample_eligible = compose("sample_eligible")
+
+
+def utc_instant(value: datetime) -> datetime:
+    """``value`` as an aware datetime in UTC, the one form in which reaper does arithmetic
+    on instants (exact: UTC has no DST).
+
+    Raises:
+        ValueError: ``value`` is naive (a wall time without a zone is no instant).
+    """
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{value!r} has no time zone: a wall time is not an instant")
+    return value.astimezone(UTC)
+
+
+class _UtcTimestamptzLoader(TimestamptzLoader):
+    def load(self, data: Any) -> datetime:
+        return utc_instant(super().load(data))
+
+
+class _UtcTimestamptzBinaryLoader(TimestamptzBinaryLoader):
+    def load(self, data: Any) -> datetime:
+        return utc_instant(super().load(data))
+
+
 class SweepStatements:
     """A sweep's statements, composed once from the engine templates and its predicate.
 
     ``table`` goes through :class:`psycopg.sql.Identifier`; the predicate is SQL that
-    reaper ships or that was checked when its config was loaded.
+    reaper ships or that was checked when its config was loaded. The statements that delete
+    are per heap (``heaps``, from :meth:`Session.statements`); those that only read (backlog,
+    oldest row, plans) read the declared table, which covers the same rows.
     """
 
     def __init__(
@@ -196,25 +313,16 @@ class SweepStatements:
         table: str,
         predicate: str,
         *,
-        partitioned: bool = False,
+        heaps: Sequence[Heap] = (),
         since: str = "",
         cutoff_param: str = "cutoff",
-        stats: TableStats | None = None,
     ) -> None:
         self.table = table
-        self.partitioned = partitioned
-        # The catalog's view of the table when the run began (Session.statements reads it
-        # once; the strategy choice and the heap walk both use it).
-        self.stats = stats
+        self.heaps = tuple(HeapStatements(h, table, predicate) for h in heaps)
         parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
-        self.heap_batch = sql.SQL(sqlfiles.engine("heap_batch")).format(**parts)
-        self.heap_batch_optimistic = sql.SQL(sqlfiles.engine("heap_batch_optimistic")).format(
-            **parts
-        )
-        # A tuple id is unique only within one partition: a partitioned table's batch names
-        # each victim by (tableoid, ctid), which costs a hash join the plain table is spared.
-        index_template = "index_batch_partitioned" if partitioned else "index_batch"
-        self.index_batch = sql.SQL(sqlfiles.engine(index_template)).format(**parts)
+        # What a batch reads, planned over the declared table (reaper check): one victims
+        # query through the predicate's index, across every heap the table covers.
+        self.index_plan = sql.SQL(sqlfiles.engine("index_plan")).format(**parts)
         self.count_eligible = sql.SQL(sqlfiles.engine("count_eligible")).format(**parts)
         self.estimate_eligible = sql.SQL(sqlfiles.engine("estimate_eligible")).format(**parts)
         self._parts = parts
@@ -226,7 +334,10 @@ class SweepStatements:
             self.backlog_oldest = sql.SQL(sqlfiles.engine("backlog_oldest")).format(
                 since=sql.SQL(since), cutoff=sql.Placeholder(cutoff_param), **parts
             )
-        self.sample_eligible = sql.SQL(sqlfiles.engine("sample_eligible")).format(**parts)
+        self.sample_eligible = sql.SQL(sqlfiles.engine("sample_eligible")).format(
+            heap=parts["table"], alias=sql.Identifier(table.split(".", 1)[-1]),
+            predicate=parts["predicate"],
+        )
 
     @property
     def tables_read(self) -> tuple[str, ...]:
@@ -243,16 +354,46 @@ class SweepStatements:
         """``SELECT least(min(expr), ...) FROM table WHERE predicate`` over ``expressions``,
         SQL text taken from the predicate itself (:func:`reaper.sqlinfo.cutoff_expressions`)."""
         oldest = sql.SQL("least({})").format(
-            sql.SQL(", ").join(sql.SQL("min({})").format(sql.SQL(e)) for e in expressions)
+            sql.SQL(", ").join(
+                sql.SQL("min(({})::timestamptz)").format(sql.SQL(e)) for e in expressions
+            )
         )
         return sql.SQL(sqlfiles.engine("oldest_eligible")).format(oldest=oldest, **self._parts)
 
     def required_privileges(self) -> list[tuple[str, str]]:
-        """``(table, privilege)`` pairs the batches need: SELECT on every table read; DELETE
-        and UPDATE (on at least one column, for FOR UPDATE SKIP LOCKED) on the swept table."""
-        need = [(self.table, p) for p in ("SELECT", "DELETE", "UPDATE")]
+        """``(table, privilege)`` pairs the batches need: SELECT on every table read, DELETE on
+        the swept table. No UPDATE: batches take no row lock (``FOR UPDATE``) and can change
+        no row. PostgreSQL checks a partition's or an inheritance child's own privileges when
+        it is named directly, as every batch names its heap: each heap needs SELECT and
+        DELETE too."""
+        need = [(self.table, p) for p in ("SELECT", "DELETE")]
+        for h in self.heaps:
+            if h.heap.qualified != self.table and h.heap.name != self.table:
+                need += [(h.heap.qualified, p) for p in ("SELECT", "DELETE")]
         need += [(t, "SELECT") for t in self.tables_read[1:]]
         return need
+
+
+@dataclass(frozen=True)
+class BatchRows:
+    """What one batch did: rows ``deleted``, rows ``selected`` as victims (more than deleted
+    when a concurrent transaction changed a victim so that the predicate no longer holds),
+    and the ``last`` tuple id selected, ``(block, offset)`` (heap walk only; None when none)."""
+
+    deleted: int
+    selected: int
+    last: tuple[int, int] | None = None
+
+
+def parse_tid(text: str) -> tuple[int, int]:
+    """``'(12,3)'`` -> ``(12, 3)``."""
+    block, offset = text.strip("()").split(",")
+    return int(block), int(offset)
+
+
+def tid_text(tid: tuple[int, int]) -> str:
+    """``(12, 3)`` -> ``'(12,3)'``, for a ``::tid`` parameter."""
+    return f"({tid[0]},{tid[1]})"
 
 
 class Session:
@@ -266,6 +407,11 @@ class Session:
     def __init__(self, conn: psycopg.Connection[Any], redact: _Redactor) -> None:
         self._conn = conn
         self._redact = redact
+        # Every timestamptz crosses into Python as a UTC instant, whatever the session's
+        # TimeZone: Python subtracts aware datetimes of one ZoneInfo on wall-clock time, so a
+        # cutoff computed from a Sydney now() across a DST change would be an hour off.
+        conn.adapters.register_loader("timestamptz", _UtcTimestamptzLoader)
+        conn.adapters.register_loader("timestamptz", _UtcTimestamptzBinaryLoader)
 
     @property
     def server_version(self) -> int:
@@ -382,34 +528,62 @@ class Session:
             return None if row is None else row[0]
 
     def now(self, pinned: datetime | None = None) -> datetime:
-        """The database clock's now(), or ``pinned`` as the database reads it (tests)."""
-        value = self.scalar(sqlfiles.engine("now"), {"now": pinned})
-        assert isinstance(value, datetime)
-        return value
+        """The database clock's now(), or ``pinned`` as the database reads it (tests), as a
+        UTC instant (:func:`utc_instant`): the one reading from which cutoffs are computed.
 
-    def table_stats(self, table: str) -> TableStats:
-        """The catalog's view of ``table``'s size.
+        Raises:
+            ValueError: ``pinned`` is naive.
+        """
+        value = self.scalar(
+            sqlfiles.engine("now"), {"now": None if pinned is None else utc_instant(pinned)}
+        )
+        assert isinstance(value, datetime)
+        return utc_instant(value)
+
+    def heaps(self, table: str) -> list[Heap]:
+        """The heaps ``table`` covers, from the catalog: itself when it is an ordinary table,
+        and every inheritance child and partition at any depth that is one. A partitioned
+        table (or a partitioned child) has no heap of its own and adds none.
 
         Raises:
             ObjectMissing: no such table.
+            RelationRefused: ``table``, or a relation it covers, is of a kind reaper cannot
+                delete rows from by tuple id (a view, a foreign table, a materialized view,
+                ...): names it and says why.
         """
-        with self._errors(table), self._conn.cursor() as cur:
-            cur.execute(
-                sql.SQL(sqlfiles.engine("table_stats")),
-                {"table": regclass_text(table)},
+        with self._errors(table), self._conn.cursor(row_factory=dict_row) as cur:
+            cur.execute(sql.SQL(sqlfiles.engine("heaps")), {"table": regclass_text(table)})
+            rows = cur.fetchall()
+        out: list[Heap] = []
+        for r in rows:
+            kind = str(r["relkind"])
+            if kind == "p":
+                continue
+            if kind != "r":
+                why = REFUSED_KINDS.get(kind, f"a relation of kind {kind!r}")
+                where = "is" if r["declared"] else (
+                    f"covers {r['schema']}.{r['name']}, which is"
+                )
+                raise errors.RelationRefused(
+                    f"table {table} {where} {why}; reaper deletes only from ordinary tables "
+                    "(and the partitions and inheritance children of one)"
+                )
+            stats = TableStats(
+                int(r["estimated_rows"]), int(r["analyzed_blocks"]), int(r["blocks"])
             )
-            row = cur.fetchone()
-        assert row is not None
-        return TableStats(int(row[0]), int(row[1]), int(row[2]), bool(row[3]))
+            out.append(Heap(int(r["oid"]), str(r["schema"]), str(r["name"]), stats,
+                            proof=_CATALOG_PROOF))
+        return out
 
     def statements(self, table: str, predicate: str) -> SweepStatements:
-        """A sweep's statements for ``table`` as the catalog describes it (partitioned or not).
+        """A sweep's statements for ``table``: its deletes composed per heap it covers
+        (:meth:`heaps`).
 
         Raises:
             ObjectMissing: no such table.
+            RelationRefused: a relation reaper cannot delete from by tuple id.
         """
-        stats = self.table_stats(table)
-        return SweepStatements(table, predicate, partitioned=stats.partitioned, stats=stats)
+        return SweepStatements(table, predicate, heaps=self.heaps(table))
 
     def estimate_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> float:
         """The planner's estimate of the rows the predicate matches (a plan, no scan)."""
@@ -421,20 +595,25 @@ class Session:
         return float(doc[0]["Plan"]["Plan Rows"])
 
     def sample_eligible(
-        self, stmts: SweepStatements, params: Mapping[str, Any], percent: float
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        percent: float,
     ) -> tuple[int, int]:
         """``(eligible, sampled)``: rows matching the predicate among the rows of a
-        ``percent``-% sample of the table's blocks (TABLESAMPLE SYSTEM: only those are read)."""
-        with self._errors(stmts.table), self._conn.cursor() as cur:
-            cur.execute(stmts.sample_eligible, dict(params, percent=percent))
+        ``percent``-% sample of one heap's blocks (TABLESAMPLE SYSTEM: only those are read)."""
+        with self._sweep_errors(stmts), self._conn.cursor() as cur:
+            cur.execute(hs.sample_eligible, dict(params, percent=percent))
             row = cur.fetchone()
         assert row is not None
         return int(row[0]), int(row[1])
 
     def count_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> int:
-        """The rows the predicate matches now, counted (dry run)."""
+        """The rows the predicate matches now, counted heap by heap in the heaps a run deletes
+        from (dry run: the count a real run would delete, on the same data)."""
+        total = 0
         with self._sweep_errors(stmts):
-            return int(self.scalar(stmts.count_eligible, params))
+            for hs in stmts.heaps:
+                total += int(self.scalar(hs.count_eligible, params))
+        return total
 
     def oldest_eligible(
         self, stmts: SweepStatements, params: Mapping[str, Any], expressions: Sequence[str]
@@ -447,57 +626,102 @@ class Session:
             value = self.scalar(stmts.oldest_eligible(expressions), params)
         return value if isinstance(value, datetime) else None
 
-    def delete_heap_range(
+    def delete_heap_batch(
         self,
         stmts: SweepStatements,
+        hs: HeapStatements,
         params: Mapping[str, Any],
-        first_block: int,
+        first: tuple[int, int],
         end_block: int,
-        *,
-        optimistic: bool = False,
-    ) -> int:
-        """One heap-walk batch: delete the garbage in blocks [first_block, end_block).
+        limit: int,
+        skip: Sequence[tuple[int, int]] = (),
+    ) -> BatchRows:
+        """One heap-walk batch: delete the first ``limit`` garbage rows (in tuple id order) of
+        heap ``hs`` from tuple id ``first`` to block ``end_block`` (excluded), minus ``skip``.
 
-        One transaction. Rows a writer holds are skipped (``FOR UPDATE SKIP LOCKED``); with
-        ``optimistic``, the rows are deleted without locking them first, and a row a writer
-        holds fails the whole batch within 1 ms instead. Returns the rows deleted.
+        One transaction, no row lock: a row a writer holds fails the batch within
+        ``BATCH_LOCK_TIMEOUT_MS``. Returns what it did; ``last`` is the last tuple id selected.
 
         Raises:
-            StatementTimeout: (optimistic) a writer holds a row of the range, or the batch ran
-                past half of deadlock_timeout; nothing was deleted.
+            StatementTimeout: past statement_timeout (SQLSTATE 57014) or a row a writer held
+                (55P03); nothing was deleted.
+            DatabaseError: any other failure of the delete (a foreign key, a trigger), with
+                its ``sqlstate``; nothing was deleted.
         """
-        p = dict(params, first_tid=f"({first_block},0)", end_tid=f"({end_block},0)")
-        if optimistic:
-            return self._delete(
-                stmts.heap_batch_optimistic, p, stmts,
-                before=sqlfiles.engine("optimistic_batch_settings"),
-            )
-        return self._delete(stmts.heap_batch, p, stmts)
+        p = dict(params, first_tid=tid_text(first), end_tid=tid_text((end_block, 0)),
+                 limit=limit, skip=[tid_text(t) for t in skip])
+        return self._batch(hs.heap_batch, p, stmts)
 
     def delete_index_batch(
-        self, stmts: SweepStatements, params: Mapping[str, Any], batch_size: int
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
+        limit: int,
+        skip: Sequence[tuple[int, int]] = (),
+    ) -> BatchRows:
+        """One index-served batch: delete at most ``limit`` garbage rows of heap ``hs``, minus
+        ``skip``. One transaction, no row lock; raises as :meth:`delete_heap_batch`."""
+        p = dict(params, limit=limit, skip=[tid_text(t) for t in skip])
+        return self._batch(hs.index_batch, p, stmts, index=True)
+
+    def first_victim(
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
+        skip: Sequence[tuple[int, int]] = (),
+        first: tuple[int, int] | None = None,
+        end_block: int | None = None,
+    ) -> tuple[int, int] | None:
+        """The tuple id of one garbage row of heap ``hs`` (not in ``skip``): the first of the
+        range from ``first`` to ``end_block`` when given, else one found through the
+        predicate's index. None when there is none. Reads only."""
+        p: dict[str, Any] = dict(params, skip=[tid_text(t) for t in skip])
+        if first is not None and end_block is not None:
+            p.update(first_tid=tid_text(first), end_tid=tid_text((end_block, 0)))
+            stmt = hs.heap_first_victim
+        else:
+            stmt = hs.index_first_victim
+        with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
+            if stmt is hs.index_first_victim:
+                cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+            cur.execute(stmt, p)
+            row = cur.fetchone()
+        return parse_tid(str(row[0])) if row is not None and row[0] is not None else None
+
+    def delete_row(
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
+        tid: tuple[int, int],
     ) -> int:
-        """One index-served batch: delete at most ``batch_size`` garbage rows.
+        """Delete the row at ``tid`` of heap ``hs`` if the predicate still holds for it (0 or
+        1 row). One transaction; raises as :meth:`delete_heap_batch`."""
+        with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(sqlfiles.engine("batch_settings")),
+                        {"lock_timeout_ms": BATCH_LOCK_TIMEOUT_MS})
+            cur.execute(hs.delete_row, dict(params, tid=tid_text(tid)))
+            return max(cur.rowcount, 0)
 
-        One transaction; rows a writer holds are skipped. Returns the rows deleted.
-        """
-        return self._delete(
-            stmts.index_batch, dict(params, batch_size=batch_size), stmts,
-            before=sqlfiles.engine("index_batch_settings"),
-        )
-
-    def _delete(
+    def _batch(
         self,
         stmt: sql.Composed,
         params: Mapping[str, Any],
         stmts: SweepStatements,
-        before: str | None = None,
-    ) -> int:
+        *,
+        index: bool = False,
+    ) -> BatchRows:
         with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
-            if before is not None:
-                cur.execute(sql.SQL(before))
+            cur.execute(sql.SQL(sqlfiles.engine("batch_settings")),
+                        {"lock_timeout_ms": BATCH_LOCK_TIMEOUT_MS})
+            if index:
+                cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
             cur.execute(stmt, params)
-            return max(cur.rowcount, 0)
+            row = cur.fetchone()
+        assert row is not None
+        return BatchRows(int(row[0]), int(row[1]), parse_tid(row[2]) if row[2] else None)
 
     def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
         """The catalog's estimated rows of each existing table in ``tables``."""
@@ -600,6 +824,10 @@ class Database:
         synchronous_commit: wait for each batch's WAL flush.
         connect_timeout: how long :meth:`session` waits for a connection.
         max_connections: the pool's size.
+        time_zone: every session's TimeZone (``timestamp_time_zone``): the zone in which
+            PostgreSQL reads a timestamp-without-time-zone or date column compared with a
+            cutoff. Pinned, so that no server, database, role, DSN or PGTZ setting changes
+            what a comparison means.
     """
 
     @classmethod
@@ -613,6 +841,7 @@ class Database:
             synchronous_commit=settings.synchronous_commit,
             connect_timeout=settings.connect_timeout,
             max_connections=max_connections,
+            time_zone=settings.timestamp_time_zone,
         )
 
     def __init__(
@@ -625,6 +854,7 @@ class Database:
         synchronous_commit: bool = False,
         connect_timeout: timedelta = timedelta(seconds=10),
         max_connections: int = 4,
+        time_zone: str = "UTC",
     ) -> None:
         self.dsn = dsn or ""
         self.target = describe_target(dsn)
@@ -638,6 +868,8 @@ class Database:
             "synchronous_commit": "on" if synchronous_commit else "off",
             # A generic plan cannot know the cutoff, and could pick a full scan for a batch.
             "plan_cache_mode": "force_custom_plan",
+            # What a wall time without a time zone means in a comparison with a cutoff.
+            "TimeZone": time_zone,
         }
         try:
             self._conninfo = make_conninfo(

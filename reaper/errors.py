@@ -10,6 +10,12 @@ from __future__ import annotations
 class ReaperError(Exception):
     """reaper failed."""
 
+    # The database's SQLSTATE for an error that a statement raised (None otherwise).
+    sqlstate: str | None = None
+    # Where the server was when the statement failed (its CONTEXT line, e.g. ``while
+    # deleting tuple (0,5) in relation "nodes"``), or None.
+    server_context: str | None = None
+
     def __init__(self, message: str | None = None) -> None:
         super().__init__(message or (self.__doc__ or "").strip())
 
@@ -20,6 +26,11 @@ class ConfigError(ReaperError):
     Raised at startup, before any database work; the CLI prints the message as one line and
     exits with code 2.
     """
+
+
+class RelationRefused(ConfigError):
+    """The sweep's table is, or covers, a relation reaper cannot delete rows from by tuple
+    id (a view, a foreign table, a materialized view, ...)."""
 
 
 class DatabaseError(ReaperError):

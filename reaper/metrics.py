@@ -28,6 +28,8 @@ SWEEP_CHECKS = (
     "partitions",
 )
 ALL_SWEEPS = "*"
+# Why a row was skipped (reaper_skipped_rows_total's reason label; reaper.runner.SKIP_REASONS).
+SKIP_REASONS = ("locked", "timeout", "foreign_key", "error")
 # Sweep runs last from milliseconds (nothing to delete) to many minutes (a first backlog).
 SWEEP_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 # Batches aim at DEFAULT_BATCH_TARGET_SECONDS (50 ms); statement_timeout caps them (10 s).
@@ -55,6 +57,15 @@ class Metrics:
             "Partitions wholly past the cutoff removed from a swept table (dropped, or "
             "detached only with partition_action = detach), by table.",
             ["table"],
+            registry=registry,
+        )
+        self.skipped_rows = Counter(
+            "reaper_skipped_rows",
+            "Rows a sweep left although they were eligible, by table and reason: a writer held "
+            "the row (locked: tried again next run), its delete alone ran past "
+            "statement_timeout (timeout), a foreign key refused it (foreign_key), or another "
+            "error (error).",
+            ["table", "reason"],
             registry=registry,
         )
         self.sweep_runs = Counter(
@@ -119,6 +130,8 @@ class Metrics:
         for s in sweeps:
             self.deleted_rows.labels(table=s.table, reason=s.reason)
             self.dropped_partitions.labels(table=s.table)
+            for why in SKIP_REASONS:
+                self.skipped_rows.labels(table=s.table, reason=why)
             for outcome in OUTCOMES:
                 self.sweep_runs.labels(sweep=s.name, outcome=outcome)
             self.sweep_duration.labels(sweep=s.name)
@@ -140,6 +153,10 @@ class Metrics:
         (counted before the detach, or the catalog's estimate) as deleted for ``reason``."""
         self.deleted_rows.labels(table=table, reason=reason).inc(rows)
         self.dropped_partitions.labels(table=table).inc()
+
+    def row_skipped(self, table: str, reason: str) -> None:
+        """Count one eligible row of ``table`` that a run skipped, by ``reason``."""
+        self.skipped_rows.labels(table=table, reason=reason).inc()
 
     def sweep_finished(self, sweep: str, outcome: str, seconds: float) -> None:
         """Count one sweep run with its outcome and duration (seconds)."""

@@ -43,11 +43,11 @@ from pglast.enums import A_Expr_Kind, BoolExprType
 from reaper import errors, sqlfiles
 from reaper.db import MIN_HEAP_WALK_VERSION as MIN_CONCURRENT_DETACH_VERSION
 from reaper.db import Session, compose_relations, regclass_text
+from reaper.settings import FULL_TABLE_MIN_ROWS, Settings
 
 if TYPE_CHECKING:
     from reaper.metrics import Metrics
     from reaper.runner import SweepResult
-    from reaper.settings import Settings
     from reaper.sweeps import Sweep
 
 log = structlog.get_logger("reaper.partitions")
@@ -178,6 +178,7 @@ class Partition:
         schema_name, relname, parent_schema, parent_name: names, for the DDL and the logs.
         kind: pg_class.relkind (``r`` a table, ``p`` partitioned itself, ``f`` foreign).
         estimated_rows: pg_class.reltuples (-1: never analyzed); 0 for a partitioned one.
+        heap_bytes: pg_relation_size (0 for a partitioned one).
         strategy, key_columns, key_column, key_type: the parent's partition key.
         bound: the bound as PostgreSQL prints it (``FOR VALUES FROM (...) TO (...)``).
         is_default, detach_pending, owned, parent_has_default: as named.
@@ -191,6 +192,7 @@ class Partition:
     relname: str
     kind: str
     estimated_rows: int
+    heap_bytes: int
     parent_schema: str
     parent_name: str
     strategy: str
@@ -254,10 +256,14 @@ def _read_tree(
 
 
 def plan(
-    session: Session, sweep: Sweep, cutoffs: Mapping[str, datetime]
+    session: Session, sweep: Sweep, cutoffs: Mapping[str, datetime], settings: Settings
 ) -> Plan:
     """What partition retention would do to ``sweep``'s table with ``cutoffs``: read from the
     catalog in the sweep's session (its TimeZone is the one the batches compare under).
+
+    The full-table interlock holds for drops as for the batches: when the partitions to drop
+    hold at least ``max_eligible_fraction`` of the table's heap bytes (a table of
+    FULL_TABLE_MIN_ROWS rows or more by the catalog), none is dropped.
 
     Raises:
         DatabaseError: the catalog could not be read.
@@ -316,9 +322,41 @@ def plan(
                 f"role {role} does not own {not_owned[0]} or its parent (detaching and "
                 "dropping a partition needs ownership)"
             )
+    if out.refused is None and out.drop:
+        out.refused = _interlock(tree, out.drop, settings.max_eligible_fraction_for(sweep.name))
     if out.refused is None and not out.drop and not out.reason:
         out.reason = "no partition is wholly past the cutoff"
     return out
+
+
+def _interlock(
+    tree: list[Partition], drop: list[tuple[Partition, int]], max_fraction: float
+) -> str | None:
+    """Why the drops would empty (nearly) the whole table, or None. Measured in heap bytes,
+    which need no ANALYZE; the row count (reltuples) only decides whether the table is large
+    enough for the interlock to apply."""
+    if max_fraction >= 1.0:
+        return None
+    rows = sum(max(p.estimated_rows, 0) for p in tree)
+    total = sum(p.heap_bytes for p in tree if not p.detach_pending)
+    children: dict[int, list[Partition]] = {}
+    for p in tree:
+        children.setdefault(p.parent, []).append(p)
+
+    def size(p: Partition) -> int:
+        return p.heap_bytes + sum(size(c) for c in children.get(p.relid, ()))
+
+    dropped = sum(size(p) for p, _ in drop)
+    # A leaf never analyzed (reltuples -1) could hold any number of rows: the interlock holds.
+    unknown = any(p.estimated_rows < 0 and p.heap_bytes > 0 for p in tree)
+    small = rows < FULL_TABLE_MIN_ROWS and not unknown
+    if small or total <= 0 or dropped / total < max_fraction:
+        return None
+    return (
+        f"the partitions wholly past the cutoff hold {dropped / total:.0%} of the table, at "
+        f"least max_eligible_fraction ({max_fraction:g}): is the retention right? Raise "
+        "max_eligible_fraction for this sweep to allow it"
+    )
 
 
 def _statement(name: str, **relations: tuple[str, str]) -> Any:
@@ -365,7 +403,7 @@ def retire(
     if action == OFF:
         return
     bound = log.bind(sweep=sweep.name, table=sweep.table)
-    now_plan = plan(session, sweep, result.cutoffs)
+    now_plan = plan(session, sweep, result.cutoffs, settings)
     if not now_plan.partitioned:
         return
     dry_run = result.dry_run
@@ -473,7 +511,7 @@ def check(
         DatabaseError: the catalog could not be read.
     """
     action = settings.partition_action_for(sweep.name)
-    found = plan(session, sweep, cutoffs)
+    found = plan(session, sweep, cutoffs, settings)
     if not found.partitioned:
         return []
     out: list[tuple[str, str, str, str | None]] = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -22,14 +23,18 @@ from typing import Any
 import structlog
 
 from reaper import errors, partitions
+from reaper.batching import BatchSizer, Splitter
 from reaper.db import (
     MIN_HEAP_WALK_VERSION,
+    BatchRows,
     Database,
+    HeapStatements,
     Session,
     SweepStatements,
     advisory_lock_key,
+    utc_instant,
 )
-from reaper.metrics import Metrics
+from reaper.metrics import SKIP_REASONS, Metrics
 from reaper.settings import Settings
 from reaper.sweeps import Sweep, retention_of
 
@@ -51,18 +56,18 @@ FIRST_MAX_BLOCKS = 1024
 # choose_strategy samples about this many heap blocks (TABLESAMPLE SYSTEM) to measure the
 # garbage fraction: ~30,000 rows of a requests-like table, 6-10 ms on 10,000,000 rows (bench B5).
 SAMPLE_BLOCKS = 300
-# After an optimistic heap-walk batch met a row a writer held, this many ranges are taken with
-# row locks before trying without again: writers are busy there, and a failed optimistic batch
-# is wasted work.
-LOCKED_RANGES_AFTER_CONTENTION = 16
 # auto walks the heap when the index path would take more than this many batches, whatever
 # the fraction: bench --crossover (2,000,000 requests, 5,000 rows per batch) had the index at
 # 0.90-1.02x the walk's time for 4-8 batches and 1.28x for 20, as each batch re-reads the dead
 # index entries of the batches before it.
 MAX_INDEX_BATCHES = 10
-# A batch that a foreign key blocked (a request inserted for a token being deleted) is tried
-# this many times in all; the predicate sees the new reference on the retry.
-FK_CONFLICT_ATTEMPTS = 3
+# Why a row was skipped (reaper_skipped_rows_total's reason label): a writer held it (it is
+# tried again next run), its delete ran past statement_timeout alone, a foreign key refused
+# it (RESTRICT / NO ACTION from a table the sweep does not delete), or another error (a
+# trigger that raises, a check in a cascade).
+SKIP_LOCKED, SKIP_TIMEOUT, SKIP_FOREIGN_KEY, SKIP_ERROR = SKIP_REASONS
+# SQLSTATEs of a lock wait past lock_timeout and of a foreign key violation.
+LOCK_NOT_AVAILABLE, FOREIGN_KEY_VIOLATION = "55P03", "23503"
 
 
 @dataclass
@@ -80,8 +85,9 @@ class SweepResult:
         error: the failure's one-line message (no password).
         error_type: the failure's exception class name (e.g. ``ConnectionFailed``).
         batch_seconds: duration of each batch transaction, in order.
-        contended_batches: optimistic heap-walk batches that met a row a writer held (or ran
-            past their time limit) and were redone with row locks.
+        contended_batches: batches that met a row a writer held and were split.
+        timed_out_batches: batches that ran past statement_timeout and were retried smaller.
+        skipped: rows skipped by reason (``locked``, ``timeout``, ``foreign_key``, ``error``).
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
         partitions: partitions removed whole before the batches (reaper.partitions), each
             ``{partition, action, rows, rows_source}``; with ``dry_run``, those it would
@@ -105,6 +111,8 @@ class SweepResult:
     dry_run: bool = False
     batch_seconds: list[float] = field(default_factory=list)
     contended_batches: int = 0
+    timed_out_batches: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
     lock_holders: list[int] = field(default_factory=list)
     locked_at: float | None = None
     unlocked_at: float | None = None
@@ -126,6 +134,7 @@ class SweepResult:
             "cutoffs": {k: v.isoformat() for k, v in self.cutoffs.items()},
             "error": self.error,
             "partitions": self.partitions,
+            "skipped": dict(self.skipped),
         }
 
 
@@ -180,6 +189,19 @@ class _Progress:
         if self.on_batch is not None:
             self.on_batch(r)
 
+    def skipped(self, heap: str, tid: tuple[int, int], exc: errors.DatabaseError) -> None:
+        """A row whose delete failed alone: logged once (with the SQLSTATE) and counted."""
+        r = self.result
+        reason = skip_reason(exc)
+        r.skipped[reason] = r.skipped.get(reason, 0) + 1
+        if self.metrics is not None:
+            self.metrics.row_skipped(r.table, reason)
+        # A held row is expected (writers are busy) and tried again next run: info, not warning.
+        (log.info if reason == SKIP_LOCKED else log.warning)(
+            "row_skipped", sweep=r.sweep, table=r.table, heap=heap, tid=f"({tid[0]},{tid[1]})",
+            reason=reason, sqlstate=exc.sqlstate, error=str(exc),
+        )
+
     def should_stop(self) -> str | None:
         """The reason to stop before the next batch, or None to go on."""
         if self.stop is not None and self.stop.is_set():
@@ -205,26 +227,67 @@ def compute_cutoffs(
     session: Session, sweep: Sweep, settings: Settings, now: datetime | None
 ) -> dict[str, datetime]:
     """Each of the sweep's cutoffs: ``now - retention``, from one reading of the database
-    clock (so that all cutoffs of a run agree), retentions as exact durations.
+    clock (so that all cutoffs of a run agree), retentions as exact durations, as UTC
+    instants: the arithmetic is done on UTC (no DST), never on the session zone's wall
+    clock, so a cutoff is the same instant whatever the server, database, role, DSN or
+    process time zone.
 
     Raises:
         ConfigError: the sweep names a retention setting that does not exist.
     """
-    db_now = session.now(now)
-    return {param: db_now - retention_of(sweep, param, settings) for param in sweep.cutoffs}
+    db_now = utc_instant(session.now(now))
+    return {
+        param: utc_instant(db_now - retention_of(sweep, param, settings))
+        for param in sweep.cutoffs
+    }
+
+
+def skip_reason(exc: errors.DatabaseError) -> str:
+    """The ``reaper_skipped_rows_total`` reason of a row whose delete failed with ``exc``."""
+    if isinstance(exc, errors.StatementTimeout):
+        return SKIP_LOCKED if exc.sqlstate == LOCK_NOT_AVAILABLE else SKIP_TIMEOUT
+    if isinstance(exc, errors.ForeignKeyConflict) or exc.sqlstate == FOREIGN_KEY_VIOLATION:
+        return SKIP_FOREIGN_KEY
+    return SKIP_ERROR
+
+
+_HELD_TUPLE = re.compile(
+    r'while (?:deleting|updating|locking) tuple \((\d+),(\d+)\) in relation "((?:[^"]|"")+)"'
+)
+
+
+def held_row(exc: errors.DatabaseError, heap: str) -> tuple[int, int] | None:
+    """The tuple id of the row of ``heap`` whose lock a batch waited for past lock_timeout,
+    as the server's CONTEXT line names it; None for another failure or relation."""
+    if exc.sqlstate != LOCK_NOT_AVAILABLE or not exc.server_context:
+        return None
+    m = _HELD_TUPLE.search(exc.server_context)
+    if m is None or m.group(3).replace('""', '"') != heap:
+        return None
+    return int(m.group(1)), int(m.group(2))
+
+
+def isolable(exc: errors.DatabaseError) -> bool:
+    """Whether ``exc`` may be the failure of some rows of a batch (split the batch to find
+    them) rather than of the whole sweep (no connection, no privilege, a missing object, a
+    read-only server: the run fails)."""
+    return isinstance(exc, (errors.StatementTimeout, errors.ForeignKeyConflict)) or (
+        type(exc) is errors.DatabaseError
+    )
 
 
 def choose_strategy(
     session: Session,
     stmts: SweepStatements,
+    hs: HeapStatements,
     params: Mapping[str, Any],
     settings: Settings,
     strategy: str | None = None,
     batch_size: int | None = None,
 ) -> tuple[str, float | None]:
-    """``(strategy, fraction)``: ``heap`` or ``index``, and the fraction of the table that is
-    garbage, measured on a sample of about SAMPLE_BLOCKS heap blocks (None before
-    PostgreSQL 14, which has no TID range scan and always uses the index).
+    """``(strategy, fraction)`` for one heap ``hs``: ``heap`` or ``index``, and the fraction
+    of the heap that is garbage, measured on a sample of about SAMPLE_BLOCKS heap blocks
+    (None when not measured).
 
     The heap walk reads every block once, so it wins when garbage is at least
     ``heap_walk_threshold`` of the table; the index wins when garbage is scattered (bench/
@@ -241,19 +304,14 @@ def choose_strategy(
     if session.server_version < MIN_HEAP_WALK_VERSION or wanted == "index":
         # A forced index path needs no sample: the fraction only sizes the walk's first range.
         return "index", None
-    stats = stmts.stats or session.table_stats(stmts.table)
-    if stats.partitioned:
-        # A partitioned table's own heap is empty: a walk over it would find nothing and
-        # report success. The index path reaches every partition.
-        return "index", None
+    stats = hs.heap.stats
     if stats.blocks <= FIRST_BLOCKS_UNKNOWN and wanted == "auto":
-        # A table smaller than one first heap range: the walk saves nothing, and the index
-        # path keeps each batch to batch_size rows exactly.
+        # A table smaller than one first heap range: the walk saves nothing.
         return "index", None
     if stats.blocks == 0:
         return wanted, 0.0
     percent = min(100.0, 100.0 * SAMPLE_BLOCKS / stats.blocks)
-    eligible, sampled = session.sample_eligible(stmts, params, percent)
+    eligible, sampled = session.sample_eligible(stmts, hs, params, percent)
     fraction = eligible / sampled if sampled else 0.0
     if wanted != "auto":
         return wanted, fraction
@@ -263,107 +321,191 @@ def choose_strategy(
     return "index", fraction
 
 
-def _retry_fk(delete: Callable[[], int], sweep: str) -> int | None:
-    """Run ``delete``, retrying on a foreign-key conflict; None when it kept conflicting."""
-    for attempt in range(1, FK_CONFLICT_ATTEMPTS + 1):
+class _Deleter:
+    """One heap's batches: row limits from the sizer, a failing batch split until the row
+    that fails is alone, that row skipped (its tuple id left out of every later batch of the
+    run). Never repeats a failing batch unchanged: each retry has half the rows, or leaves
+    out the row that failed alone."""
+
+    def __init__(
+        self,
+        session: Session,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
+        sizer: BatchSizer,
+        progress: _Progress,
+    ) -> None:
+        self.session, self.stmts, self.hs, self.params = session, stmts, hs, params
+        self.sizer, self.progress = sizer, progress
+        self.splitter = Splitter()
+        self.skip: list[tuple[int, int]] = []
+        # Why the last attempt failed (a skip reason), None after a success.
+        self.last_failure: str | None = None
+
+    def limit(self) -> int:
+        return self.splitter.next_limit(self.sizer.size)
+
+    def attempt(
+        self, limit: int, batch: Callable[[], BatchRows], first_victim: Callable[[], Any]
+    ) -> BatchRows | None:
+        """Run one batch of ``limit`` rows (``batch``), or, at one row, isolate the row
+        (``first_victim`` finds it). Returns what it did, or None when it failed (the next
+        attempt is smaller: :attr:`limit`)."""
+        t0 = time.monotonic()
+        self.last_failure = None
+        if limit <= 1:
+            return self._one_row(first_victim, t0)
         try:
-            return delete()
-        except errors.ForeignKeyConflict as exc:
-            log.warning("batch_conflict", sweep=sweep, attempt=attempt, error=str(exc))
-    return None
+            rows = batch()
+        except errors.DatabaseError as exc:
+            self._failed(exc, limit)
+            return None
+        seconds = time.monotonic() - t0
+        self.splitter.succeeded()
+        self.sizer.succeeded(seconds)
+        self.progress.batch(rows.deleted, seconds)
+        return rows
+
+    def _failed(self, exc: errors.DatabaseError, limit: int) -> None:
+        stop = self.progress.stop
+        if not isolable(exc) or (stop is not None and stop.is_set()):
+            raise exc
+        r = self.progress.result
+        reason = skip_reason(exc)
+        self.last_failure = reason
+        if reason == SKIP_TIMEOUT:
+            r.timed_out_batches += 1
+            self.sizer.timed_out()
+        elif reason == SKIP_LOCKED:
+            r.contended_batches += 1
+        held = held_row(exc, self.hs.heap.name)
+        if held is not None and held not in self.skip:
+            # The server named the row a writer holds: leave it out, and retry the batch
+            # without it (not split: the other rows are not in the way).
+            self.skip.append(held)
+            self.progress.skipped(self.hs.heap.qualified, held, exc)
+            return
+        self.splitter.failed(limit)
+        log.debug("batch_split", sweep=r.sweep, heap=self.hs.heap.qualified, rows=limit,
+                  reason=reason, sqlstate=exc.sqlstate, error=str(exc))
+
+    def _one_row(self, first_victim: Callable[[], Any], t0: float) -> BatchRows | None:
+        tid = first_victim()
+        if tid is None:
+            self.splitter.succeeded()
+            return BatchRows(0, 0, None)
+        try:
+            deleted = self.session.delete_row(self.stmts, self.hs, self.params, tid)
+        except errors.DatabaseError as exc:
+            stop = self.progress.stop
+            if not isolable(exc) or (stop is not None and stop.is_set()):
+                raise
+            if skip_reason(exc) == SKIP_TIMEOUT:
+                self.progress.result.timed_out_batches += 1
+            self.skip.append(tid)
+            self.progress.skipped(self.hs.heap.qualified, tid, exc)
+            self.splitter.succeeded()
+            return BatchRows(0, 1, tid)
+        seconds = time.monotonic() - t0
+        self.splitter.succeeded()
+        self.sizer.succeeded(seconds)
+        self.progress.batch(deleted, seconds)
+        return BatchRows(deleted, 1, tid)
 
 
 def _walk_heap(
-    session: Session,
-    stmts: SweepStatements,
-    params: Mapping[str, Any],
-    batch_size: int,
+    deleter: _Deleter,
     target_seconds: float,
-    progress: _Progress,
     estimated_fraction: float | None = None,
-    optimistic: bool = True,
 ) -> str:
-    """Delete the garbage block range by block range, front to back; returns stopped_by.
+    """Delete one heap's garbage block range by block range, front to back; returns
+    stopped_by.
 
-    Each range is sized to hold about ``batch_size`` garbage rows and to take about
-    ``target_seconds``, from the catalog's rows per block, then from what each batch found.
-
-    With ``optimistic``, a range is first deleted without row locks (half the writes: bench
-    B1); where a writer holds one of its rows, that batch fails within 1 ms, rolls back, and
-    the range is redone with ``FOR UPDATE SKIP LOCKED``, as are the next
-    :data:`LOCKED_RANGES_AFTER_CONTENTION` ranges (writers are busy there).
+    A batch deletes at most the sizer's limit of rows: when a range holds more garbage, the
+    next batch starts right after the last row selected. A range is sized to hold about that
+    many garbage rows and to take about ``target_seconds``, from the catalog's rows per block,
+    then from what each batch found; a range that holds no garbage never shrinks the next.
     """
-    locked_left = 0
-
-    def delete_range(lo: int, hi: int) -> int:
-        nonlocal locked_left
-        if optimistic and locked_left == 0:
-            try:
-                return session.delete_heap_range(stmts, params, lo, hi, optimistic=True)
-            except errors.StatementTimeout as exc:
-                if progress.stop is not None and progress.stop.is_set():
-                    raise
-                progress.result.contended_batches += 1
-                locked_left = LOCKED_RANGES_AFTER_CONTENTION
-                log.debug(
-                    "batch_contended", sweep=progress.result.sweep, first_block=lo,
-                    end_block=hi, error=str(exc),
-                )
-        locked_left = max(locked_left - 1, 0)
-        return session.delete_heap_range(stmts, params, lo, hi)
-
-    stats = stmts.stats or session.table_stats(stmts.table)
+    session, stmts, hs, params = deleter.session, deleter.stmts, deleter.hs, deleter.params
+    progress = deleter.progress
+    stats = hs.heap.stats
     end = stats.blocks
+    size = deleter.sizer.size
     if stats.rows_per_block > 0:
         fraction = estimated_fraction if estimated_fraction else 1.0
         garbage_per_block = max(stats.rows_per_block * fraction, 1e-3)
-        span = math.ceil(batch_size / garbage_per_block)
+        span = math.ceil(size / garbage_per_block)
     else:
         span = FIRST_BLOCKS_UNKNOWN
     span = min(max(span, MIN_BLOCKS_PER_BATCH), FIRST_MAX_BLOCKS)
-    first = 0
-    while first < end:
+    pos = (0, 0)
+    while pos[0] < end:
         stopped = progress.should_stop()
         if stopped:
             return stopped
-        last = min(first + span, end)
+        last_block = min(pos[0] + span, end)
+        limit = deleter.limit()
         t0 = time.monotonic()
-        rows = _retry_fk(
-            functools.partial(delete_range, first, last),
-            progress.result.sweep,
+        start = pos
+        rows = deleter.attempt(
+            limit,
+            functools.partial(
+                session.delete_heap_batch, stmts, hs, params, start, last_block, limit,
+                list(deleter.skip),
+            ),
+            functools.partial(
+                session.first_victim, stmts, hs, params, list(deleter.skip), start, last_block
+            ),
         )
         seconds = time.monotonic() - t0
-        progress.batch(rows or 0, seconds)
-        first = last
-        # Resize the next range: toward batch_size rows and target_seconds, at most 2x either way
-        # per step so one odd range (a run of live rows, a checkpoint) cannot swing it wildly.
-        scale = batch_size / rows if rows else 2.0
-        if seconds > 0:
-            scale = min(scale, target_seconds / seconds)
+        if rows is None:
+            if deleter.last_failure == SKIP_TIMEOUT:
+                # Past statement_timeout: the range's scan may be what is slow, not the rows.
+                span = max(MIN_BLOCKS_PER_BATCH, span // 2)
+            continue
+        if rows.selected >= limit and rows.last is not None:
+            # The range holds more garbage than one batch may delete: go on right after it.
+            pos = (rows.last[0], rows.last[1] + 1)
+            covered = rows.last[0] - start[0] + 1
+        else:
+            pos = (last_block, 0)
+            covered = last_block - start[0]
+        # Resize the next range: toward the next limit's rows and target_seconds, at most 2x
+        # either way per step so one odd range (a run of live rows, a checkpoint) cannot swing
+        # it wildly. A range without garbage grows (when it was quick) and never shrinks.
+        want = deleter.limit()
+        if rows.selected:
+            scale = want * covered / rows.selected / max(span, 1)
+            if seconds > 0:
+                scale = min(scale, target_seconds / seconds)
+        else:
+            scale = 2.0 if seconds < target_seconds else 1.0
         span = int(span * min(max(scale, 0.5), 2.0))
         span = min(max(span, MIN_BLOCKS_PER_BATCH), MAX_BLOCKS_PER_BATCH)
     return "done"
 
 
-def _follow_index(
-    session: Session,
-    stmts: SweepStatements,
-    params: Mapping[str, Any],
-    batch_size: int,
-    progress: _Progress,
-) -> str:
-    """Delete up to ``batch_size`` rows per batch through the predicate's index until a batch
-    comes back short (nothing left but rows that writers hold); returns stopped_by."""
+def _follow_index(deleter: _Deleter) -> str:
+    """Delete one heap's garbage through the predicate's index, at most the sizer's limit of
+    rows per batch, until a batch comes back short; returns stopped_by."""
+    session, stmts, hs, params = deleter.session, deleter.stmts, deleter.hs, deleter.params
+    progress = deleter.progress
     while True:
         stopped = progress.should_stop()
         if stopped:
             return stopped
-        t0 = time.monotonic()
-        rows = _retry_fk(
-            lambda: session.delete_index_batch(stmts, params, batch_size), progress.result.sweep
+        limit = deleter.limit()
+        rows = deleter.attempt(
+            limit,
+            functools.partial(
+                session.delete_index_batch, stmts, hs, params, limit, list(deleter.skip)
+            ),
+            functools.partial(session.first_victim, stmts, hs, params, list(deleter.skip)),
         )
-        progress.batch(rows or 0, time.monotonic() - t0)
-        if rows is None or rows < batch_size:
+        if rows is None:
+            continue
+        if rows.selected < limit:
             return "done"
 
 
@@ -441,6 +583,8 @@ def run_sweep(
         cutoffs=_iso(result.cutoffs),
         strategy=result.strategy,
         contended_batches=result.contended_batches,
+        timed_out_batches=result.timed_out_batches,
+        skipped=result.skipped,
         dry_run=dry_run,
     )
     if result.outcome == FAILURE:
@@ -478,17 +622,48 @@ def _sweep_batches(
         result.stopped_by = "done"
         return
     batch_size = settings.batch_size_for(sweep.name)
-    result.strategy, fraction = choose_strategy(
-        session, stmts, params, settings, settings.strategy_for(sweep.name), batch_size
-    )
-    if result.strategy == "heap":
-        result.stopped_by = _walk_heap(
-            session, stmts, params, batch_size,
-            settings.batch_target_seconds.total_seconds(), progress, fraction,
-            optimistic=settings.optimistic_batches,
+    sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
+    strategies: list[str] = []
+    result.stopped_by = "done"
+    for hs in stmts.heaps:
+        strategy, fraction = choose_strategy(
+            session, stmts, hs, params, settings, settings.strategy_for(sweep.name), batch_size
         )
-    else:
-        result.stopped_by = _follow_index(session, stmts, params, batch_size, progress)
+        if strategy not in strategies:
+            strategies.append(strategy)
+        result.strategy = "+".join(strategies)
+        deleter = _Deleter(session, stmts, hs, params, sizer, progress)
+        if strategy == "heap":
+            result.stopped_by = _walk_heap(
+                deleter, settings.batch_target_seconds.total_seconds(), fraction
+            )
+        else:
+            result.stopped_by = _follow_index(deleter)
+        if result.stopped_by != "done":
+            break
+    if not stmts.heaps:
+        result.strategy = settings.strategy_for(sweep.name)
+
+
+def refuse_unsweepable(db: Database, sweeps: Iterable[Sweep]) -> None:
+    """Check, before any sweep runs, that every sweep's table is one reaper can delete from
+    (an ordinary table, or a partitioned or inheritance parent whose every member is one).
+
+    A table that does not exist is left to the run (which fails and says so).
+
+    Raises:
+        RelationRefused: the first sweep whose table is a view, a foreign table, a
+            materialized view ... or covers one; the message names the table and why.
+        ConnectionFailed: the database cannot be reached.
+    """
+    with db.session() as session:
+        for sweep in sweeps:
+            try:
+                session.heaps(sweep.table)
+            except errors.ObjectMissing:
+                continue
+            except errors.RelationRefused as exc:
+                raise errors.RelationRefused(f"sweep {sweep.name}: {exc}") from None
 
 
 def run_sweeps(

@@ -93,16 +93,30 @@ _DURATION_UNITS = {
     "d": timedelta(days=1),
     "w": timedelta(weeks=1),
 }
+# Said in every refusal of a unit: the units are case-sensitive and each is an exact length.
+ACCEPTED_UNITS = "ms (milliseconds), s, m (minutes), h, d (24 h), w (7 d)"
+# Units a user may mean that reaper refuses, and why (a month or a year has no fixed length;
+# "M" reads as month in some tools and minute in others).
+_REFUSED_UNITS = {
+    "M": "ambiguous (month or minute?)",
+    "mo": "a month has no fixed length",
+    "y": "a year has no fixed length",
+    "Y": "a year has no fixed length",
+}
+_NUMBER_THEN_UNIT = re.compile(r"(\d+(?:\.\d+)?)([^\d.]*)")
 
 
 def parse_duration(text: str | int | float | timedelta) -> timedelta:
     """Parse a duration such as ``30d``, ``72h``, ``90m``, ``45s``, ``500ms`` or ``1h30m``.
 
-    Units: ms, s, m, h, d, w. A bare number other than 0 is refused: ``session_retention =
-    72`` meant as hours would silently be 72 seconds, and delete almost every session.
+    Units (case-sensitive, each an exact length): ms, s, m (minutes), h, d (24 hours),
+    w (7 days). ``M`` (month or minute?), months, years, upper-case units (``3H``, ``3D``)
+    and anything else are refused, naming the accepted units. A bare number other than 0 is
+    refused: ``session_retention = 72`` meant as hours would silently be 72 seconds, and
+    delete almost every session.
 
     Raises:
-        ValueError: the text is not a duration, or has no unit.
+        ValueError: the text is not a duration, has no unit, or has a unit not accepted.
     """
     if isinstance(text, timedelta):
         return text
@@ -116,8 +130,18 @@ def parse_duration(text: str | int | float | timedelta) -> timedelta:
         raise ValueError(f"{text!r} is too long a duration") from None
 
 
+def _unit_error(text: str, unit: str) -> ValueError:
+    why = _REFUSED_UNITS.get(unit)
+    if why is None and unit.lower() in _DURATION_UNITS:
+        why = f"units are case-sensitive (did you mean {unit.lower()}?)"
+    return ValueError(
+        f"{text!r} is not a duration: unit {unit!r}: {why or 'unknown unit'}; "
+        f"accepted units: {ACCEPTED_UNITS}"
+    )
+
+
 def _parse_duration_text(text: str) -> timedelta:
-    s = text.strip().lower()
+    s = text.strip()
     sign = -1 if s.startswith("-") else 1
     # One sign at most: "--1h" or "+-1h" is a typo, not a duration.
     s = s[1:] if s.startswith(("+", "-")) else s
@@ -125,8 +149,15 @@ def _parse_duration_text(text: str) -> timedelta:
         if float(s) == 0:
             return timedelta(0)  # zero is zero in any unit
         raise ValueError(
-            f"{text!r} has no unit: a duration needs one (e.g. {s}s, {s}m, {s}h or {s}d)"
+            f"{text!r} has no unit: a duration needs one (e.g. {s}s, {s}m, {s}h or {s}d); "
+            f"accepted units: {ACCEPTED_UNITS}"
         )
+    # Name the offending unit when a number is followed by something not accepted.
+    for m in _NUMBER_THEN_UNIT.finditer(s):
+        unit = m.group(2).strip()
+        if unit and unit not in _DURATION_UNITS and not _DURATION_PART.fullmatch("1" + unit):
+            # "1h30m" splits as ("1", "h"), ("30", "m"); a bad unit stands alone.
+            raise _unit_error(text, unit)
     pos, total = 0, timedelta()
     for m in _DURATION_PART.finditer(s):
         if m.start() != pos:
@@ -134,7 +165,10 @@ def _parse_duration_text(text: str) -> timedelta:
         total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
         pos = m.end()
     if not s or pos != len(s):
-        raise ValueError(f"{text!r} is not a duration (use e.g. 30d, 72h, 90m, 45s, 500ms)")
+        raise ValueError(
+            f"{text!r} is not a duration (use e.g. 30d, 72h, 90m, 45s, 500ms); "
+            f"accepted units: {ACCEPTED_UNITS}"
+        )
     return sign * total
 
 
@@ -217,6 +251,40 @@ def _fraction(value: Any) -> float:
     return f
 
 
+# Wall times without a time zone (timestamp, date columns) are read as UTC unless the
+# application writes them in another zone (timestamp_time_zone names it).
+DEFAULT_TIMESTAMP_TIME_ZONE = "UTC"
+# The full-table interlock: a run stops before its first delete when at least this fraction
+# of a table is eligible. A predicate that matches everything (a typo, a retention in the
+# wrong unit) reads as 100%; a real backlog of garbage that large means the table went
+# unswept for 20 times its retention, which deserves a look and an explicit opt-in.
+DEFAULT_MAX_ELIGIBLE_FRACTION = 0.95
+# ... but only on tables with at least this many rows (projected from the sample): a table of
+# a few hundred rows that is all garbage is common (a test bed, a quiet cluster) and cheap.
+FULL_TABLE_MIN_ROWS = 1_000
+
+
+def _time_zone(value: Any) -> str:
+    """An IANA time zone name that both Python and PostgreSQL know (PostgreSQL ships the
+    same tz database; the session refuses an unknown name at connect)."""
+    import zoneinfo
+
+    text = str(value).strip()
+    if text.upper() == "UTC":
+        return "UTC"
+    try:
+        if text in zoneinfo.available_timezones():
+            zoneinfo.ZoneInfo(text)
+            return text
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        pass
+    raise ValueError(
+        f"{text!r} is not an IANA time zone name (e.g. UTC, Europe/Berlin, Asia/Seoul, "
+        "America/New_York); fixed offsets such as +09 are refused because their sign means "
+        "the opposite in POSIX and ISO"
+    )
+
+
 def _strategy(value: Any) -> str:
     if value not in STRATEGIES:
         raise ValueError(f"must be one of {', '.join(STRATEGIES)}, got {value!r}")
@@ -285,6 +353,8 @@ class SweepSettings:
         after: sweeps that must run before this one.
         strategy: auto, heap or index for this sweep (None: the global ``strategy``).
         partition_action: drop, detach or off for this sweep (None: the global one).
+        max_eligible_fraction: this sweep's full-table interlock (1: it may empty its
+            table); None: the global ``max_eligible_fraction``.
         table, reason, predicate, description: a declared sweep's (None for a built-in).
         since: a declared sweep's "since" expression (see :class:`reaper.sweeps.Sweep`), for
             ``reaper_backlog_oldest_seconds``; None: no such gauge for it.
@@ -299,6 +369,7 @@ class SweepSettings:
     after: tuple[str, ...] = ()
     strategy: str | None = None
     partition_action: str | None = None
+    max_eligible_fraction: float | None = None
     table: str | None = None
     reason: str | None = None
     predicate: str | None = None
@@ -416,6 +487,22 @@ class Settings:
         "Wait for each batch's WAL flush. Off by default: a crash can at worst undo the last "
         "batches' deletes, which the next sweep repeats (bench --tune: on made B1 ~15% slower).",
     )
+    timestamp_time_zone: str = _setting(
+        DEFAULT_TIMESTAMP_TIME_ZONE,
+        _time_zone,
+        "The time zone in which the application writes the timestamp (without time zone) and "
+        "date columns that predicates compare with a cutoff: reaper reads their wall times "
+        "in it (it is every reaper session's TimeZone). An IANA name, e.g. UTC, Asia/Seoul.",
+        "ZONE",
+    )
+    max_eligible_fraction: float = _setting(
+        DEFAULT_MAX_ELIGIBLE_FRACTION,
+        _fraction,
+        "A run stops before its first delete when at least this fraction of a table of "
+        f"{FULL_TABLE_MIN_ROWS:,} rows or more is eligible (measured on a sample of its "
+        "blocks); 1 allows a run to empty a table. A [sweeps.NAME] table may set its own.",
+        "FRACTION",
+    )
     seq_scan_max_rows: int = _setting(
         DEFAULT_SEQ_SCAN_MAX_ROWS,
         _non_negative_int,
@@ -520,6 +607,12 @@ class Settings:
     def max_seconds_per_run_for(self, name: str) -> timedelta | None:
         """Time budget of one run of sweep ``name``: its own, else the global one (None: none)."""
         return self.sweep(name).max_seconds_per_run or self.max_seconds_per_run
+
+    def max_eligible_fraction_for(self, name: str) -> float:
+        """Sweep ``name``'s full-table interlock: its own ``max_eligible_fraction``, else the
+        global one (a fraction of the table's rows, 0-1)."""
+        own = self.sweep(name).max_eligible_fraction
+        return self.max_eligible_fraction if own is None else own
 
     def strategy_for(self, name: str) -> str:
         """How sweep ``name`` finds its batches (auto, heap, index): its own, else the global."""
@@ -711,6 +804,7 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "after": _after,
         "strategy": _strategy,
         "partition_action": _partition_action,
+        "max_eligible_fraction": _fraction,
         "table": _text,
         "reason": _text,
         "predicate": _text,

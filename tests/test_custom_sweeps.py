@@ -269,7 +269,7 @@ def plan_of_index_batch(
     ).fetchone()
     assert cutoff is not None
     row = conn.execute(
-        sql.SQL("EXPLAIN (FORMAT JSON) ") + stmts.index_batch,
+        sql.SQL("EXPLAIN (FORMAT JSON) ") + stmts.index_plan,
         {"cutoff": cutoff[0], "batch_size": settings.batch_size_for(name)},
     ).fetchone()
     assert row is not None

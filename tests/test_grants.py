@@ -37,6 +37,35 @@ def test_every_sweep_runs_as_the_reaper_role(dsn: str, reaper_dsn: str) -> None:
         assert counts["keep"] == before[table]["keep"], table
 
 
+def test_every_sweep_runs_without_any_update_privilege(dsn: str, reaper_dsn: str) -> None:
+    """Batches take no row lock (FOR UPDATE needs UPDATE): SELECT and DELETE are enough."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in ("nodes", "routers", "enrollment_requests", "bootstrap_tokens"):
+            conn.execute(f"REVOKE UPDATE ON {table} FROM reaper")
+            for (column,) in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0"
+                " AND NOT attisdropped", (table,)
+            ).fetchall():
+                conn.execute(f"REVOKE UPDATE ({column}) ON {table} FROM reaper")
+        row = conn.execute(
+            "SELECT count(*) FROM information_schema.column_privileges"
+            " WHERE grantee = 'reaper' AND privilege_type = 'UPDATE'"
+        ).fetchone()
+        assert row == (0,)
+    demo.seed(dsn, small_sizes())
+    before = demo.census(dsn)
+    settings = build_settings({"dsn": reaper_dsn, "batch_size": 50})
+    with open_database(settings) as db:
+        results = run_sweeps(db, BUILTIN_SWEEPS, settings)
+    assert [(r.sweep, r.outcome, r.error) for r in results] == [
+        (s.name, "success", None) for s in BUILTIN_SWEEPS
+    ]
+    after = demo.census(dsn)
+    for table, counts in after.items():
+        assert counts["garbage"] == 0, table
+        assert counts["keep"] == before[table]["keep"], table
+
+
 def test_the_role_is_no_superuser_and_has_no_ddl(reaper_dsn: str) -> None:
     with psycopg.connect(reaper_dsn, autocommit=True) as conn:
         assert conn.execute(

@@ -294,6 +294,31 @@ def test_a_sweep_of_its_own_chooses_its_partition_action(
         events_settings(dsn, sweep_values={"partition_action": "truncate"})
 
 
+def test_drops_that_would_empty_the_table_wait_for_an_explicit_opt_in(
+    dsn: str, conn: psycopg.Connection[Any], db: Database
+) -> None:
+    create_events(conn, months=[month(2025, 6), month(2026, 5)], default=False)
+    conn.execute("INSERT INTO events (key, created_at) SELECT 'go-' || i, "
+                 "'2025-06-10 00:00+00' FROM generate_series(1, 5000) AS i")
+    add(conn, "stay-recent", datetime(2026, 5, 20, tzinfo=UTC))
+    conn.execute("ANALYZE events")
+    settings, sweep = events_settings(dsn)
+    with structlog.testing.capture_logs() as logs:
+        run_sweep(db, sweep, settings, now=NOW, dry_run=True)
+        result, _ = sweep_once(db, settings, sweep)
+    assert "events_2025_06" in partitions(conn)
+    assert result.partitions == []
+    refused = [e for e in logs if e["event"] == "partition_drop_refused"]
+    assert refused and "max_eligible_fraction" in refused[0]["reason"]
+
+    settings, sweep = events_settings(dsn, sweep_values={"max_eligible_fraction": 1})
+    conn.execute("INSERT INTO events (key, created_at) SELECT 'go-' || i, "
+                 "'2025-06-10 00:00+00' FROM generate_series(1, 5000) AS i")
+    result, _ = sweep_once(db, settings, sweep)
+    assert "events_2025_06" not in partitions(conn)
+    assert keys(conn) == {"stay-recent"}
+
+
 def test_the_default_partition_is_never_dropped(
     dsn: str, conn: psycopg.Connection[Any], db: Database
 ) -> None:
@@ -350,12 +375,10 @@ def test_sub_partitions_on_the_same_column_are_judged_level_by_level(
 def test_timestamp_keys_outside_utc_keep_the_spring_forward_gap(
     dsn: str, conn: psycopg.Connection[Any], db: Database
 ) -> None:
-    # A timestamp (no time zone) key, and a session in New York: local times are converted at
+    # A timestamp (no time zone) key, read in New York: local times are converted at
     # the session's offset, and 02:30 on 8 March 2026 (inside the spring-forward gap) becomes
     # 07:30 UTC, later than 03:00 local (07:00 UTC). With the cutoff at 07:00 UTC, the
     # partition [.., 03:00 local) holds a row that the retention keeps.
-    dbname = conn.info.dbname
-    conn.execute(f"ALTER DATABASE {dbname} SET timezone = 'America/New_York'")
     conn.execute("CREATE TABLE events (key text, created_at timestamp) "
                  "PARTITION BY RANGE (created_at)")
     conn.execute("CREATE TABLE events_early PARTITION OF events FOR VALUES FROM "
@@ -367,7 +390,8 @@ def test_timestamp_keys_outside_utc_keep_the_spring_forward_gap(
                  "('go-mar', '2026-03-05 00:00'), ('stay-in-gap', '2026-03-08 02:30'), "
                  "('stay-late', '2026-03-09 00:00')")
     cutoff = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
-    settings, sweep = events_settings(dsn, retention="1d")
+    settings, sweep = events_settings(dsn, retention="1d",
+                                      timestamp_time_zone="America/New_York")
     metrics = Metrics([sweep], CollectorRegistry())
     with Database.from_settings(settings) as fresh:
         result = run_sweep(fresh, sweep, settings, metrics=metrics,
@@ -391,7 +415,6 @@ def test_timestamp_keys_outside_utc_keep_the_spring_forward_gap(
 def test_a_bound_on_the_cutoff_is_exact_where_the_key_converts_exactly(
     dsn: str, conn: psycopg.Connection[Any], column_type: str, timezone: str, dropped: bool
 ) -> None:
-    conn.execute(f"ALTER DATABASE {conn.info.dbname} SET timezone = '{timezone}'")
     conn.execute(f"CREATE TABLE events (key text, created_at {column_type}) "
                  "PARTITION BY RANGE (created_at)")
     # The November partition's upper bound is the cutoff (2025-12-01 00:00) in the key's
@@ -403,7 +426,7 @@ def test_a_bound_on_the_cutoff_is_exact_where_the_key_converts_exactly(
                  "('2025-11-01') TO ('2025-12-01')")
     conn.execute("CREATE TABLE events_rest PARTITION OF events DEFAULT")
     conn.execute("INSERT INTO events VALUES ('nov', '2025-11-15'), ('dec', '2025-12-15')")
-    settings, sweep = events_settings(dsn, retention="1d")
+    settings, sweep = events_settings(dsn, retention="1d", timestamp_time_zone=timezone)
     with Database.from_settings(settings) as fresh:
         result = run_sweep(fresh, sweep, settings, now=ON_BOUND_CUTOFF + timedelta(days=1))
     assert result.outcome == "success", result.error
@@ -473,7 +496,7 @@ def test_a_role_that_does_not_own_the_table_never_drops_and_check_fails(
     role = f"reaper_part_{conn.info.backend_pid}"
     conn.execute(f"CREATE ROLE {role} LOGIN")
     try:
-        conn.execute(f"GRANT SELECT, DELETE, UPDATE ON events TO {role}")
+        conn.execute(f"GRANT SELECT, DELETE, UPDATE ON ALL TABLES IN SCHEMA public TO {role}")
         role_dsn = psycopg.conninfo.make_conninfo(dsn, user=role)
         settings, sweep = events_settings(role_dsn)
         before = partitions(conn)

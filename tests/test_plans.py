@@ -16,7 +16,7 @@ import pytest
 from psycopg import sql
 
 from reaper import devserver
-from reaper.db import Database, SweepStatements
+from reaper.db import Database
 from reaper.runner import compute_cutoffs
 from reaper.settings import DEFAULT_BATCH_SIZE, Settings, build_settings
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep
@@ -110,8 +110,8 @@ def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]]:
-    """The plan nodes of the sweep's ``which`` statement (index_batch or heap_batch), with the
-    cutoffs of NOW, through reaper's own session settings."""
+    """The plan nodes of the sweep's ``which`` statement (index_batch or heap_batch) in the
+    swept table's heap, with the cutoffs of NOW, through reaper's own session settings."""
     db = Database(
         settings.dsn,
         statement_timeout=settings.statement_timeout,
@@ -120,9 +120,11 @@ def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]
     )
     with db, db.session() as session:
         params: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, NOW))
-        params.update(batch_size=DEFAULT_BATCH_SIZE, first_tid="(0,0)", end_tid="(64,0)")
-        stmts = SweepStatements(sweep.table, sweep.predicate)
-        doc = session.scalar(sql.SQL("EXPLAIN (FORMAT JSON) ") + getattr(stmts, which), params)
+        params.update(limit=DEFAULT_BATCH_SIZE, first_tid="(0,0)", end_tid="(64,0)", skip=[])
+        stmts = session.statements(sweep.table, sweep.predicate)
+        doc = session.scalar(
+            sql.SQL("EXPLAIN (FORMAT JSON) ") + getattr(stmts.heaps[0], which), params
+        )
     return list(plan_nodes(doc[0]["Plan"]))
 
 

@@ -41,7 +41,7 @@ from reaper.sweeps import BUILTIN_SWEEPS
         ("1h30m", timedelta(hours=1, minutes=30)),
         ("1d12h", timedelta(days=1, hours=12)),
         ("1.5h", timedelta(minutes=90)),
-        (" 30D ", timedelta(days=30)),
+        (" 30d ", timedelta(days=30)),
         (timedelta(hours=3), timedelta(hours=3)),
         ("-1h", -timedelta(hours=1)),
         ("0s", timedelta(0)),
@@ -59,6 +59,33 @@ def test_parse_duration(text: Any, expected: timedelta) -> None:
 def test_parse_duration_refuses(text: Any) -> None:
     with pytest.raises(ValueError, match="duration"):
         parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ("3M", "'M': ambiguous"),
+        ("1h3M", "'M': ambiguous"),
+        ("3D", "case-sensitive"),
+        (" 30D ", "case-sensitive"),
+        ("72H", "case-sensitive"),
+        ("10S", "case-sensitive"),
+        ("2MS", "case-sensitive"),
+        ("1W", "case-sensitive"),
+        ("6mo", "month has no fixed length"),
+        ("1y", "year has no fixed length"),
+        ("1Y", "year has no fixed length"),
+        ("5min", "'min': unknown unit"),
+        ("3x", "'x': unknown unit"),
+        ("12", "no unit"),
+    ],
+)
+def test_parse_duration_names_the_accepted_units(text: str, why: str) -> None:
+    """Units are case-sensitive and exact: anything else is refused with the list."""
+    with pytest.raises(ValueError, match="accepted units: ms") as info:
+        parse_duration(text)
+    assert why in str(info.value)
+    assert "m (minutes)" in str(info.value) and "w (7 d)" in str(info.value)
 
 
 @pytest.mark.parametrize(

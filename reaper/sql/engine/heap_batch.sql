@@ -1,15 +1,32 @@
--- One batch of a heap walk: the victims in a range of heap blocks, locked without waiting
--- (a row a writer holds is skipped, never waited on), then deleted by their tuple ids.
--- READ COMMITTED re-checks the predicate on a row a concurrent refresh changed, so a member
--- refreshed before the lock is not a victim; once locked, no one can change a victim before
--- the DELETE. The DELETE names only tuple ids, so it can only be a Tid Scan: repeating the
--- predicate there let the planner pick an index scan over every eligible row for each batch.
--- Linear: each block is read once per sweep.
--- {table} and {predicate} are composed by reaper.db; the predicate's parameters are named.
+-- One batch of a heap walk, in one heap: the first %(limit)s victims, in tuple id order, of
+-- the tuple id range [%(first_tid)s, %(end_tid)s), then deleted by their tuple ids. Returns
+-- the rows deleted, the rows selected, and the last tuple id selected: when the batch
+-- selected %(limit)s rows, the next one starts right after it, so a batch never deletes
+-- more than %(limit)s rows however much garbage the range holds.
+-- FROM ONLY {heap}: one heap (reaper.db builds {heap} only from the catalog's proof that it
+-- is an ordinary table), where a tuple id names exactly one row; on an inheritance parent,
+-- a bare FROM would reach the same tuple ids in every child.
+-- No row lock (FOR UPDATE needs the UPDATE privilege): a row a writer holds fails the batch
+-- at the transaction's short lock_timeout (batch_settings.sql), and the runner splits it.
+-- The DELETE re-checks the predicate, as a sub-select so that no index on it can replace the
+-- Tid Scan: under READ COMMITTED, a row that a concurrent transaction changed is re-read in
+-- its committed version and the predicate decides on that version (a member refreshed
+-- meanwhile is no longer a victim).
+-- {heap}, {alias} and {predicate} are composed by reaper.db; the predicate's parameters are
+-- named; %(skip)s are the tuple ids of rows this run skipped (they failed alone).
 WITH victims AS MATERIALIZED (
-    SELECT ctid FROM {table}
-    WHERE ctid >= %(first_tid)s::tid AND ctid < %(end_tid)s::tid AND ({predicate})
-    FOR UPDATE SKIP LOCKED
+    SELECT ctid FROM ONLY {heap} AS {alias}
+    WHERE ctid >= %(first_tid)s::tid AND ctid < %(end_tid)s::tid
+      AND ctid <> ALL (%(skip)s::tid[])
+      AND ({predicate})
+    ORDER BY ctid
+    LIMIT %(limit)s
+), gone AS (
+    DELETE FROM ONLY {heap} AS {alias}
+    WHERE ctid = ANY (ARRAY(SELECT ctid FROM victims))
+      AND (SELECT ({predicate}))
+    RETURNING 1
 )
-DELETE FROM {table}
-WHERE ctid = ANY (ARRAY(SELECT ctid FROM victims))
+SELECT (SELECT count(*) FROM gone) AS deleted,
+       (SELECT count(*) FROM victims) AS selected,
+       (SELECT max(ctid) FROM victims)::text AS last_tid

@@ -1,11 +1,18 @@
--- One batch served by the predicate's index: at most %(batch_size)s victims, locked without
--- waiting, then deleted by their tuple ids. For a few garbage rows scattered through a large
--- table; the heap walk takes over when garbage is a large part of the table.
+-- One batch served by the predicate's index, in one heap: at most %(limit)s victims, then
+-- deleted by their tuple ids. For a few garbage rows scattered through a large table; the
+-- heap walk takes over when garbage is a large part of the table. Returns the rows deleted
+-- and the rows selected. FROM ONLY, no row lock and the predicate's re-check: as in
+-- heap_batch.sql.
 WITH victims AS MATERIALIZED (
-    SELECT ctid FROM {table}
-    WHERE ({predicate})
-    LIMIT %(batch_size)s
-    FOR UPDATE SKIP LOCKED
+    SELECT ctid FROM ONLY {heap} AS {alias}
+    WHERE ({predicate}) AND ctid <> ALL (%(skip)s::tid[])
+    LIMIT %(limit)s
+), gone AS (
+    DELETE FROM ONLY {heap} AS {alias}
+    WHERE ctid = ANY (ARRAY(SELECT ctid FROM victims))
+      AND (SELECT ({predicate}))
+    RETURNING 1
 )
-DELETE FROM {table}
-WHERE ctid = ANY (ARRAY(SELECT ctid FROM victims))
+SELECT (SELECT count(*) FROM gone) AS deleted,
+       (SELECT count(*) FROM victims) AS selected,
+       NULL::text AS last_tid

@@ -1,7 +1,8 @@
 -- Every partition below %(table)s (a regclass name; none when no such table), at every level, with what the proof of
 -- partition retention needs (docs/partitions.md): its parent's partition key (strategy,
 -- number of columns, the one column's name and type), its bound as PostgreSQL prints it,
--- whether that bound's upper end lies at or below %(cutoff)s, its estimated rows, and whether
+-- whether that bound's upper end lies at or below %(cutoff)s, its estimated rows and heap
+-- bytes (0 for a partitioned one: its rows are in its partitions), and whether
 -- the current role may detach and drop it (a member of the owners of it and its parent).
 -- %(column)s is the column the predicate bounds (NULL: nothing is proven, expired is NULL).
 -- Runs in the sweep's own session, so bounds print and parse under the same TimeZone and
@@ -20,7 +21,7 @@ WITH RECURSIVE tree AS (
 described AS (
     SELECT t.relid, t.parent, t.detach_pending, t.level,
            n.nspname::text AS schema_name, c.relname::text AS relname, c.relkind::text AS kind,
-           c.reltuples::bigint AS estimated_rows,
+           c.reltuples::bigint AS estimated_rows, pg_relation_size(c.oid) AS heap_bytes,
            pn.nspname::text AS parent_schema, p.relname::text AS parent_name,
            pt.partstrat::text AS strategy, pt.partnatts::int AS key_columns,
            a.attname::text AS key_column, a.atttypid AS key_type,
@@ -52,7 +53,7 @@ bounded AS (
     FROM described d
 )
 SELECT b.relid::bigint AS relid, b.parent::bigint AS parent, b.level, b.schema_name, b.relname,
-       b.kind, b.estimated_rows, b.parent_schema, b.parent_name, b.strategy, b.key_columns,
+       b.kind, b.estimated_rows, b.heap_bytes, b.parent_schema, b.parent_name, b.strategy, b.key_columns,
        b.key_column, format_type(b.key_type, NULL) AS key_type, b.bound, b.is_default,
        b.detach_pending, b.owned, b.parent_has_default,
        CASE WHEN b.strategy = 'r' AND b.key_columns = 1 AND b.key_column = %(column)s
