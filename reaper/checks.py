@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from reaper import errors, pacing, sqlfiles, sqlinfo
+from reaper import errors, pacing, partitions, sqlfiles, sqlinfo
 from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements, regclass_text
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.runner import compute_cutoffs
@@ -295,6 +295,10 @@ def _sweep_checks(
     if plan is not None:
         guarded("plan", sweep.table,
                 lambda: _plan(sweep, settings, plan, used, leaves, finding))
+    if params:
+        guarded("partitions", sweep.table, lambda: (
+            finding("partitions", *f) for f in partitions.check(session, sweep, settings, params)
+        ))
     return out
 
 

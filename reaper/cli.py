@@ -435,6 +435,21 @@ def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
         )
     console.print(table)
     for r in results:
+        for p in r.partitions:
+            verb = {"drop": "dropped", "detach": "detached"}.get(p["action"], p["action"])
+            if dry_run:
+                console.print(
+                    f"{r.sweep}: would {p['action'].replace('_', ' ')} partition "
+                    f"{p['partition']} (~{p['estimated_rows']:,} rows, estimated)",
+                    highlight=False,
+                )
+            else:
+                console.print(
+                    f"{r.sweep}: {verb} partition {p['partition']} "
+                    f"({p['rows']:,} rows, {p['rows_source']})",
+                    highlight=False,
+                )
+    for r in results:
         if r.error:
             console.print(Text.assemble((r.sweep, "red"), ": ", r.error))
         for h in r.holders:

@@ -223,6 +223,12 @@ def table_identifier(table: str) -> sql.Identifier:
     return sql.Identifier(*table.split(".", 1))
 
 
+def compose_relations(template: str, **relations: tuple[str, str]) -> sql.Composed:
+    """``template`` (one statement with ``{slot}`` placeholders) with each slot filled by a
+    ``(schema, name)`` relation, quoted as an identifier (never string formatting)."""
+    return sql.SQL(template).format(**{k: sql.Identifier(*v) for k, v in relations.items()})
+
+
 def advisory_lock_key(sweep: str) -> int:
     """The advisory lock key of sweep ``sweep``: the first 8 bytes of SHA-256 of
     ``reaper:sweep:<name>``, as a signed 64-bit integer (``pg_try_advisory_lock(bigint)``).

@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from reaper import errors, pacing
+from reaper import errors, pacing, partitions
 from reaper.batching import BatchSizer, Splitter
 from reaper.db import (
     MIN_HEAP_WALK_VERSION,
@@ -91,6 +91,9 @@ class SweepResult:
         skipped: rows skipped by reason (``locked``, ``timeout``, ``foreign_key``, ``error``).
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
         holders: for a skipped run, who held its locks (pid, user, application, client).
+        partitions: partitions removed whole before the batches (reaper.partitions), each
+            ``{partition, action, rows, rows_source}``; with ``dry_run``, those it would
+            remove, each ``{partition, action, estimated_rows}``.
         locked_at, unlocked_at: Unix times between which the run held its advisory locks
             and did its work (None when it never got them).
     """
@@ -116,6 +119,7 @@ class SweepResult:
     holders: list[LockHolder] = field(default_factory=list)
     locked_at: float | None = None
     unlocked_at: float | None = None
+    partitions: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601, seconds rounded to milliseconds."""
@@ -133,6 +137,7 @@ class SweepResult:
             "cutoffs": {k: v.isoformat() for k, v in self.cutoffs.items()},
             "error": self.error,
             "lock_holders": [h.as_dict() for h in self.holders],
+            "partitions": self.partitions,
             "skipped": dict(self.skipped),
         }
 
@@ -716,14 +721,21 @@ def _sweep_batches(
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-    stmts = session.statements(session.check_predicate(sweep))
+    checked = session.check_predicate(sweep)
+    stmts = session.statements(checked)
     params = dict(result.cutoffs)
     if dry_run:
+        partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
         result.rows = session.count_eligible(stmts, params)
         result.stopped_by = "done"
         return
+    # The full-table interlock sees the table whole, partitions that could be dropped included:
+    # dropping every partition empties a table as surely as deleting every row.
     measure = measure_eligible(session, stmts, params)
     refuse_full_table(sweep, measure, settings.max_eligible_fraction_for(sweep.name))
+    partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
+    if result.partitions:
+        stmts = session.statements(checked)  # the heaps that remain
     batch_size = settings.batch_size_for(sweep.name)
     sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
     strategies: list[str] = []

@@ -92,6 +92,10 @@ DEFAULT_FAILURE_BACKOFF = timedelta(seconds=30)
 DEFAULT_MAX_FAILURE_BACKOFF = timedelta(hours=1)
 
 STRATEGIES = ("auto", "heap", "index")
+# What a sweep does with a partition wholly past its cutoff (reaper.partitions): drop it,
+# detach it only (kept as a table of its own, for an archive job), or leave it to the row
+# batches.
+PARTITION_ACTIONS = ("drop", "detach", "off")
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _DURATION_UNITS = {
@@ -320,6 +324,12 @@ def _strategy(value: Any) -> str:
     return str(value)
 
 
+def _partition_action(value: Any) -> str:
+    if value not in PARTITION_ACTIONS:
+        raise ValueError(f"must be one of {', '.join(PARTITION_ACTIONS)}, got {value!r}")
+    return str(value)
+
+
 def _optional_str(value: Any) -> str | None:
     if value in (None, ""):
         return None
@@ -460,6 +470,7 @@ class SweepSettings:
             duration when the predicate names several cutoffs; None: no override.
         after: sweeps that must run before this one.
         strategy: auto, heap or index for this sweep (None: the global ``strategy``).
+        partition_action: drop, detach or off for this sweep (None: the global one).
         max_eligible_fraction: this sweep's full-table interlock (1: it may empty its
             table); None: the global ``max_eligible_fraction``.
         table, reason, predicate, description: a declared sweep's (None for a built-in).
@@ -475,6 +486,7 @@ class SweepSettings:
     retention: timedelta | Mapping[str, timedelta] | None = None
     after: tuple[str, ...] = ()
     strategy: str | None = None
+    partition_action: str | None = None
     max_eligible_fraction: float | None = None
     table: str | None = None
     reason: str | None = None
@@ -584,6 +596,14 @@ class Settings:
         "The DSN points at a connection pooler in session mode (PgBouncer pool_mode=session: "
         "one server session per client connection). Off: a pooler is refused, since in "
         "transaction mode reaper's advisory locks cannot hold.",
+    )
+    partition_action: str = _setting(
+        "drop",
+        _partition_action,
+        "What a sweep does with a partition whose bounds prove every row past the cutoff: "
+        "drop (DETACH CONCURRENTLY, then DROP TABLE), detach (keep it as a table of its own) "
+        "or off (delete its rows in batches). Needs ownership of the table.",
+        "drop|detach|off",
     )
     synchronous_commit: bool = _setting(
         False,
@@ -742,6 +762,11 @@ class Settings:
     def strategy_for(self, name: str) -> str:
         """How sweep ``name`` finds its batches (auto, heap, index): its own, else the global."""
         return self.sweep(name).strategy or self.strategy
+
+    def partition_action_for(self, name: str) -> str:
+        """What sweep ``name`` does with a partition wholly past its cutoff (drop, detach,
+        off): its own, else the global ``partition_action``."""
+        return self.sweep(name).partition_action or self.partition_action
 
     def validate(self, source: str = "config file") -> Settings:
         """Check the rules that span several settings, and every sweep the ``[sweeps]`` tables
@@ -959,6 +984,7 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "retention": _retention,
         "after": _after,
         "strategy": scalar(_strategy),
+        "partition_action": scalar(_partition_action),
         "max_eligible_fraction": scalar(_fraction),
         "table": _name,
         "reason": _name,

@@ -1,4 +1,5 @@
-"""The README stays true: every command and every flag that `--help` shows is documented."""
+"""The docs stay true: every command and every flag that `--help` shows is documented in the
+README or a page of the docs site."""
 
 from __future__ import annotations
 

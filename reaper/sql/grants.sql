@@ -11,6 +11,12 @@
 -- certificate) yourself: `\password reaper`.
 --
 -- `reaper indexes ensure` is DDL (CREATE INDEX): run it as the tables' owner, not as reaper.
+-- So is dropping a partition wholly past a sweep's cutoff (ALTER TABLE ... DETACH PARTITION,
+-- DROP TABLE): it needs ownership of the partitioned table and its partitions, which no GRANT
+-- gives. With this role reaper never drops a partition: it deletes their rows in batches, and
+-- `reaper check` fails its partitions check for a sweep that would drop one. To drop them,
+-- run reaper as a member of the tables' owner (GRANT owner_role TO reaper), or set
+-- partition_action = "off" to keep the row batches (docs/partitions.md).
 -- The catalog views `check` and `status` read (pg_index, pg_constraint, pg_locks,
 -- pg_stat_user_tables, pg_stat_progress_create_index) are readable by every role, and the
 -- advisory locks need no privilege. CONNECT on the database is PUBLIC's by default.
