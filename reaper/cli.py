@@ -2,7 +2,8 @@
 
 Every setting of :class:`reaper.settings.Settings` is a flag on each command, with its
 ``REAPER_*`` environment variable; flags and variables win over the TOML file (``--config``),
-which wins over the defaults. Exit codes: 0 every sweep succeeded, 1 a sweep (or the
+which wins over the defaults. Exit codes: 0 every sweep succeeded (3: run-once found every
+sweep's lock held by another session, so nothing ran), 1 a sweep (or the
 database) failed, 2 bad usage or configuration, always with one line on stderr.
 """
 
@@ -22,13 +23,20 @@ import click
 import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from reaper import __version__, checks, errors, indexes, log, render, status
-from reaper.db import Database
+from reaper.db import Database, dsn_has_password
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
-from reaper.runner import FAILURE, SweepResult, refuse_unsweepable, run_sweep
+from reaper.runner import (
+    FAILURE,
+    SKIPPED,
+    SweepResult,
+    check_predicates,
+    refuse_unsweepable,
+    run_sweep,
+)
 from reaper.settings import (
     SETTING_FIELDS,
     Settings,
@@ -40,6 +48,8 @@ from reaper.settings import (
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# run-once: every sweep it was asked to run was skipped, its lock held by another session.
+EXIT_ALL_SKIPPED = 3
 ENV_PREFIX = "REAPER"
 
 
@@ -104,14 +114,40 @@ def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
         if ctx is not None
         and ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT
     }
-    return build_settings(
+    settings = build_settings(
         explicit, file_values, source=str(config_path or "config"), labels=labels
+    )
+    global _dsn_on_command_line
+    _dsn_on_command_line = ctx is not None and "dsn" in explicit and \
+        ctx.get_parameter_source("dsn") == click.core.ParameterSource.COMMANDLINE
+    return settings
+
+
+# Set by load_settings: the DSN came from a flag, which every local user can read in `ps`.
+_dsn_on_command_line = False
+_password_warned = False
+
+
+def warn_if_password_on_command_line(settings: Settings) -> None:
+    """Once per process: a warning on stderr when ``--dsn`` on the command line holds a
+    password (visible in ``ps`` and ``/proc/PID/cmdline``), naming the fix."""
+    global _password_warned
+    if _password_warned or not _dsn_on_command_line or not dsn_has_password(settings.dsn):
+        return
+    _password_warned = True
+    structlog.get_logger("reaper.cli").warning(
+        "password_on_command_line",
+        setting="--dsn",
+        fix="every local user can read it in ps; put the password in a password file "
+        "(PGPASSFILE) or the DSN in REAPER_DSN or a service file (docs/security.md)",
     )
 
 
 def open_database(settings: Settings) -> Database:
     """A :class:`Database` configured from ``settings`` (not yet connected)."""
-    return Database.from_settings(settings)
+    db = Database.from_settings(settings)
+    warn_if_password_on_command_line(settings)
+    return db
 
 
 def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:
@@ -194,7 +230,8 @@ def run_once(
 ) -> None:
     """Run the sweeps once, in dependency order, and print one row per sweep.
 
-    Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage.
+    Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage, 3 when every
+    sweep was skipped because another session holds its advisory lock (each holder is named).
     """
     settings = load_settings(config_path, raw)
     sweeps = enabled_sweeps(settings, sweep_names)
@@ -208,6 +245,7 @@ def run_once(
         if report_missing_tables(db, sweeps, settings):
             sys.exit(EXIT_FAILED)
         refuse_unsweepable(db, sweeps)
+        check_predicates(db, sweeps)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
         live = sys.stderr.isatty() and not as_json and not dry_run
@@ -230,7 +268,11 @@ def run_once(
     else:
         print_results(results, dry_run=dry_run, wide=wide, sweeps=sweeps)
     failed = any(r.outcome == FAILURE for r in results) or not metrics_written
-    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+    if failed:
+        sys.exit(EXIT_FAILED)
+    # Nothing ran at all: a squatter on the lock keys must not look like a clean run.
+    sys.exit(EXIT_ALL_SKIPPED if results and all(r.outcome == SKIPPED for r in results)
+             else EXIT_OK)
 
 
 def _writable_file(path: Path | None) -> Path | None:
@@ -346,6 +388,7 @@ def run(config_path: Path | None, **raw: Any) -> None:
     sweeps = enabled_sweeps(settings, ())
     _refuse_unsweepable_if_reachable(settings, sweeps)
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
+    warn_if_password_on_command_line(settings)
 
     def on_signal(signum: int, _frame: Any) -> None:
         structlog.get_logger("reaper.cli").info(
@@ -382,8 +425,10 @@ def run(config_path: Path | None, **raw: Any) -> None:
 
 
 def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]) -> None:
-    """Exit 2 (RelationRefused) when a sweep's table is a relation reaper cannot delete from;
-    a database that cannot be reached now is left to the daemon, which waits for it."""
+    """Exit 2 (RelationRefused, PredicateRefused) when a sweep's table is a relation reaper
+    cannot delete from or its predicate is refused by the server's catalog; a database that
+    cannot be reached now is left to the daemon, which waits for it (and checks each
+    predicate before its first statement)."""
     db = open_database(settings)
     try:
         db.check_connection()
@@ -392,6 +437,7 @@ def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]
     try:
         with db:
             refuse_unsweepable(db, sweeps)
+            check_predicates(db, sweeps)
     except errors.ConnectionFailed:
         return
 
@@ -424,12 +470,12 @@ def print_results(
     sweeps: Sequence[Sweep] = (),
 ) -> None:
     """One row per sweep: sweep, table, reason, rows, batches, seconds, outcome."""
-    rows = []
+    rows: list[list[render.Cell]] = []
     for r in results:
         colour = "green" if r.outcome == "success" else "red"
         rows.append([
-            escape(r.sweep), escape(r.table), escape(r.reason), f"{r.rows:,}", str(r.batches),
-            f"{r.seconds:.3f}", f"[{colour}]{r.outcome}[/{colour}]",
+            r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
+            Text(r.outcome, style=colour),
         ])
     render.print_table(
         "reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""),
@@ -447,13 +493,28 @@ def print_results(
     if dry_run:
         counts = {r.sweep: r.rows for r in results if r.outcome != FAILURE}
         for note in dependants_notes(sweeps, counts):
-            console.print(f"note: {escape(note)}", highlight=False)
+            console.print(f"note: {note}")
+    for r in results:
+        for p in r.partitions:
+            verb = {"drop": "dropped", "detach": "detached"}.get(p["action"], p["action"])
+            if dry_run:
+                console.print(
+                    f"{r.sweep}: would {p['action'].replace('_', ' ')} partition "
+                    f"{p['partition']} (~{p['estimated_rows']:,} rows, estimated)",
+                    highlight=False,
+                )
+            else:
+                console.print(
+                    f"{r.sweep}: {verb} partition {p['partition']} "
+                    f"({p['rows']:,} rows, {p['rows_source']})",
+                    highlight=False,
+                )
     for r in results:
         if r.error:
-            # The error is the database's text: escaped, so a "[" in it is not markup.
-            console.print(
-                f"[red]{escape(r.sweep)}[/red]: {escape(r.error)}", highlight=False, markup=True
-            )
+            console.print(Text.assemble((r.sweep, "red"), ": ", r.error))
+        for h in r.holders:
+            console.print(Text.assemble((r.sweep, "yellow"), ": skipped, lock held by ",
+                                        h.describe()))
 
 
 def dependants_notes(sweeps: Sequence[Sweep], counts: Mapping[str, int]) -> list[str]:
@@ -481,7 +542,12 @@ def dependants_notes(sweeps: Sequence[Sweep], counts: Mapping[str, int]) -> list
 
 
 def _console() -> Console:
-    return Console(width=render.width())
+    """The console every line under a table goes through (the tables: reaper.render), as
+    wide as the terminal (off one, COLUMNS, else 80). Markup, emoji codes and highlighting are
+    off: names and server messages come from the database and the config, and are printed as
+    they are ("[bold]" or ":x:" in a table name is text). Colour goes through rich Text
+    styles."""
+    return render.make_console()
 
 
 _SWEEP_OPTION = click.option(
@@ -514,6 +580,7 @@ def check_command(
     db = open_database(settings)
     db.check_connection()
     with db:
+        check_predicates(db, sweeps)
         findings = checks.run_checks(db, sweeps, settings)
     failed = checks.failures(findings)
     if as_json:
@@ -522,9 +589,9 @@ def check_command(
         ))
     else:
         colours = {checks.PASS: "green", checks.WARN: "yellow", checks.FAIL: "red"}
-        rows = [
-            [escape(f.sweep), f.check, f"[{colours[f.status]}]{f.status}[/{colours[f.status]}]",
-             escape(f.subject), escape(f.detail), escape(f.fix or "")]
+        rows: list[list[render.Cell]] = [
+            [f.sweep, f.check, Text(f.status, style=colours[f.status]), f.subject, f.detail,
+             f.fix or ""]
             for f in findings
         ]
         dropped = render.print_table(
@@ -540,16 +607,14 @@ def check_command(
             # What a finding that did not pass says, and its fix, under the table.
             for f in findings:
                 if f.status != checks.PASS:
-                    c = colours[f.status]
                     text = f"{f.subject}: {f.detail}" + (f" Fix: {f.fix}" if f.fix else "")
-                    console.print(
-                        f"[{c}]{f.status}[/{c}] {escape(f.sweep)} {f.check}: {escape(text)}",
-                        highlight=False,
-                    )
-        console.print(
-            f"{len(findings)} checks, [red]{len(failed)} failed[/red], "
-            f"{sum(f.status == checks.WARN for f in findings)} warnings"
-        )
+                    console.print(Text.assemble(
+                        (f.status, colours[f.status]), f" {f.sweep} {f.check}: {text}"
+                    ))
+        console.print(Text.assemble(
+            f"{len(findings)} checks, ", (f"{len(failed)} failed", "red"),
+            f", {sum(f.status == checks.WARN for f in findings)} warnings",
+        ))
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
@@ -587,12 +652,12 @@ def indexes_ensure(
         click.echo(json.dumps([a.as_dict() for a in actions], indent=2))
     else:
         title = "reaper indexes ensure" + (" (dry run: nothing built)" if dry_run else "")
-        rows = []
+        rows: list[list[render.Cell]] = []
         for a in actions:
             c = {"failed": "red", "done": "green", "dry_run": "yellow"}.get(a.outcome, "")
-            outcome = f"[{c}]{a.outcome}[/{c}]" if c else a.outcome
-            rows.append([escape(a.index), escape(a.table), a.action, outcome,
-                         f"{a.seconds:.3f}", escape(a.error or a.detail)])
+            outcome = Text(a.outcome, style=c)
+            rows.append([a.index, a.table, a.action, outcome, f"{a.seconds:.3f}",
+                         a.error or a.detail])
         render.print_table(
             title,
             [render.Column("index"), render.Column("table", optional=True),
@@ -606,7 +671,7 @@ def indexes_ensure(
         if dry_run:
             for a in actions:
                 for stmt in a.statements:
-                    console.print(f"{stmt};", highlight=False, markup=False)
+                    console.print(f"{stmt};")
     sys.exit(EXIT_FAILED if any(a.outcome == "failed" for a in actions) else EXIT_OK)
 
 
@@ -618,7 +683,7 @@ class _IndexProgress:
 
         self.live = live
         self._progress = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             TextColumn("{task.fields[phase]}"),
             TimeElapsedColumn(),
@@ -686,6 +751,7 @@ def status_command(
         if report_missing_tables(db, sweeps, settings):
             sys.exit(EXIT_FAILED)
         refuse_unsweepable(db, sweeps)
+        check_predicates(db, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))
@@ -723,17 +789,16 @@ def print_status(
     def when(d: Any) -> str:
         return d.strftime("%Y-%m-%d %H:%M") if d is not None else "never"
 
-    cells = []
+    cells: list[list[render.Cell]] = []
     for r in rows:
         if r.error:
-            cells.append([escape(r.sweep), escape(r.table), f"[red]{escape(r.error)}[/red]",
-                          *[""] * 6])
+            cells.append([r.sweep, r.table, Text(r.error, style="red"), *[""] * 6])
             continue
         backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
         est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
             else "never analyzed"
         cells.append([
-            escape(r.sweep), escape(r.table), backlog, _age(r.oldest_eligible_age_seconds), est,
+            r.sweep, r.table, backlog, _age(r.oldest_eligible_age_seconds), est,
             _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
             when(r.last_vacuum), when(r.last_autovacuum),
         ])
@@ -751,9 +816,13 @@ def print_status(
         cells,
         wide=wide or any(r.error for r in rows),
     )
+    console = _console()
+    for r in rows:
+        for h in r.lock_holders:
+            console.print(Text.assemble((r.sweep, "yellow"), ": lock held by ", h.describe()))
     counts = {r.sweep: r.backlog_rows for r in rows if r.backlog_rows is not None}
     for note in dependants_notes(sweeps, counts):
-        _console().print(f"note: {escape(note)}", highlight=False)
+        console.print(f"note: {note}")
 
 
 def misplaced_option_hint(exc: click.ClickException, args: Sequence[str]) -> str | None:

@@ -40,6 +40,16 @@ class Column:
     optional: bool = False
 
 
+Cell = str | Text  # a str is printed as it is (never markup); a Text carries its colour
+
+
+def make_console() -> Console:
+    """A console :func:`width` wide, with markup, emoji codes and highlighting off: names and
+    messages come from the database and the config and are printed as they are ("[bold]" or
+    ":x:" in a table name is text)."""
+    return Console(width=width(), markup=False, emoji=False, highlight=False, soft_wrap=False)
+
+
 def width() -> int:
     """Columns to fit: the terminal's, else ``COLUMNS``, else 80."""
     if sys.stdout.isatty():
@@ -50,7 +60,7 @@ def width() -> int:
         return DEFAULT_WIDTH_COLUMNS
 
 
-def _table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> Table:
+def _table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[Cell]]) -> Table:
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
     for c in columns:
         table.add_column(c.header, justify="right" if c.right else "left", no_wrap=True)
@@ -60,9 +70,10 @@ def _table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str]])
 
 
 def _natural_width(table: Table) -> int:
-    console = Console(file=io.StringIO(), width=100_000, color_system=None)
-    console.print(table)
-    text = console.file.getvalue()  # type: ignore[attr-defined]
+    out = io.StringIO()
+    Console(file=out, width=100_000, color_system=None, markup=False, emoji=False,
+            highlight=False).print(table)
+    text = out.getvalue()
     # The title is centred across the console; only the columns count.
     return max((len(line.rstrip()) for line in text.splitlines()[1:]), default=0)
 
@@ -70,19 +81,20 @@ def _natural_width(table: Table) -> int:
 def print_table(
     title: str,
     columns: Sequence[Column],
-    rows: Sequence[Sequence[str]],
+    rows: Sequence[Sequence[Cell]],
     *,
     wide: bool = False,
     console: Console | None = None,
 ) -> list[str]:
-    """Print ``rows`` (cells as rich markup) under ``columns`` within :func:`width`.
+    """Print ``rows`` under ``columns`` within :func:`width` (``console``: where; default
+    :func:`make_console`).
 
     Returns:
         the headers of the optional columns left out (empty with ``wide``); the caller may
         say how to see them.
     """
     limit = width()
-    console = console or Console(width=limit, soft_wrap=False)
+    out = console or make_console()
     keep = list(range(len(columns)))
     dropped: list[str] = []
 
@@ -107,21 +119,23 @@ def print_table(
                 dropped.remove(header)
                 table = trial
     if _natural_width(table) <= limit:
-        console.print(table)
+        out.print(table)
         if dropped:
-            console.print(
-                f"[dim](--wide adds: {', '.join(dropped)})[/dim]", highlight=False
-            )
+            out.print(Text(f"(--wide adds: {', '.join(dropped)})", style="dim"))
         return dropped
     _print_stacked(title, [columns[i] for i in keep], [[r[i] for i in keep] for r in rows],
-                   limit, console)
+                   limit, out)
     return dropped
+
+
+def _plain(cell: Cell) -> str:
+    return cell.plain if isinstance(cell, Text) else cell
 
 
 def _print_stacked(
     title: str,
     columns: Sequence[Column],
-    rows: Sequence[Sequence[str]],
+    rows: Sequence[Sequence[Cell]],
     limit: int,
     console: Console,
 ) -> None:
@@ -130,9 +144,9 @@ def _print_stacked(
     label = max(len(c.header) for c in columns[1:]) if len(columns) > 1 else 0
     for row in rows:
         console.print()
-        console.print(Text.from_markup(row[0], style="bold"))
+        console.print(Text(_plain(row[0]), style="bold"))
         for c, cell in zip(columns[1:], row[1:], strict=True):
-            plain = Text.from_markup(cell).plain
+            plain = _plain(cell)
             if not plain:
                 continue
             indent = " " * (label + 4)

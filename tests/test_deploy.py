@@ -40,6 +40,7 @@ ALERTS = {
     "ReaperDown",
     "ReaperSweepFailing",
     "ReaperSweepStalled",
+    "ReaperSweepSkipped",
     "ReaperBacklogGrowing",
     "ReaperDeletingNothing",
 }
@@ -192,6 +193,26 @@ def test_systemd_daemon_unit_settings() -> None:
     env = dict(v.split("=", 1) for v in unit_values(unit, "Service", "Environment") if " " not in v)
     shutdown = parse_duration(env["REAPER_SHUTDOWN_TIMEOUT"])
     assert parse_duration(unit_value(unit, "Service", "TimeoutStopSec")) > shutdown
+    # Bounded: memory, threads, open files.
+    assert unit_value(unit, "Service", "MemoryMax")
+    assert int(unit_value(unit, "Service", "TasksMax")) <= 128
+    assert int(unit_value(unit, "Service", "LimitNOFILE")) <= 4096
+    # The password in a service file handed over as a credential, never in the environment.
+    assert "PGSERVICEFILE=%d/pg_service.conf" in unit_values(unit, "Service", "Environment")
+    assert any(v.startswith("pg_service.conf:/etc/reaper/")
+               for v in unit_values(unit, "Service", "LoadCredential"))
+
+
+def test_networkpolicy_admits_only_the_scraper_to_the_port() -> None:
+    policy = one(KUBERNETES / "daemon" / "networkpolicy.yaml")
+    deployment = one(KUBERNETES / "daemon" / "deployment.yaml")
+    assert policy["kind"] == "NetworkPolicy"
+    assert policy["spec"]["podSelector"]["matchLabels"] == \
+        deployment["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert all(peer.get("podSelector", {}).get("matchLabels") for peer in rule["from"])
 
 
 def test_systemd_timer_runs_run_once() -> None:
@@ -482,6 +503,13 @@ def test_pod_security_settings(name: str) -> None:
         mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
         volumes = {v["name"]: v for v in pod["volumes"]}
         assert volumes[mounts[config_dir]]["configMap"]["name"] == "reaper-config"
+        # The password: in libpq's service file, a Secret mounted as a file readable by the
+        # pod's group only; in no environment variable.
+        secret_dir = str(Path(env["PGSERVICEFILE"]).parent)
+        secret = volumes[mounts[secret_dir]]["secret"]
+        assert secret["secretName"] == "reaper-database" and secret["defaultMode"] == 0o440
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+        assert not any("PASSWORD" in name for name in env)
     assert workload["metadata"]["labels"]["app.kubernetes.io/name"] == "reaper"
 
 
