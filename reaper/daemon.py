@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -51,7 +52,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CollectorRegistry
 
 from reaper import checks, errors
-from reaper.db import Database, SweepStatements
+from reaper.db import Database, Session, SweepStatements
 from reaper.http import HttpServer, make_app
 from reaper.metrics import Metrics
 from reaper.runner import FAILURE, SUCCESS, SweepResult, compute_cutoffs, run_sweep
@@ -215,7 +216,8 @@ class Daemon:
         )
         self._scheduler.add_listener(self._job_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
         self.http = HttpServer(
-            settings.listen, make_app(registry, self.healthz, self.readyz)
+            settings.listen, make_app(registry, self.healthz, self.readyz),
+            Path(settings.web_config_file) if settings.web_config_file else None,
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -630,7 +632,7 @@ class Daemon:
             with self.db.session(bound=PROBE_BOUND_SECONDS) as session:
                 missing = session.missing_tables(self._tables())
                 refusal, stale = session.write_refusal()
-                lacking = [] if missing else session.missing_privileges(self._privileges())
+                lacking = [] if missing else session.missing_privileges(self._privileges(session))
             if stale:
                 # An ALTER DATABASE/ROLE ... SET default_transaction_read_only since the pool
                 # connected: its sessions keep the old value, new ones get the new one.
@@ -668,12 +670,14 @@ class Daemon:
         elif self._health.set(True, ""):
             self._retry_after_outage()
 
-    def _privileges(self) -> list[tuple[str, str]]:
+    def _privileges(self, session: Session) -> list[tuple[str, str]]:
         """Every ``(table, privilege)`` the scheduled sweeps' batches need (no duplicates)."""
         needed: dict[tuple[str, str], None] = {}
         for sweep in list(self._sweeps.values()):
             with contextlib.suppress(errors.ConfigError):
-                needed.update(dict.fromkeys(self._statements_for(sweep).required_privileges()))
+                needed.update(
+                    dict.fromkeys(self._statements_for(session, sweep).required_privileges())
+                )
         return list(needed)
 
     def _retry_after_outage(self) -> None:
@@ -691,13 +695,11 @@ class Daemon:
                      retry_in_seconds=round(delay, 3))
             self._reschedule(name, delay)
 
-    def _statements_for(self, sweep: Sweep) -> SweepStatements:
+    def _statements_for(self, session: Session, sweep: Sweep) -> SweepStatements:
         stmts = self._statements.get(sweep.name)
         if stmts is None:
-            first_cutoff = next(iter(sweep.cutoffs), "cutoff")
-            stmts = SweepStatements(
-                sweep.table, sweep.predicate, since=sweep.since, cutoff_param=first_cutoff
-            )
+            # Checked against this server's catalog once, before the first gauge query.
+            stmts = SweepStatements(session.check_predicate(sweep))
             self._statements[sweep.name] = stmts
         return stmts
 
@@ -722,10 +724,10 @@ class Daemon:
                         cutoffs: dict[str, Any] = dict(
                             compute_cutoffs(session, sweep, settings, None)
                         )
-                        stmts = self._statements_for(sweep)
+                        stmts = self._statements_for(session, sweep)
                         rows = session.backlog_rows(stmts, cutoffs, settings.backlog_limit)
                         oldest = (
-                            session.backlog_oldest_seconds(stmts, cutoffs)
+                            session.backlog_oldest_seconds(stmts, cutoffs, settings.backlog_limit)
                             if rows else (0.0 if sweep.since else None)
                         )
                         self.metrics.set_backlog(sweep.name, rows, oldest)

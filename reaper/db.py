@@ -28,9 +28,13 @@ from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reaper import errors, sqlfiles, sqlinfo
+from reaper import predicate as predicates
+from reaper.pacing import Sample, Standby
+from reaper.predicate import CatalogObjects, CheckedPredicate
 
 if TYPE_CHECKING:
     from reaper.settings import Settings
+    from reaper.sweeps import Sweep
 
 APPLICATION_NAME = "reaper"
 # Rounds of the session-pooler check (Database.check_advisory_locks with --session-pooler):
@@ -102,11 +106,28 @@ def describe_target(dsn: str | None) -> str:
     return f"{f'{user}@' if user else ''}{host}{f':{port}' if port else ''}/{db}"
 
 
+# A password at least this long is scrubbed wherever it appears; a shorter one only where a
+# password goes (password=..., a URI's user:...@, a quoted token), so that a password "a" or
+# "on" does not turn every "a" or "on" of a message into "***".
+_SCRUB_ANYWHERE_CHARS = 8
+_SCRUB_TOKEN_CHARS = 4
+# Where a password goes, whatever its value: the value is scrubbed even when it is not one we
+# know (a percent-encoded form, a second DSN quoted in a message).
+_PASSWORD_POSITIONS = (
+    # password = 'quoted \' value' | password=value
+    re.compile(r"(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|[^\s'\"]+)", re.IGNORECASE),
+    # scheme://user:value@host
+    re.compile(r"(://[^:/@?#\s]*:)([^@/?#\s]*)(?=@)"),
+)
+
+
 class _Redactor:
-    """Scrubs a connection string's password out of any text."""
+    """Scrubs a connection string's password out of any text: every password of the DSN, of any
+    length, wherever a password goes (``password=``, a URI's ``user:...@``, a quoted token);
+    a long one (8+ characters) wherever it appears, a 4+ character one as a whole token."""
 
     def __init__(self, dsn: str | None) -> None:
-        secrets: list[str] = [dsn or ""]
+        secrets: list[str] = []
         try:
             secrets.append(str(conninfo_to_dict(dsn or "").get("password") or ""))
         except psycopg.ProgrammingError:
@@ -114,14 +135,37 @@ class _Redactor:
             # libpq's complaint may quote it ('invalid percent-encoded token: "Sekr%zz"').
             secrets += re.findall(r"://[^:/@?#]*:([^@/?#]*)@", dsn or "")
             secrets += [a or b for a, b in re.findall(
-                r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'|(\S+))", dsn or ""
+                r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'?|(\S+))", dsn or ""
             )]
-        self._secrets = sorted({s for s in secrets if len(s) >= 3}, key=len, reverse=True)
+        self._dsn = dsn or ""
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._patterns = []
+        for secret in self._secrets:
+            quoted = re.escape(secret)
+            if len(secret) >= _SCRUB_ANYWHERE_CHARS:
+                self._patterns.append(re.compile(quoted))
+            elif len(secret) >= _SCRUB_TOKEN_CHARS:
+                self._patterns.append(re.compile(rf"(?<![\w%]){quoted}(?![\w%])"))
+            else:
+                # A quoted token: libpq quotes what it complains about ("...", '...').
+                self._patterns.append(re.compile(rf"(?<=[\"']){quoted}(?=[\"'])"))
 
     def __call__(self, text: str) -> str:
-        for s in self._secrets:
-            text = text.replace(str(s), "***")
+        if self._dsn and len(self._dsn) > 1:
+            text = text.replace(self._dsn, "***")
+        text = _PASSWORD_POSITIONS[0].sub(r"\1***", text)
+        text = _PASSWORD_POSITIONS[1].sub(r"\1***", text)
+        for pattern in self._patterns:
+            text = pattern.sub("***", text)
         return text
+
+
+def dsn_has_password(dsn: str | None) -> bool:
+    """True when the connection string carries a password (False when it does not parse)."""
+    try:
+        return bool(conninfo_to_dict(dsn or "").get("password"))
+    except psycopg.ProgrammingError:
+        return bool(re.search(r"://[^:/@?#]*:[^@/?#]+@|password\s*=", dsn or "", re.IGNORECASE))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -179,6 +223,12 @@ def table_identifier(table: str) -> sql.Identifier:
     return sql.Identifier(*table.split(".", 1))
 
 
+def compose_relations(template: str, **relations: tuple[str, str]) -> sql.Composed:
+    """``template`` (one statement with ``{slot}`` placeholders) with each slot filled by a
+    ``(schema, name)`` relation, quoted as an identifier (never string formatting)."""
+    return sql.SQL(template).format(**{k: sql.Identifier(*v) for k, v in relations.items()})
+
+
 def advisory_lock_key(sweep: str) -> int:
     """The advisory lock key of sweep ``sweep``: the first 8 bytes of SHA-256 of
     ``reaper:sweep:<name>``, as a signed 64-bit integer (``pg_try_advisory_lock(bigint)``).
@@ -191,12 +241,41 @@ def advisory_lock_key(sweep: str) -> int:
 
 @dataclass(frozen=True)
 class LockHolder:
-    """A session that holds one of a sweep's advisory locks (from pg_stat_activity)."""
+    """A session that holds one of a sweep's advisory locks (from pg_stat_activity).
+
+    ``client`` is an address, ``local`` (a Unix socket) or ``hidden``; ``backend_start``
+    (connected since) and ``state_since`` (in its current state since, e.g. idle since it
+    took the lock) are None where PostgreSQL hides them from reaper's role (they need
+    pg_read_all_stats).
+    """
 
     pid: int
     application_name: str
     client: str
-    backend_start: datetime
+    backend_start: datetime | None
+    user: str = ""
+    state_since: datetime | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: times as ISO 8601 (None when hidden)."""
+        return {
+            "pid": self.pid,
+            "user": self.user,
+            "application_name": self.application_name,
+            "client": self.client,
+            "connected_since": self.backend_start.isoformat() if self.backend_start else None,
+            "state_since": self.state_since.isoformat() if self.state_since else None,
+        }
+
+    def describe(self) -> str:
+        """One line: ``pid 123 (user x, application 'psql', client 10.0.0.5, connected since
+        2026-06-01T12:00:00+00:00)``."""
+        since = self.backend_start.isoformat(timespec="seconds") if self.backend_start \
+            else "hidden"
+        return (
+            f"pid {self.pid} (user {self.user or '?'}, application {self.application_name!r}, "
+            f"client {self.client}, connected since {since})"
+        )
 
 
 def regclass_text(table: str) -> str:
@@ -331,21 +410,26 @@ class _UtcTimestamptzBinaryLoader(TimestamptzBinaryLoader):
 class SweepStatements:
     """A sweep's statements, composed once from the engine templates and its predicate.
 
-    ``table`` goes through :class:`psycopg.sql.Identifier`; the predicate is SQL that
-    reaper ships or that was checked when its config was loaded. The statements that delete
-    are per heap (``heaps``, from :meth:`Session.statements`); those that only read (backlog,
-    oldest row, plans) read the declared table, which covers the same rows.
+    The table goes through :class:`psycopg.sql.Identifier`; the predicate (and ``since``)
+    only as a :class:`reaper.predicate.CheckedPredicate`, which only
+    :meth:`Session.check_predicate` builds, after the predicate rule and the server's
+    catalog accepted it: no statement evaluates a predicate that was not checked. The
+    statements that delete are per heap (``heaps``, from :meth:`Session.statements`); those
+    that only read (backlog, oldest row, plans) read the declared table, which covers the
+    same rows.
     """
 
     def __init__(
         self,
-        table: str,
-        predicate: str,
+        checked: CheckedPredicate,
         *,
         heaps: Sequence[Heap] = (),
-        since: str = "",
-        cutoff_param: str = "cutoff",
     ) -> None:
+        if not isinstance(checked, CheckedPredicate):
+            raise TypeError("SweepStatements takes a CheckedPredicate (Session.check_predicate)")
+        table, predicate, since = checked.table, checked.text, checked.since
+        cutoff_param = checked.cutoffs[0] if checked.cutoffs else "cutoff"
+        self.checked = checked
         self.table = table
         self.heaps = tuple(HeapStatements(h, table, predicate) for h in heaps)
         parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
@@ -473,6 +557,8 @@ def _bounded(conn: psycopg.Connection[Any], seconds: float | None) -> Iterator[N
         yield
     finally:
         conn.bound = old
+
+
 @dataclass(frozen=True)
 class BatchRows:
     """What one batch did: rows ``deleted``, rows ``selected`` as victims (more than deleted
@@ -553,6 +639,12 @@ class Session:
     def backend_pid(self) -> int:
         """The server process of this connection (for pg_stat_activity)."""
         return self._conn.info.backend_pid
+
+    @property
+    def reached(self) -> str:
+        """``user@host:port/dbname`` as this connection reached them, never a password."""
+        info = self._conn.info
+        return f"{info.user}@{info.host}:{info.port}/{info.dbname}"
 
     def _errors(self, context: str = "") -> contextlib.AbstractContextManager[None]:
         return translate_errors(self._redact, context)
@@ -706,15 +798,48 @@ class Session:
                             proof=_CATALOG_PROOF))
         return out
 
-    def statements(self, table: str, predicate: str) -> SweepStatements:
-        """A sweep's statements for ``table``: its deletes composed per heap it covers
-        (:meth:`heaps`).
+    def statements(self, checked: CheckedPredicate) -> SweepStatements:
+        """A sweep's statements for its table, from a predicate :meth:`check_predicate`
+        accepted: its deletes composed per heap it covers (:meth:`heaps`).
 
         Raises:
             ObjectMissing: no such table.
             RelationRefused: a relation reaper cannot delete from by tuple id.
         """
-        return SweepStatements(table, predicate, heaps=self.heaps(table))
+        return SweepStatements(checked, heaps=self.heaps(checked.table))
+
+    def refused_objects(self, objects: CatalogObjects) -> list[tuple[str, str]]:
+        """``(what, why)`` of each function, operator, cast type or relation in ``objects``
+        that a predicate may not use (``refused_objects.sql``); every candidate of a name on
+        this session's search path counts."""
+        rows = self.rows(
+            sqlfiles.engine("refused_objects"),
+            {
+                "functions": list(objects.functions),
+                "operators": list(objects.operators),
+                "types": list(objects.types),
+                "relations": list(objects.relations),
+            },
+        )
+        return [(str(r["what"]), str(r["why"])) for r in rows]
+
+    def check_predicate(self, sweep: Sweep) -> CheckedPredicate:
+        """``sweep``'s predicate and ``since`` expression, checked by the predicate rule and
+        against this server's catalog (:func:`reaper.predicate.verify`): the one way to a
+        :class:`SweepStatements`, so every command that evaluates a predicate checks it
+        first.
+
+        Raises:
+            PredicateRefused: one line naming the sweep and the offending part.
+            DatabaseError: the catalog could not be read.
+        """
+        try:
+            return predicates.verify(
+                self, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+            )
+        except predicates.PredicateError as exc:
+            where = f"sweep {sweep.name}" if sweep.builtin else f"[sweeps.{sweep.name}]"
+            raise errors.PredicateRefused(f"{where} predicate {exc}") from None
 
     def estimate_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> float:
         """The planner's estimate of the rows the predicate matches (a plan, no scan)."""
@@ -881,15 +1006,56 @@ class Session:
         return int(row[0]) if row is not None else 0
 
     def backlog_oldest_seconds(
-        self, stmts: SweepStatements, params: Mapping[str, Any]
+        self, stmts: SweepStatements, params: Mapping[str, Any], limit: int = 1_000
     ) -> float | None:
         """Seconds the oldest eligible row is past its cutoff (0.0 when none is eligible);
-        None when the sweep declares no ``since`` expression."""
+        None when the sweep declares no ``since`` expression.
+
+        The oldest among the first ``limit`` eligible rows the predicate's index finds
+        (``--backlog-limit``, as ``reaper_backlog_rows`` counts): exact when the backlog is
+        under the limit or when the index returns rows oldest first (a ``since`` that is the
+        indexed column), a lower bound otherwise. Run like an index batch: an unbounded
+        ``ORDER BY since`` that no index serves sorted all 10,000 eligible rows of bench B5's
+        table in 236 ms.
+        """
         if stmts.backlog_oldest is None:
             return None
-        with self._errors(stmts.table):
-            value = self.scalar(stmts.backlog_oldest, params)
+        with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+            cur.execute(stmts.backlog_oldest, dict(params, limit=limit))
+            row = cur.fetchone()
+        value = row[0] if row is not None else None
         return max(float(value), 0.0) if value is not None else 0.0
+
+    def pacing_sample(self, busy_window: float) -> Sample:
+        """What the pacer measures before a batch (``pacing_sample.sql``): the WAL position,
+        the other sessions busy on this database within ``busy_window`` seconds, and every
+        standby's replay position and lag."""
+        with self._errors(), self._conn.cursor() as cur:
+            cur.execute(
+                sql.SQL(sqlfiles.engine("pacing_sample")),
+                {"busy_window": busy_window, "application_name": APPLICATION_NAME},
+            )
+            row = cur.fetchone()
+        if row is None:
+            return Sample()
+        wal, busy, hidden, standbys = row
+        if isinstance(standbys, str):
+            standbys = json.loads(standbys)
+        return Sample(
+            wal_lsn=None if wal is None else int(wal),
+            busy_sessions=int(busy),
+            hidden_sessions=int(hidden),
+            standbys=tuple(
+                Standby(
+                    name=str(s["name"]),
+                    visible=bool(s["visible"]),
+                    replay_lsn=None if s["replay_lsn"] is None else int(s["replay_lsn"]),
+                    replay_lag=None if s["replay_lag"] is None else float(s["replay_lag"]),
+                )
+                for s in standbys
+            ),
+        )
 
     def missing_tables(self, tables: Sequence[str]) -> list[str]:
         """The tables among ``tables`` that do not exist or that this role cannot see."""
@@ -946,13 +1112,24 @@ class Session:
         """The other sessions that hold any of the advisory locks ``keys``."""
         with self._errors("advisory lock"), self._conn.cursor() as cur:
             cur.execute(sql.SQL(sqlfiles.engine("advisory_lock_holders")), {"keys": list(keys)})
-            return [LockHolder(int(r[0]), str(r[1]), str(r[2]), r[3]) for r in cur.fetchall()]
+            return [LockHolder(int(r[0]), str(r[1]), str(r[2]), r[3], str(r[4]), r[5])
+                    for r in cur.fetchall()]
 
     def execute_script(self, name: str) -> None:
         """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``)."""
         with self._errors(name), self._conn.transaction(), self._conn.cursor() as cur:
             for stmt in sqlfiles.statements(name):
                 cur.execute(sql.SQL(stmt))
+
+
+def check_predicate_on(conn: psycopg.Connection[Any], sweep: Sweep) -> CheckedPredicate:
+    """:meth:`Session.check_predicate` on a connection of the caller's own (benchmarks,
+    tests that compose a sweep's statements outside a reaper session).
+
+    Raises:
+        PredicateRefused: the predicate is refused.
+    """
+    return Session(conn, _Redactor(None)).check_predicate(sweep)
 
 
 class Database:
