@@ -62,11 +62,13 @@ def _no_process_left() -> Iterator[None]:
 
 
 def lock_holder(conn: psycopg.Connection[Any]) -> int | None:
-    """The server process holding router_leases' advisory lock, if any."""
+    """The server process holding router_leases' advisory lock in the test's database, if any
+    (other tests' daemons share the server and take the same key in their databases)."""
     return scalar(  # type: ignore[no-any-return]
         conn,
         "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
-        " AND ((classid::bigint << 32) | objid::bigint) = %s",
+        " AND ((classid::bigint << 32) | objid::bigint) = %s"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         ROUTER_LOCK,
     )
 
