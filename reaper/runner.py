@@ -22,13 +22,14 @@ from typing import Any
 
 import structlog
 
-from reaper import errors
+from reaper import errors, pacing, partitions
 from reaper.batching import BatchSizer, Splitter
 from reaper.db import (
     MIN_HEAP_WALK_VERSION,
     BatchRows,
     Database,
     HeapStatements,
+    LockHolder,
     Session,
     SweepStatements,
     advisory_lock_key,
@@ -89,6 +90,10 @@ class SweepResult:
         timed_out_batches: batches that ran past statement_timeout and were retried smaller.
         skipped: rows skipped by reason (``locked``, ``timeout``, ``foreign_key``, ``error``).
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
+        holders: for a skipped run, who held its locks (pid, user, application, client).
+        partitions: partitions removed whole before the batches (reaper.partitions), each
+            ``{partition, action, rows, rows_source}``; with ``dry_run``, those it would
+            remove, each ``{partition, action, estimated_rows}``.
         locked_at, unlocked_at: Unix times between which the run held its advisory locks
             and did its work (None when it never got them).
     """
@@ -111,8 +116,10 @@ class SweepResult:
     timed_out_batches: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     lock_holders: list[int] = field(default_factory=list)
+    holders: list[LockHolder] = field(default_factory=list)
     locked_at: float | None = None
     unlocked_at: float | None = None
+    partitions: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601, seconds rounded to milliseconds."""
@@ -129,6 +136,8 @@ class SweepResult:
             "dry_run": self.dry_run,
             "cutoffs": {k: v.isoformat() for k, v in self.cutoffs.items()},
             "error": self.error,
+            "lock_holders": [h.as_dict() for h in self.holders],
+            "partitions": self.partitions,
             "skipped": dict(self.skipped),
         }
 
@@ -172,6 +181,8 @@ class _Progress:
         self.stop = stop
         self.on_batch = on_batch
         self.started = time.monotonic()
+        # Called before each batch (reaper.pacing): waits while the database asks to.
+        self.pace: Callable[[float | None, float | None], str | None] | None = None
 
     def batch(self, rows: int, seconds: float) -> None:
         r = self.result
@@ -198,7 +209,19 @@ class _Progress:
         )
 
     def should_stop(self) -> str | None:
-        """The reason to stop before the next batch, or None to go on."""
+        """The reason to stop before the next batch, or None to go on (after any wait the
+        pacer asks for: a run still waiting for a standby when its budget ends stops with
+        ``replica_lag``)."""
+        stopped = self._limits()
+        if stopped is not None or self.pace is None:
+            return stopped
+        last = self.result.batch_seconds[-1] if self.result.batches else None
+        deadline = None
+        if self.budget.max_seconds is not None:
+            deadline = self.started + self.budget.max_seconds
+        return self.pace(last, deadline) or self._limits()
+
+    def _limits(self) -> str | None:
         if self.stop is not None and self.stop.is_set():
             return "stop"
         if self.budget.max_rows is not None and self.result.rows >= self.budget.max_rows:
@@ -637,9 +660,12 @@ def run_sweep(
         with db.session() as session:
             if keys and not session.try_advisory_locks(keys):
                 result.outcome = SKIPPED
-                result.lock_holders = [h.pid for h in session.advisory_lock_holders(keys)]
+                result.holders = session.advisory_lock_holders(keys)
+                result.lock_holders = [h.pid for h in result.holders]
             else:
                 result.locked_at = time.time()
+                if not dry_run:
+                    progress.pace = pacing.for_run(db, session, settings, sweep.name, metrics, stop)
                 try:
                     _sweep_batches(session, sweep, settings, result, progress, now, bound)
                 finally:
@@ -668,8 +694,12 @@ def run_sweep(
         bound.error("sweep_failed", error=result.error, error_type=result.error_type, **fields)
     elif result.outcome == SKIPPED:
         # Another process (a replica, a run-once by hand) runs this sweep or one it depends
-        # on: not an error, the next scheduled run tries again.
-        bound.info("sweep_skipped", lock_holders=result.lock_holders, seconds=fields["seconds"])
+        # on: not an error, the next scheduled run tries again. Or any login squats on the
+        # (publicly computable) keys: the holder is named so that it can be found.
+        bound.info(
+            "sweep_skipped", lock_holders=[h.as_dict() for h in result.holders],
+            seconds=fields["seconds"],
+        )
     else:
         bound.info(
             "sweep_finished", stopped_by=result.stopped_by, locked_at=result.locked_at,
@@ -691,14 +721,21 @@ def _sweep_batches(
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-    stmts = session.statements(session.check_predicate(sweep))
+    checked = session.check_predicate(sweep)
+    stmts = session.statements(checked)
     params = dict(result.cutoffs)
     if dry_run:
+        partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
         result.rows = session.count_eligible(stmts, params)
         result.stopped_by = "done"
         return
+    # The full-table interlock sees the table whole, partitions that could be dropped included:
+    # dropping every partition empties a table as surely as deleting every row.
     measure = measure_eligible(session, stmts, params)
     refuse_full_table(sweep, measure, settings.max_eligible_fraction_for(sweep.name))
+    partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
+    if result.partitions:
+        stmts = session.statements(checked)  # the heaps that remain
     batch_size = settings.batch_size_for(sweep.name)
     sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
     strategies: list[str] = []
