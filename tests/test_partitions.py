@@ -228,8 +228,10 @@ def test_upper_bound_equal_to_the_cutoff_drops_a_microsecond_past_does_not(
 
 
 @pytest.mark.parametrize(("predicate", "extra"), [
-    # The OR arm deletes a new failed row; nothing proves a partition by the bound alone.
-    ("created_at < %(cutoff)s OR status = 'failed'",
+    # The OR arm deletes a new failed row (a failed row's retention is ten years shorter);
+    # nothing proves a partition by the bound alone.
+    ("created_at < %(cutoff)s"
+     " OR (status = 'failed' AND created_at - interval '3650 days' < %(cutoff)s)",
      [("go-new-failed", datetime(2026, 5, 1, tzinfo=UTC), "failed")]),
     # The AND keeps an old pending row, in a partition wholly past the cutoff.
     ("created_at < %(cutoff)s AND status = 'done'",
@@ -305,11 +307,15 @@ def test_drops_that_would_empty_the_table_wait_for_an_explicit_opt_in(
     settings, sweep = events_settings(dsn)
     with structlog.testing.capture_logs() as logs:
         run_sweep(db, sweep, settings, now=NOW, dry_run=True)
-        result, _ = sweep_once(db, settings, sweep)
+        result = run_sweep(db, sweep, settings, now=NOW)
     assert "events_2025_06" in partitions(conn)
     assert result.partitions == []
     refused = [e for e in logs if e["event"] == "partition_drop_refused"]
     assert refused and "max_eligible_fraction" in refused[0]["reason"]
+    # Nor are the rows deleted one by one: the row interlock stops the run before its first
+    # delete (docs/safety.md).
+    assert result.outcome == "failure" and "max_eligible_fraction" in (result.error or "")
+    assert len(keys(conn)) == 5001
 
     settings, sweep = events_settings(dsn, sweep_values={"max_eligible_fraction": 1})
     conn.execute("INSERT INTO events (key, created_at) SELECT 'go-' || i, "
