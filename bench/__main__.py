@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import report, scenarios
+from bench import b7, report, scenarios
 from bench.pg import Server
 from bench.variants import Run, percentile
 from reaper import devserver
@@ -181,6 +181,8 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
         else:
             b6 = scenarios.replica_lag(B6_ROWS, B6_MAX_LAG_SECONDS, B6_HOLD_SECONDS, say=say)
             out(replica_table(b6) + "\n", flush=True)
+    if "B7" in only:
+        out(b7.run(server, say=say), flush=True)  # partition retention (python -m bench.b7)
     if args.crossover:
         say("crossover: heap vs index by garbage fraction")
         fr = [(1, 1000), (1, 200), (1, 100), (1, 50), (1, 20), (1, 10), (1, 5)]

@@ -29,7 +29,7 @@ from bench.variants import (
     unlocked_walk,
 )
 from reaper import sqlfiles
-from reaper.db import SweepStatements
+from reaper.db import SweepStatements, check_predicate_on
 
 REQUESTS = "enrollment_requests"
 
@@ -104,7 +104,8 @@ def steady_state(server: Server, rows: int, eligible_every: int,
         say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s")
         runs.append(run)
     sweep = sweep_named(REQUESTS)
-    stmts = SweepStatements(sweep.table, sweep.predicate)
+    with connect(server.dsn_of(template)) as conn:
+        stmts = SweepStatements(check_predicate_on(conn, sweep))
     with connect(server.dsn_of(template)) as conn, conn.transaction():
         # As reaper's index batch runs: after index_batch_settings.sql, in one transaction.
         conn.execute(psycopg.sql.SQL(sqlfiles.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
@@ -222,7 +223,8 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
     from reaper.sweeps import BUILTIN_SWEEPS
 
     sweep = sweep_named(REQUESTS)
-    stmts = SweepStatements(sweep.table, sweep.predicate)
+    with connect(server.dsn_of(template)) as conn:
+        stmts = SweepStatements(check_predicate_on(conn, sweep))
     tables = sorted({s.table for s in BUILTIN_SWEEPS})
     no_seqscan = psycopg.sql.SQL(sqlfiles.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
     out = []

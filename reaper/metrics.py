@@ -26,6 +26,7 @@ SWEEP_CHECKS = (
     "index",
     "foreign_key_index",
     "plan",
+    "partitions",
 )
 ALL_SWEEPS = "*"
 # Why a row was skipped (reaper_skipped_rows_total's reason label; reaper.runner.SKIP_REASONS).
@@ -50,6 +51,13 @@ class Metrics:
             "reaper_deleted_rows",
             "Rows deleted, by table and reason.",
             ["table", "reason"],
+            registry=registry,
+        )
+        self.dropped_partitions = Counter(
+            "reaper_dropped_partitions",
+            "Partitions wholly past the cutoff removed from a swept table (dropped, or "
+            "detached only with partition_action = detach), by table.",
+            ["table"],
             registry=registry,
         )
         self.skipped_rows = Counter(
@@ -129,6 +137,7 @@ class Metrics:
         """Create every label set of ``sweeps`` at 0 (idempotent)."""
         for s in sweeps:
             self.deleted_rows.labels(table=s.table, reason=s.reason)
+            self.dropped_partitions.labels(table=s.table)
             for why in SKIP_REASONS:
                 self.skipped_rows.labels(table=s.table, reason=why)
             for outcome in OUTCOMES:
@@ -152,6 +161,12 @@ class Metrics:
     def throttled(self, sweep: str, reason: str, seconds: float) -> None:
         """Count ``seconds`` that a run of ``sweep`` waited for ``reason`` (pacing)."""
         self.throttled_seconds.labels(sweep=sweep, reason=reason).inc(max(seconds, 0.0))
+
+    def partition_removed(self, table: str, reason: str, rows: int) -> None:
+        """Count one partition removed from ``table`` (dropped or detached) and its ``rows``
+        (counted before the detach, or the catalog's estimate) as deleted for ``reason``."""
+        self.deleted_rows.labels(table=table, reason=reason).inc(rows)
+        self.dropped_partitions.labels(table=table).inc()
 
     def row_skipped(self, table: str, reason: str) -> None:
         """Count one eligible row of ``table`` that a run skipped, by ``reason``."""
