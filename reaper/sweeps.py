@@ -361,7 +361,9 @@ def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> S
         # table, no subquery on other tables' side effects, no function with side effects).
         first = next(iter(cutoffs))
         try:
-            predicates.check(f"({body.since}) < %({first})s", body.table, {first})
+            predicates.check(
+                f"({body.since}) < %({first})s", body.table, {first}, bounded=False
+            )
         except predicates.PredicateError as exc:
             raise ConfigError(
                 f"[sweeps.{name}] since (checked as ({body.since}) < %({first})s) {exc}"

@@ -4,6 +4,7 @@
 - A walk over a table without garbage keeps its ranges large.
 - A batch past statement_timeout (a cascade, a slow trigger) is retried smaller until it
   fits, and the run finishes.
+- The request sweep's cost does not grow with the number of ephemeral tokens.
 - A row whose delete always fails (a RESTRICT reference from a table no sweep deletes, a
   trigger that raises) is isolated, skipped, logged once with its SQLSTATE and counted in
   reaper_skipped_rows_total; every other eligible row goes.
@@ -11,18 +12,21 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 import structlog
 from prometheus_client import CollectorRegistry
+from psycopg import sql
 
 from reaper import cli
 from reaper.db import Database
 from reaper.metrics import Metrics
 from reaper.runner import SweepResult, run_sweep
 from reaper.settings import Settings, build_settings
+from tests.support import NOW, SWEEPS
 
 STRATEGIES = pytest.mark.parametrize("strategy", ["heap", "index"])
 
@@ -37,6 +41,9 @@ def declared(dsn: str, table: str, **extra: Any) -> Settings:
                     "reason": "old",
                     "predicate": "logged_at < %(cutoff)s",
                     "retention": "30d",
+                    # Nearly all of each table is garbage on purpose: opted out of the
+                    # full-table interlock (docs/safety.md).
+                    "max_eligible_fraction": "1",
                 }
             }
         },
@@ -231,3 +238,68 @@ def test_a_trigger_that_raises_on_one_row_skips_only_that_row(
         "legal hold on 1500", "legal hold on 2999"
     ]
     assert {e["sqlstate"] for e in lines} == {"P0001"}
+
+
+def seed_ephemeral_tokens(
+    conn: psycopg.Connection[Any], tokens: int, fresh: int, stale: int
+) -> None:
+    """``tokens`` unexpired ephemeral tokens, ``fresh`` requests (an hour old) of ordinary
+    tokens, ``stale`` requests (40 days old) of the ephemeral tokens."""
+    conn.execute(
+        "INSERT INTO bootstrap_tokens (token_hash, expires_at, ephemeral)"
+        " SELECT 'e' || g, now() + interval '1 day', true FROM generate_series(1, %s) g",
+        (tokens,),
+    )
+    conn.execute(
+        "INSERT INTO bootstrap_tokens (token_hash, expires_at, ephemeral)"
+        " SELECT 'p' || g, now() + interval '100 days', false FROM generate_series(1, 100) g"
+    )
+    conn.execute(
+        "INSERT INTO enrollment_requests (token_id, peer_id, status, created_at)"
+        " SELECT (SELECT min(id) FROM bootstrap_tokens WHERE NOT ephemeral) + g %% 100,"
+        " 'keep-' || g, 'pending', now() - interval '1 hour' FROM generate_series(1, %s) g",
+        (fresh,),
+    )
+    conn.execute(
+        "INSERT INTO enrollment_requests (token_id, peer_id, status, created_at)"
+        " SELECT 1 + g %% %s, 'garbage-' || g, 'pending', now() - interval '40 days'"
+        " FROM generate_series(1, %s) g",
+        (tokens, stale),
+    )
+    conn.execute("ANALYZE bootstrap_tokens; ANALYZE enrollment_requests")
+
+
+def test_the_request_predicate_asks_each_token_by_its_primary_key(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The ephemeral arm probes bootstrap_tokens' primary key once a row: no list of every
+    ephemeral token searched for each request."""
+    seed_ephemeral_tokens(conn, 2000, 2000, 20)
+    predicate = SWEEPS["enrollment_requests"].predicate
+    plan = "\n".join(
+        str(r[0]) for r in conn.execute(
+            sql.SQL("EXPLAIN SELECT count(*) FROM enrollment_requests WHERE ")
+            + sql.SQL(predicate),
+            {"cutoff": NOW - timedelta(days=30), "ephemeral_cutoff": NOW - timedelta(hours=1)},
+        ).fetchall()
+    )
+    assert "Index Scan using bootstrap_tokens_pkey on bootstrap_tokens" in plan, plan
+    assert "ANY" not in plan and "ARRAY" not in plan, plan
+
+
+@pytest.mark.slow
+def test_requests_sweep_with_400k_ephemeral_tokens(
+    dsn: str, conn: psycopg.Connection[Any], make_settings: Any
+) -> None:
+    seed_ephemeral_tokens(conn, 400_000, 300_000, 2_000)
+    settings = make_settings(node_retention="30d", ephemeral_node_retention="1d")
+    with Database.from_settings(settings) as db:
+        dry = run_sweep(db, SWEEPS["enrollment_requests"], settings, dry_run=True)
+        result = run_sweep(db, SWEEPS["enrollment_requests"], settings)
+    assert (dry.outcome, dry.rows) == ("success", 2_000), dry.error
+    assert (result.outcome, result.rows) == ("success", 2_000), result.error
+    row = conn.execute(
+        "SELECT count(*) FILTER (WHERE peer_id LIKE 'garbage-%%'),"
+        " count(*) FILTER (WHERE peer_id LIKE 'keep-%%') FROM enrollment_requests"
+    ).fetchone()
+    assert row == (0, 300_000)

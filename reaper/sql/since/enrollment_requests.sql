@@ -4,6 +4,6 @@
 -- oldest-row query sorts the eligible rows (top-1, no memory), a cost that grows with the
 -- backlog and that statement_timeout bounds.
 coalesce(resolved_at, created_at)
-- CASE WHEN token_id = ANY (ARRAY(SELECT id FROM bootstrap_tokens WHERE ephemeral))
+- CASE WHEN EXISTS (SELECT 1 FROM bootstrap_tokens t WHERE t.id = token_id AND t.ephemeral)
        THEN %(ephemeral_cutoff)s - %(cutoff)s
        ELSE interval '0' END
