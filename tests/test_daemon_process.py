@@ -182,10 +182,12 @@ def sigterm_mid_sweep(
     next is in flight; (seconds from SIGTERM to exit, the process)."""
     seed_routers(conn, garbage=400)
     conn.execute(SLOW_TRIGGER % row_seconds)
+    # --busy-share 1: batches back to back, so that the next is in flight when SIGTERM lands
+    # (this test's own polling would otherwise count as live traffic, and reaper would wait).
     reaper = start_reaper(
         ["run", "--listen", f"127.0.0.1:{free_port()}", "--dsn", dsn, "--jitter", "0",
          "--batch-size", str(batch), "--strategy", "index", "--shutdown-timeout",
-         shutdown_timeout], tmp_path,
+         shutdown_timeout, "--busy-share", "1"], tmp_path,
     )
     wait_for("a batch committed", lambda: count(conn, "routers", "router_id", "garbage-%") < 400)
     t0 = time.monotonic()
