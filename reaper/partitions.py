@@ -299,10 +299,13 @@ def plan(
         return sum(estimate(c) for c in leaves.get(p.relid, ()))
 
     chosen: set[int] = set()
+    pending: set[int] = set()
     for p in tree:  # level by level: a partition under a chosen one goes with it
-        if p.parent in chosen or p.detach_pending:
-            if p.parent in chosen:
-                chosen.add(p.relid)
+        if p.parent in chosen:
+            chosen.add(p.relid)
+            continue
+        if p.detach_pending or p.parent in pending:
+            pending.add(p.relid)  # finished first (FINALIZE), judged as a whole then
             continue
         if droppable(p):
             chosen.add(p.relid)
