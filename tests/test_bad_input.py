@@ -35,6 +35,7 @@ TOML_BAD = {
     "DSN": ["5", "true", "1.5"],
     "HOST:PORT": ["9465", '":99999"', '"nowhere"'],
     "auto|heap|index": ['"fast"', "1"],
+    "drop|detach|off": ['"delete"', "1", "true"],
     "FILE": ["5", "true"],
     "ZONE": ['"+09"', '"Mars/Base"', "9"],
     None: ['"maybe"', "2", "1.5"],
@@ -47,13 +48,14 @@ TEXT_BAD = {
     "DSN": [],
     "HOST:PORT": [":99999", "nowhere", ":-1"],
     "auto|heap|index": ["fast"],
+    "drop|detach|off": ["delete", "DROP"],
     "FILE": [],
     "ZONE": ["+09", "Mars/Base", "UTC+1"],
     None: ["maybe", "2"],
 }
 # Optional counts and durations take 0 as "none"; every other setting refuses it too.
 OPTIONAL_ZERO = {"max_rows_per_run", "max_seconds_per_run", "check_interval", "interval",
-                 "seq_scan_max_rows", "jitter", "heap_walk_threshold"}
+                 "seq_scan_max_rows", "jitter", "heap_walk_threshold", "max_replica_lag"}
 
 
 def _cases(kind_values: dict[object, list[str]], every: list[str]) -> list[tuple[str, str]]:

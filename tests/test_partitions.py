@@ -106,7 +106,7 @@ def table_exists(conn: psycopg.Connection[Any], name: str) -> bool:
 
 
 def events_settings(
-    dsn: str, retention: str = STRADDLE, predicate: str = "created_at < %(cutoff)s",
+    dsn: str, retention: Any = STRADDLE, predicate: str = "created_at < %(cutoff)s",
     sweep_values: dict[str, Any] | None = None, **values: Any,
 ) -> tuple[Settings, Sweep]:
     body = {"table": "events", "reason": "expired", "predicate": predicate,
@@ -228,8 +228,8 @@ def test_upper_bound_equal_to_the_cutoff_drops_a_microsecond_past_does_not(
 
 
 @pytest.mark.parametrize(("predicate", "extra"), [
-    # The OR arm deletes a new failed row; nothing proves a partition by the bound alone.
-    ("created_at < %(cutoff)s OR status = 'failed'",
+    # The OR arm (a status, a shorter cutoff) deletes a new failed row; an OR proves nothing.
+    ("created_at < %(cutoff)s OR (status = 'failed' AND created_at < %(failed)s)",
      [("go-new-failed", datetime(2026, 5, 1, tzinfo=UTC), "failed")]),
     # The AND keeps an old pending row, in a partition wholly past the cutoff.
     ("created_at < %(cutoff)s AND status = 'done'",
@@ -245,7 +245,9 @@ def test_a_predicate_with_other_conditions_never_drops(
         add(conn, key, at, status)
     expected = {k for k in keys(conn) if k.startswith("stay-")}
     before_partitions = partitions(conn)
-    settings, sweep = events_settings(dsn, predicate=predicate)
+    retention: Any = {"cutoff": STRADDLE, "failed": "30d"} if "failed)" in predicate \
+        else STRADDLE
+    settings, sweep = events_settings(dsn, predicate=predicate, retention=retention)
     result, metrics = sweep_once(db, settings, sweep)
     assert partitions(conn) == before_partitions
     assert result.partitions == []
@@ -304,12 +306,15 @@ def test_drops_that_would_empty_the_table_wait_for_an_explicit_opt_in(
     conn.execute("ANALYZE events")
     settings, sweep = events_settings(dsn)
     with structlog.testing.capture_logs() as logs:
-        run_sweep(db, sweep, settings, now=NOW, dry_run=True)
-        result, _ = sweep_once(db, settings, sweep)
-    assert "events_2025_06" in partitions(conn)
-    assert result.partitions == []
+        dry = run_sweep(db, sweep, settings, now=NOW, dry_run=True)
+    assert dry.partitions == []
     refused = [e for e in logs if e["event"] == "partition_drop_refused"]
     assert refused and "max_eligible_fraction" in refused[0]["reason"]
+    # A real run stops before its first drop or delete.
+    result = run_sweep(db, sweep, settings, now=NOW)
+    assert result.outcome == "failure" and "max_eligible_fraction" in (result.error or "")
+    assert "events_2025_06" in partitions(conn)
+    assert result.partitions == []
 
     settings, sweep = events_settings(dsn, sweep_values={"max_eligible_fraction": 1})
     conn.execute("INSERT INTO events (key, created_at) SELECT 'go-' || i, "
