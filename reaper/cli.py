@@ -197,7 +197,8 @@ def run_once(
         db.check_advisory_locks()
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
-        refuse_unsweepable(db, sweeps)
+        with db.session() as session:
+            refuse_unsweepable(session, sweeps)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
         live = sys.stderr.isatty() and not as_json and not dry_run
@@ -336,17 +337,14 @@ def run(config_path: Path | None, **raw: Any) -> None:
 
 
 def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]) -> None:
-    """Exit 2 (RelationRefused) when a sweep's table is a relation reaper cannot delete from;
-    a database that cannot be reached now is left to the daemon, which waits for it."""
+    """Exit 2 (RelationRefused) when a sweep's table is a relation reaper cannot delete from.
+    A database that cannot be read now (down, or behind a proxy the daemon refuses itself) is
+    left to the daemon, which waits for it or says why. One connection of its own, no pool."""
     db = open_database(settings)
     try:
-        db.check_connection()
-    except errors.ConnectionFailed:
-        return
-    try:
-        with db:
-            refuse_unsweepable(db, sweeps)
-    except errors.ConnectionFailed:
+        with db.dedicated_session() as session:
+            refuse_unsweepable(session, sweeps)
+    except errors.DatabaseError:
         return
 
 
@@ -574,7 +572,8 @@ def status_command(
     db = open_database(settings)
     db.check_connection()
     with db:
-        refuse_unsweepable(db, sweeps)
+        with db.session() as session:
+            refuse_unsweepable(session, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))

@@ -639,7 +639,7 @@ def _sweep_batches(
         result.strategy = settings.strategy_for(sweep.name)
 
 
-def refuse_unsweepable(db: Database, sweeps: Iterable[Sweep]) -> None:
+def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:
     """Check, before any sweep runs, that every sweep's table is one reaper can delete from
     (an ordinary table, or a partitioned or inheritance parent whose every member is one).
 
@@ -648,16 +648,15 @@ def refuse_unsweepable(db: Database, sweeps: Iterable[Sweep]) -> None:
     Raises:
         RelationRefused: the first sweep whose table is a view, a foreign table, a
             materialized view ... or covers one; the message names the table and why.
-        ConnectionFailed: the database cannot be reached.
+        DatabaseError: the catalog could not be read.
     """
-    with db.session() as session:
-        for sweep in sweeps:
-            try:
-                session.heaps(sweep.table)
-            except errors.ObjectMissing:
-                continue
-            except errors.RelationRefused as exc:
-                raise errors.RelationRefused(f"sweep {sweep.name}: {exc}") from None
+    for sweep in sweeps:
+        try:
+            session.heaps(sweep.table)
+        except errors.ObjectMissing:
+            continue
+        except errors.RelationRefused as exc:
+            raise errors.RelationRefused(f"sweep {sweep.name}: {exc}") from None
 
 
 def run_sweeps(
