@@ -470,6 +470,13 @@ def _walk_heap(
         # either way per step so one odd range (a run of live rows, a checkpoint) cannot swing
         # it wildly. A range without garbage grows (when it was quick) and never shrinks.
         want = deleter.limit()
+        if rows.selected >= limit:
+            # Capped: the density is known from where the batch stopped; a range sized by
+            # it holds about one batch (no damping: a range far too large for the garbage in
+            # it would be deleted and rolled back again, heap_range_batch.sql).
+            span = min(max(math.ceil(want * covered / rows.selected), MIN_BLOCKS_PER_BATCH),
+                       MAX_BLOCKS_PER_BATCH)
+            continue
         if rows.selected:
             scale = want * covered / rows.selected / max(span, 1)
             if seconds > 0:
