@@ -4,7 +4,7 @@
 # (65532) the Kubernetes manifests name in runAsUser.
 FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY reaper ./reaper
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint unit bench clean check-deploy deploy-generate
+.PHONY: demo demo-server docs test lint unit bench clean check-deploy deploy-generate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,13 +23,21 @@ $(VENV)/.test: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.demo
 	$(BIN)/python -m reaper.demo
 
+## demo-server: keep the demo's PostgreSQL up (re-seeded) for reaper status/run; Ctrl-C stops it
+demo-server: $(VENV)/.demo
+	$(BIN)/python -m reaper.demo --serve
+
+## docs: build the documentation site into site/ (mkdocs build --strict: a broken link fails)
+docs: $(VENV)/.test
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 ## lint: ruff and mypy
 lint: $(VENV)/.test
-	$(BIN)/ruff check $(wildcard reaper tests bench deploy)
+	$(BIN)/ruff check $(wildcard reaper tests bench deploy docs)
 	$(BIN)/mypy
 
-## test: lint, then every test against a real PostgreSQL ($$REAPER_TEST_DSN, Docker, or embedded)
-test: lint
+## test: lint, the docs site, then every test against a real PostgreSQL ($$REAPER_TEST_DSN, Docker, or embedded)
+test: lint docs
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 ## unit: the tests that need no database
@@ -44,9 +52,10 @@ bench: $(VENV)/.test
 check-deploy:
 	systemd-analyze security --offline=true --threshold=20 deploy/systemd/reaper.service
 
-## deploy-generate: rewrite the ConfigMap and PrometheusRule from deploy/reaper.toml and the rules
+## deploy-generate: rewrite the dashboard, and the ConfigMaps and PrometheusRule from their sources
 deploy-generate: $(BIN)/python
+	$(BIN)/python deploy/grafana/build.py
 	$(BIN)/python deploy/generate.py
 
 clean:
-	rm -rf $(VENV) .demo-pg build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .demo-pg site build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

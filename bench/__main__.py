@@ -1,9 +1,10 @@
-"""``make bench`` / ``python -m bench``: issue 5's scenarios, printed as Markdown tables.
+"""``make bench`` / ``python -m bench``: reaper's benchmarks, printed as Markdown tables.
 
 The server: ``REAPER_BENCH_DSN``, else ``REAPER_TEST_DSN``, else an embedded one
-(reaper.devserver). Each scenario creates its own databases and drops them. The default run
-(B1-B5) takes about 5 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of B2;
-``--crossover`` and ``--tune`` measure what reaper's defaults are set from.
+(reaper.devserver). Each scenario creates its own databases and drops them; B6 runs on a
+throwaway primary and standby of its own (bench.replica). The default run (B1-B6) takes about
+10 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of B2; ``--crossover`` and
+``--tune`` measure what reaper's defaults are set from.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import report, scenarios
+from bench import b7, report, scenarios
 from bench.pg import Server
 from bench.variants import Run, percentile
 from reaper import devserver
@@ -27,6 +28,12 @@ B2_ROWS = (200_000, 2_000_000)
 B2_LARGE_ROWS = 20_000_000
 B3_ROWS = 10_000_000
 B4_ROWS = 2_000_000
+# B6: 2,000,000 members, 1,000,000 of them garbage. The sweep takes 1-2 s unpaced here, so the
+# standby's limit is 1 s (the default 10 s would never be reached), and its replay stays
+# paused HOLD seconds more after reaper should have stopped.
+B6_ROWS = 2_000_000
+B6_MAX_LAG_SECONDS = 1.0
+B6_HOLD_SECONDS = 5.0
 # The LIMIT loop is quadratic: at 20M rows it would run for an hour; it stops after this.
 LARGE_LOOP_MAX_SECONDS = 300.0
 
@@ -57,8 +64,8 @@ def machine(server: Server) -> str:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--only", default="B1,B2,B3,B4,B5",
-                   help="comma-separated scenarios (B1..B5); default all")
+    p.add_argument("--only", default="B1,B2,B3,B4,B5,B6",
+                   help="comma-separated scenarios (B1..B6); default all")
     p.add_argument("--large", action="store_true",
                    help="add B2's 20,000,000-row point (about 8 more minutes)")
     p.add_argument("--crossover", action="store_true",
@@ -112,7 +119,8 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
     template = None
     if "B3" in only or "B5" in only:
         say("B3: steady state")
-        runs, template, plan = scenarios.steady_state(server, B3_ROWS, 1000, say=say)
+        runs, template, plan = scenarios.steady_state(server, B3_ROWS, 1000, say=say,
+                                                      run_variants="B3" in only)
         if "B3" in only:
             out("## B3 steady state: 10,000,000 requests, 10,000 garbage scattered\n")
             out(report.runs_table(runs) + "\n")
@@ -124,8 +132,9 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
     if "B4" in only:
         say("B4: live traffic")
         out("## B4 live traffic: 1,000,000-row backlog of 2,000,000 nodes, clients refreshing\n")
-        out(traffic_table(scenarios.live_traffic(server, B4_ROWS, say=say)) + "\n",
-            flush=True)
+        b4 = scenarios.live_traffic(server, B4_ROWS, say=say)
+        out(traffic_table(b4) + "\n")
+        out(b4_verdict(b4) + "\n", flush=True)
     if "B5" in only and template is not None:
         say("B5: gauges")
         out("## B5 gauges on the 10,000,000-row table (20 runs each)\n")
@@ -134,6 +143,16 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
             gauge_rows.append([label, f"{percentile(samples, 0.5):.2f}", f"{max(samples):.2f}",
                          f"{value:,}" if isinstance(value, int) else str(value)])
         out(report.table(["query", "p50 ms", "max ms", "value"], gauge_rows) + "\n", flush=True)
+        out("Each gauge as `reaper run` refreshes it (its Session call, default settings; "
+            "target < 10 ms):\n")
+        daemon_rows = []
+        for label, samples, value in scenarios.daemon_gauges(server, template):
+            p50 = percentile(samples, 0.5)
+            daemon_rows.append([label, f"{p50:.2f}", f"{max(samples):.2f}",
+                                f"{value:,}" if isinstance(value, int) else str(value),
+                                "met" if p50 < 10 else "MISSED"])
+        out(report.table(["gauge", "p50 ms", "max ms", "value", "< 10 ms (p50)"], daemon_rows)
+            + "\n", flush=True)
     if args.tune:
         say("tune: batch settings on B1")
         t = server.seed("tune", scenarios.seed_requests(B1_ROWS, 2, 3))
@@ -153,6 +172,17 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
             out(report.runs_table([r for _, r in res]) + "\n", flush=True)
     if template is not None:
         server.release(template)
+    if "B6" in only:
+        say("B6: replica lag")
+        reason = replica_unavailable()
+        out("## B6 replica lag: a standby's replay paused during a 1,000,000-row sweep\n")
+        if reason:
+            out(f"Not run: {reason}.\n", flush=True)
+        else:
+            b6 = scenarios.replica_lag(B6_ROWS, B6_MAX_LAG_SECONDS, B6_HOLD_SECONDS, say=say)
+            out(replica_table(b6) + "\n", flush=True)
+    if "B7" in only:
+        out(b7.run(server, say=say), flush=True)  # partition retention (python -m bench.b7)
     if args.crossover:
         say("crossover: heap vs index by garbage fraction")
         fr = [(1, 1000), (1, 200), (1, 100), (1, 50), (1, 20), (1, 10), (1, 5)]
@@ -165,6 +195,45 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
               f"{i.seconds / h.seconds:.2f}", f"{percentile(h.batch_seconds, .99) * 1000:.0f}",
               f"{percentile(i.batch_seconds, .99) * 1000:.0f}"] for f, h, i in res2],
         ) + "\n", flush=True)
+
+
+def replica_unavailable() -> str | None:
+    from bench import replica
+
+    return replica.why_unavailable()
+
+
+def b4_verdict(results: list[tuple[Run, scenarios.Traffic, int]]) -> str:
+    parts = []
+    for run, traffic, lost in results:
+        if not run.variant.startswith("c. "):
+            continue
+        lv_b = traffic.latencies.get(("live", "before"), [])
+        lv_d = traffic.latencies.get(("live", "during"), [])
+        ratio = percentile(lv_d, .99) / percentile(lv_b, .99)
+        waited = (run.extra.get("throttled") or {}).get("load") or 0.0
+        parts.append(f"{run.variant}: p99 during/before {ratio:.2f}x (target <= 1.5x), "
+                     f"{waited:.2f} s waited for load, {lost} refreshed and deleted")
+    return "Targets: " + "; ".join(parts) + "."
+
+
+def replica_table(r: scenarios.ReplicaLagRun) -> str:
+    throttled = (r.run.extra.get("throttled") or {}).get("replica_lag") or 0.0
+    halted = "-" if r.halted_after is None else f"{r.halted_after:.2f}"
+    table = report.table(
+        ["rows deleted", "wall s", "max_replica_lag s", "replay paused s",
+         "last batch before the halt, s after the pause", "batches ended past the limit",
+         "rows deleted before resume", "peak lag s", "throttled s (replica_lag)",
+         "stopped_by"],
+        [[f"{r.run.rows:,}", f"{r.run.seconds:.2f}", f"{r.max_lag:g}",
+          f"{r.resumed_at - r.paused_at:.2f}", halted, str(r.batches_past_limit),
+          f"{r.rows_before_resume:,}", f"{r.peak_lag:.2f}", f"{throttled:.2f}",
+          str(r.run.extra.get("stopped_by"))]],
+    )
+    ok = r.batches_past_limit <= 1 and r.run.extra.get("stopped_by") == "done"
+    return (table + f"\n\nTarget: reaper stops within one batch of max_replica_lag and finishes "
+            f"after the replay resumes: {'met' if ok else 'MISSED'} "
+            f"({r.batches_past_limit} batch(es) ended after the lag passed the limit).")
 
 
 def b1_verdict(runs: list[Run]) -> str:

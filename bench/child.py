@@ -16,9 +16,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from bench.pg import backend_cpu_seconds
 from reaper import log
 from reaper.db import Database
+from reaper.metrics import Metrics
+from reaper.pacing import REASONS
 from reaper.runner import run_sweep
 from reaper.settings import build_settings
 from reaper.sweeps import BUILTIN_SWEEPS, by_name
@@ -51,15 +55,22 @@ def main(argv: list[str]) -> int:
             pid = session.backend_pid
         cpu0 = backend_cpu_seconds(pid)
         before = rss_kib()
+        registry = CollectorRegistry()
+        metrics = Metrics([sweep], registry)
+        batch_ends: list[tuple[float, int]] = []
         print("started", flush=True)
         t0 = time.perf_counter()
-        result = run_sweep(db, sweep, settings)
+        result = run_sweep(db, sweep, settings, metrics=metrics,
+                           on_batch=lambda r: batch_ends.append((time.time(), r.rows)))
         wall = time.perf_counter() - t0
         cpu1 = backend_cpu_seconds(pid)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = result.as_dict()
     out.update(wall=wall, batch_seconds=result.batch_seconds, rss_before_kib=before,
-               rss_peak_kib=peak,
+               rss_peak_kib=peak, batch_ends=batch_ends,
+               throttled={r: registry.get_sample_value(
+                   "reaper_throttled_seconds_total", {"sweep": sweep.name, "reason": r})
+                   for r in REASONS},
                backend_cpu=None if cpu0 is None or cpu1 is None else cpu1 - cpu0)
     print(json.dumps(out))
     return 0

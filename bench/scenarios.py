@@ -1,4 +1,4 @@
-"""The scenarios of issue 5 (B1-B5), and the measurements behind reaper's defaults.
+"""The benchmark's scenarios (B1-B6), and the measurements behind reaper's defaults.
 
 Each scenario seeds its rows once into a template database and runs every variant on a fresh
 copy, in the same run, so that ratios hold on a noisy machine. Each returns Markdown.
@@ -6,6 +6,7 @@ copy, in the same run, so that ratios hold on a noisy machine. Each returns Mark
 
 from __future__ import annotations
 
+import math
 import random
 import threading
 import time
@@ -28,7 +29,7 @@ from bench.variants import (
     unlocked_walk,
 )
 from reaper import sqlfiles
-from reaper.db import SweepStatements
+from reaper.db import SweepStatements, check_predicate_on
 
 REQUESTS = "enrollment_requests"
 
@@ -85,7 +86,8 @@ def backlog(server: Server, rows: int, *, with_loop: bool = True,
 
 
 def steady_state(server: Server, rows: int, eligible_every: int,
-                 say: Callable[[str], None] = print) -> tuple[list[Run], str, str]:
+                 say: Callable[[str], None] = print, run_variants: bool = True,
+                 ) -> tuple[list[Run], str, str]:
     """B3: ``rows`` requests, one in ``eligible_every`` garbage, scattered. Keeps its
     template (B5 reads it); returns the runs, the template's name and the index batch's plan."""
     template = server.seed(f"steady_{rows}", seed_requests(rows, 1, eligible_every))
@@ -96,13 +98,14 @@ def steady_state(server: Server, rows: int, eligible_every: int,
         lambda dsn: limit_loop(dsn, REQUESTS, "id"),
         lambda dsn: reaper_sweep(dsn, REQUESTS),
     ]
-    for step in steps:
+    for step in steps if run_variants else []:
         with server.clone(template) as dsn:
             run = measured(step, dsn)
         say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s")
         runs.append(run)
     sweep = sweep_named(REQUESTS)
-    stmts = SweepStatements(sweep.table, sweep.predicate)
+    with connect(server.dsn_of(template)) as conn:
+        stmts = SweepStatements(check_predicate_on(conn, sweep))
     with connect(server.dsn_of(template)) as conn, conn.transaction():
         # As reaper's index batch runs: after index_batch_settings.sql, in one transaction.
         conn.execute(psycopg.sql.SQL(sqlfiles.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
@@ -152,13 +155,21 @@ def _client(dsn: str, kind: str, peers: Callable[[random.Random], str], traffic:
             time.sleep(THINK_SECONDS)
 
 
-def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print
+def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print,
+                 variants: list[tuple[str, dict[str, Any]]] | None = None,
                  ) -> list[tuple[Run, Traffic, int]]:
-    """B4: while (a) and then (c) delete the nodes backlog, clients refresh members."""
+    """B4: while (a) and then (c) delete the nodes backlog, clients refresh members.
+
+    ``variants``: (label, settings) of reaper's sweeps to run after (a) (default: reaper's
+    defaults, then without pacing)."""
     template = server.seed(f"nodes_{rows}", seed_nodes(rows))
     say(f"  seeded {rows:,} nodes")
     out = []
-    for variant in ("a", "c"):
+    sweeps = variants if variants is not None else [
+        ("c. reaper sweep", {}), ("c'. reaper sweep, unpaced (busy_share 1)", {"busy_share": 1}),
+    ]
+    steps: list[tuple[str, dict[str, Any]]] = [("a", {}), *sweeps]
+    for variant, sweep_settings in steps:
         with server.clone(template) as dsn:
             traffic = Traffic()
             go_live, go_edge, stop = threading.Event(), threading.Event(), threading.Event()
@@ -185,7 +196,8 @@ def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print
                     during()
                     run = plain_delete(dsn, "nodes_silent")
                 else:
-                    run = reaper_sweep(dsn, "nodes_silent", on_start=during)
+                    run = reaper_sweep(dsn, "nodes_silent", sweep_settings, label=variant,
+                                       on_start=during)
             finally:
                 stop.set()
                 go_edge.set()
@@ -211,7 +223,8 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
     from reaper.sweeps import BUILTIN_SWEEPS
 
     sweep = sweep_named(REQUESTS)
-    stmts = SweepStatements(sweep.table, sweep.predicate)
+    with connect(server.dsn_of(template)) as conn:
+        stmts = SweepStatements(check_predicate_on(conn, sweep))
     tables = sorted({s.table for s in BUILTIN_SWEEPS})
     no_seqscan = psycopg.sql.SQL(sqlfiles.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
     out = []
@@ -251,19 +264,31 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
             ("COUNT(*) of the table", compose("count_table", REQUESTS), None, False,
              lambda rows: rows[0][0]),
         ]
+        # A query past GAUGE_TIMEOUT_MS is cut off and reported once, not repeated.
+        conn.execute(f"SET statement_timeout = {GAUGE_TIMEOUT_MS}")
         for label, stmt, p, index_only, value_of in queries:
-            samples, value = [], None
+            samples: list[float] = []
+            value = None
             for _ in range(repeat):
                 t0 = time.perf_counter()
-                with conn.transaction():
-                    if index_only:
-                        conn.execute(no_seqscan)
-                    # Never a prepared statement: its plan would outlive the settings.
-                    rows = conn.execute(stmt, p, prepare=False).fetchall()
+                try:
+                    with conn.transaction():
+                        if index_only:
+                            conn.execute(no_seqscan)
+                        # Never a prepared statement: its plan would outlive the settings.
+                        rows = conn.execute(stmt, p, prepare=False).fetchall()
+                except psycopg.errors.QueryCanceled:
+                    samples.append((time.perf_counter() - t0) * 1000)
+                    value = f"cut off after {GAUGE_TIMEOUT_MS / 1000:g} s"
+                    break
                 samples.append((time.perf_counter() - t0) * 1000)
                 value = value_of(rows)
             out.append((label, samples, value))
     return out
+
+
+# B5: a gauge query still running after this is cancelled and reported as cut off.
+GAUGE_TIMEOUT_MS = 5000
 
 
 def crossover(server: Server, rows: int, fractions: list[tuple[int, int]],
@@ -293,4 +318,145 @@ def tune(server: Server, template: str, settings_list: list[dict[str, Any]],
         say(f"  {run.variant}: {run.seconds:.2f} s, {run.strategy}, "
             f"p99 {percentile(run.batch_seconds, 0.99) * 1000:.0f} ms")
         out.append((settings, run))
+    return out
+
+
+# B6 pauses the standby's replay this long after reaper's sweep started.
+PAUSE_AFTER_SECONDS = 0.5
+
+
+@dataclass
+class ReplicaLagRun:
+    """B6's figures (times in seconds)."""
+
+    run: Run
+    max_lag: float
+    paused_at: float
+    resumed_at: float
+    halted_after: float | None  # from the pause to the last batch before the halt
+    batches_past_limit: int  # batches that ended after the lag passed max_lag, before resume
+    rows_before_resume: int
+    peak_lag: float
+    samples: list[tuple[float, float]] = field(default_factory=list)
+
+
+def replica_lag(rows: int, max_lag: float, hold_seconds: float,
+                say: Callable[[str], None] = print) -> ReplicaLagRun:
+    """B6: a throwaway primary and streaming standby (bench.replica); ``rows`` bootstrap
+    members of which half are garbage. The standby's replay is paused
+    :data:`PAUSE_AFTER_SECONDS` after reaper's sweep starts, and resumed ``hold_seconds``
+    after the sweep should have stopped (``max_lag`` after the pause). reaper's batch end
+    times, its throttled seconds and the lag (measured apart every 50 ms, as reaper
+    measures it) tell when it stopped and resumed."""
+    from bench import replica
+    from reaper.pacing import Standby, WalHistory, standby_lag
+
+    with replica.primary_and_standby() as pair:
+        server = Server(pair.primary)
+        template = server.seed(f"b6_nodes_{rows}", seed_nodes(rows))
+        dsn = server.dsn_of(template)
+        replica.wait_streaming(pair.primary)
+        say(f"  seeded {rows:,} nodes on a primary with a streaming standby")
+        history = WalHistory()
+        samples: list[tuple[float, float]] = []
+        done = threading.Event()
+        marks: dict[str, float] = {}
+
+        def monitor() -> None:
+            with psycopg.connect(pair.primary, autocommit=True) as conn:
+                while not done.is_set():
+                    row = conn.execute(
+                        "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, "
+                        "(replay_lsn - '0/0'::pg_lsn)::bigint, "
+                        "extract(epoch FROM replay_lag)::float8 FROM pg_stat_replication "
+                        "WHERE application_name = %s", (replica.STANDBY_NAME,)).fetchone()
+                    now = time.monotonic()
+                    if row is not None:
+                        history.record(now, int(row[0]))
+                        lag = standby_lag(Standby("s", True, row[1], row[2]), history, now)
+                        samples.append((time.time(), lag or 0.0))
+                    time.sleep(0.05)
+
+        def controller() -> None:
+            # Paused once batches run: WAL from before the sweep's first measurement is dated
+            # at that measurement (a lower bound), which a daemon's earlier runs would cover.
+            with psycopg.connect(pair.standby, autocommit=True) as standby:
+                if done.wait(PAUSE_AFTER_SECONDS):
+                    return
+                marks["paused"] = time.time()
+                standby.execute("SELECT pg_wal_replay_pause()")
+                if not done.wait(max_lag + hold_seconds):
+                    marks["resumed"] = time.time()
+                    standby.execute("SELECT pg_wal_replay_resume()")
+
+        watcher = threading.Thread(target=monitor)
+        watcher.start()
+        ctl = threading.Thread(target=controller)
+        try:
+            run = reaper_sweep(dsn, "nodes_silent", {"max_replica_lag": f"{max_lag}s"},
+                               label=f"c. reaper sweep, max_replica_lag {max_lag:g}s",
+                               on_start=ctl.start)
+        finally:
+            done.set()
+            if ctl.is_alive() or ctl.ident is not None:
+                ctl.join()
+            watcher.join()
+        if "paused" not in marks:
+            raise RuntimeError("B6: the sweep ended before the standby's replay was paused")
+        paused = marks["paused"]
+        resumed = marks.get("resumed", math.inf)
+        ends = [float(t) for t, _ in run.extra["batch_ends"]]
+        before = [t for t in ends if t < resumed]
+        # The halt: the last batch before the longest gap between batches (the pause).
+        halted_after = max(before) - paused if before and resumed < math.inf else None
+        limit_at = paused + max_lag
+        past = sum(1 for t in ends if limit_at < t < resumed)
+        rows_before = max((int(n) for t, n in run.extra["batch_ends"] if t < resumed),
+                          default=0)
+        return ReplicaLagRun(
+            run, max_lag, paused, resumed, halted_after, past, rows_before,
+            max((lag for _, lag in samples), default=0.0), samples,
+        )
+
+
+def daemon_gauges(server: Server, template: str, repeat: int = 20
+                  ) -> list[tuple[str, list[float], Any]]:
+    """B5, as ``reaper run`` refreshes its gauges (reaper.daemon): every gauge's own call on a
+    reaper Session, at the default settings, on ``template`` (ms samples and the last value)."""
+    from reaper import errors
+    from reaper.db import Database
+    from reaper.runner import compute_cutoffs
+    from reaper.settings import build_settings
+    from reaper.sweeps import BUILTIN_SWEEPS
+
+    settings = build_settings({"dsn": server.dsn_of(template)})
+    sweep = sweep_named(REQUESTS)
+    tables = sorted({s.table for s in BUILTIN_SWEEPS})
+    out: list[tuple[str, list[float], Any]] = []
+    with Database.from_settings(settings, max_connections=1) as db, db.session() as session:
+        stmts = SweepStatements(session.check_predicate(sweep))  # as the daemon does
+        params: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, None))
+        calls: list[tuple[str, Callable[[], Any]]] = [
+            ("reaper_storage_rows (all swept tables)",
+             lambda: sum(session.storage_rows(tables).values())),
+            (f"reaper_backlog_rows{{sweep=\"{REQUESTS}\"}} at the default --backlog-limit "
+             f"{settings.backlog_limit:,}",
+             lambda: session.backlog_rows(stmts, params, settings.backlog_limit)),
+            (f"reaper_backlog_oldest_seconds{{sweep=\"{REQUESTS}\"}}",
+             lambda: round(session.backlog_oldest_seconds(stmts, params) or 0.0)),
+        ]
+        for label, call in calls:
+            samples: list[float] = []
+            value = None
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                try:
+                    value = call()
+                except errors.DatabaseError as exc:
+                    # As the daemon would: the gauge keeps its last value, the failure is logged.
+                    samples.append((time.perf_counter() - t0) * 1000)
+                    value = f"failed: {exc}"
+                    break
+                samples.append((time.perf_counter() - t0) * 1000)
+            out.append((label, samples, value))
     return out

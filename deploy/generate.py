@@ -1,8 +1,10 @@
-"""Write the Kubernetes copies of reaper's settings file and alert rules.
+"""Write the Kubernetes copies of reaper's settings file, alert rules and dashboard.
 
-deploy/kubernetes/base/configmap.yaml carries deploy/reaper.toml, and
-deploy/kubernetes/daemon/prometheusrule.yaml carries deploy/prometheus/reaper-rules.yml, each
-copied as text (comments included) so that there is one source to edit.
+deploy/kubernetes/base/configmap.yaml carries deploy/reaper.toml,
+deploy/kubernetes/daemon/prometheusrule.yaml carries deploy/prometheus/reaper-rules.yml, and
+deploy/kubernetes/grafana/configmap.yaml carries deploy/grafana/reaper.json (for Grafana's
+dashboard sidecar), each copied as text (comments included) so that there is one source to
+edit.
 
     python deploy/generate.py          # write both (make deploy-generate)
     python deploy/generate.py --check  # exit 1 when either is out of date (tests/test_deploy.py)
@@ -18,6 +20,8 @@ SETTINGS = DEPLOY / "reaper.toml"
 RULES = DEPLOY / "prometheus" / "reaper-rules.yml"
 CONFIGMAP = DEPLOY / "kubernetes" / "base" / "configmap.yaml"
 PROMETHEUSRULE = DEPLOY / "kubernetes" / "daemon" / "prometheusrule.yaml"
+DASHBOARD = DEPLOY / "grafana" / "reaper.json"
+DASHBOARD_CONFIGMAP = DEPLOY / "kubernetes" / "grafana" / "configmap.yaml"
 
 LABELS = """\
   labels:
@@ -55,7 +59,24 @@ def prometheusrule() -> str:
     )
 
 
-OUTPUTS = {CONFIGMAP: configmap, PROMETHEUSRULE: prometheusrule}
+def dashboard_configmap() -> str:
+    """The ConfigMap reaper-dashboard that Grafana's sidecar loads (label grafana_dashboard)."""
+    return (
+        "# Generated from deploy/grafana/reaper.json by `make deploy-generate`: edit\n"
+        "# deploy/grafana/build.py. Grafana's dashboard sidecar (the grafana Helm chart's\n"
+        "# sidecar.dashboards) loads every ConfigMap labelled grafana_dashboard: \"1\".\n"
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: reaper-dashboard\n"
+        "  labels:\n    app.kubernetes.io/name: reaper\n    grafana_dashboard: \"1\"\n"
+        "data:\n  reaper.json: |\n"
+        + _indent(DASHBOARD.read_text(), 4)
+    )
+
+
+OUTPUTS = {
+    CONFIGMAP: configmap,
+    PROMETHEUSRULE: prometheusrule,
+    DASHBOARD_CONFIGMAP: dashboard_configmap,
+}
 
 
 def main(argv: list[str]) -> int:

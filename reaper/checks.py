@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from reaper import errors, sqlfiles, sqlinfo
+from reaper import errors, pacing, partitions, sqlfiles, sqlinfo
 from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements, regclass_text
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.runner import compute_cutoffs
@@ -100,6 +100,7 @@ def run_checks(
     with db.session() as session:
         findings += _server_checks(session)
         findings.append(_advisory_lock_check(db))
+        findings.append(_pacing_check(session, settings))
         for sweep in sweeps:
             findings += _sweep_checks(session, sweep, settings, now)
     return findings
@@ -181,7 +182,45 @@ def _server_checks(session: Session) -> list[Finding]:
         )
     else:
         out.append(Finding(ALL_SWEEPS, "role", PASS, role, "not a superuser"))
+        database = str(who["database"])
+        if who["can_create_temp"]:
+            out.append(
+                Finding(ALL_SWEEPS, "role", WARN, f"TEMPORARY on database {database}",
+                        f"role {role} can create temporary tables (PUBLIC holds TEMPORARY on "
+                        "the database by default)",
+                        f"the database owner: REVOKE TEMPORARY ON DATABASE {database} FROM "
+                        "PUBLIC (grant it back to the roles that need it)")
+            )
+        if who["can_create_in_public"]:
+            out.append(
+                Finding(ALL_SWEEPS, "role", WARN, "CREATE on schema public",
+                        f"role {role} can create tables in schema public",
+                        "the schema owner: REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+            )
     return out
+
+
+def _pacing_check(session: Session, settings: Settings) -> Finding:
+    """The pacer can see what it paces by (``reaper.pacing``): the standbys' positions in
+    ``pg_stat_replication`` and other roles' sessions in ``pg_stat_activity`` need
+    ``pg_read_all_stats`` (part of ``pg_monitor``). A warning, not a failure: without it the
+    sweeps run, unpaced."""
+    subject = "pg_stat_replication, pg_stat_activity"
+    if settings.max_replica_lag is None and settings.busy_share >= 1.0:
+        return Finding(ALL_SWEEPS, "pacing", PASS, subject, "pacing is off")
+    sees_all = bool(session.scalar("SELECT pg_has_role('pg_read_all_stats', 'USAGE')"))
+    sample = session.pacing_sample(pacing.BUSY_WINDOW_SECONDS)
+    standbys = ", ".join(s.name for s in sample.standbys) or "none"
+    if not sees_all:
+        role = str(session.scalar("SELECT current_user::text"))
+        return Finding(
+            ALL_SWEEPS, "pacing", WARN, subject,
+            f"role {role} cannot read the standbys' replay positions (standbys: {standbys}) "
+            "nor other roles' sessions: batches will not pause for replica lag or live traffic",
+            f"GRANT pg_monitor TO {role}",
+        )
+    return Finding(ALL_SWEEPS, "pacing", PASS, subject,
+                   f"standbys and sessions visible (standbys: {standbys})")
 
 
 def _advisory_lock_check(db: Database) -> Finding:
@@ -193,7 +232,8 @@ def _advisory_lock_check(db: Database) -> Finding:
         db.check_advisory_locks()
     except errors.LockNotHeld as exc:
         return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject, str(exc),
-                       "connect reaper to PostgreSQL directly, or through a pool in session mode")
+                       "connect reaper to PostgreSQL directly, or through a pool in session "
+                       "mode with --session-pooler")
     except errors.DatabaseError as exc:
         return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject, str(exc))
     return Finding(ALL_SWEEPS, "advisory_lock", PASS, subject,
@@ -224,7 +264,7 @@ def _sweep_checks(
         return out
     out.append(finding("table", PASS, sweep.table, "exists"))
     try:
-        stmts = session.statements(sweep.table, sweep.predicate)
+        stmts = session.statements(session.check_predicate(sweep))
         leaves = session.rows(sqlfiles.ops("table_leaves"), {"table": regclass_text(sweep.table)})
     except (errors.DatabaseError, errors.RelationRefused) as exc:
         out.append(finding("table", FAIL, sweep.table, str(exc)))
@@ -255,6 +295,10 @@ def _sweep_checks(
     if plan is not None:
         guarded("plan", sweep.table,
                 lambda: _plan(sweep, settings, plan, used, leaves, finding))
+    if params:
+        guarded("partitions", sweep.table, lambda: (
+            finding("partitions", *f) for f in partitions.check(session, sweep, settings, params)
+        ))
     return out
 
 
@@ -325,6 +369,14 @@ def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -
     if not missing:
         held = ", ".join(f"{p} on {t}" for t, p in needed)
         yield finding("privileges", PASS, stmts.table, f"role {role} holds {held}")
+    owner = session.rows(sqlfiles.ops("table_owner"), {"table": regclass_text(stmts.table)})
+    superuser = session.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+    if owner and owner[0]["acts_as_owner"] and not superuser:
+        yield finding("privileges", WARN, stmts.table,
+                      f"role {role} owns table {stmts.table} (or is a member of its owner "
+                      f"{owner[0]['owner']}): it may alter, truncate or drop it, whatever the "
+                      "grants say",
+                      "connect as the role of reaper/sql/grants.sql")
 
 
 def _shipped(name: str) -> sqlinfo.IndexSpec | None:

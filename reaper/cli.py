@@ -2,7 +2,8 @@
 
 Every setting of :class:`reaper.settings.Settings` is a flag on each command, with its
 ``REAPER_*`` environment variable; flags and variables win over the TOML file (``--config``),
-which wins over the defaults. Exit codes: 0 every sweep succeeded, 1 a sweep (or the
+which wins over the defaults. Exit codes: 0 every sweep succeeded (3: run-once found every
+sweep's lock held by another session, so nothing ran), 1 a sweep (or the
 database) failed, 2 bad usage or configuration, always with one line on stderr.
 """
 
@@ -14,7 +15,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +23,20 @@ import click
 import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
-from reaper import __version__, checks, errors, indexes, log, status
-from reaper.db import Database
+from reaper import __version__, checks, errors, indexes, log, render, status
+from reaper.db import Database, dsn_has_password
 from reaper.metrics import Metrics
 from reaper.progress import SweepProgress
-from reaper.runner import FAILURE, SweepResult, refuse_unsweepable, run_sweep
+from reaper.runner import (
+    FAILURE,
+    SKIPPED,
+    SweepResult,
+    check_predicates,
+    refuse_unsweepable,
+    run_sweep,
+)
 from reaper.settings import (
     SETTING_FIELDS,
     Settings,
@@ -41,6 +48,8 @@ from reaper.settings import (
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# run-once: every sweep it was asked to run was skipped, its lock held by another session.
+EXIT_ALL_SKIPPED = 3
 ENV_PREFIX = "REAPER"
 
 
@@ -105,14 +114,40 @@ def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
         if ctx is not None
         and ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT
     }
-    return build_settings(
+    settings = build_settings(
         explicit, file_values, source=str(config_path or "config"), labels=labels
+    )
+    global _dsn_on_command_line
+    _dsn_on_command_line = ctx is not None and "dsn" in explicit and \
+        ctx.get_parameter_source("dsn") == click.core.ParameterSource.COMMANDLINE
+    return settings
+
+
+# Set by load_settings: the DSN came from a flag, which every local user can read in `ps`.
+_dsn_on_command_line = False
+_password_warned = False
+
+
+def warn_if_password_on_command_line(settings: Settings) -> None:
+    """Once per process: a warning on stderr when ``--dsn`` on the command line holds a
+    password (visible in ``ps`` and ``/proc/PID/cmdline``), naming the fix."""
+    global _password_warned
+    if _password_warned or not _dsn_on_command_line or not dsn_has_password(settings.dsn):
+        return
+    _password_warned = True
+    structlog.get_logger("reaper.cli").warning(
+        "password_on_command_line",
+        setting="--dsn",
+        fix="every local user can read it in ps; put the password in a password file "
+        "(PGPASSFILE) or the DSN in REAPER_DSN or a service file (docs/security.md)",
     )
 
 
 def open_database(settings: Settings) -> Database:
     """A :class:`Database` configured from ``settings`` (not yet connected)."""
-    return Database.from_settings(settings)
+    db = Database.from_settings(settings)
+    warn_if_password_on_command_line(settings)
+    return db
 
 
 def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:
@@ -127,6 +162,13 @@ def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:
     if names:
         return chosen
     return [s for s in chosen if s.enabled]
+
+
+_WIDE_OPTION = click.option(
+    "--wide", is_flag=True,
+    help="Every column of the table, stacked one block per row when they do not fit the "
+    "terminal (by default, columns are left out to fit).",
+)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -168,6 +210,7 @@ def cli(log_level: str, log_format: str) -> None:
 )
 @click.option("--dry-run", is_flag=True, help="Count the eligible rows; delete nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
+@_WIDE_OPTION
 @click.option(
     "--metrics-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -180,13 +223,15 @@ def run_once(
     sweep_names: tuple[str, ...],
     dry_run: bool,
     as_json: bool,
+    wide: bool,
     metrics_file: Path | None,
     config_path: Path | None,
     **raw: Any,
 ) -> None:
     """Run the sweeps once, in dependency order, and print one row per sweep.
 
-    Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage.
+    Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage, 3 when every
+    sweep was skipped because another session holds its advisory lock (each holder is named).
     """
     settings = load_settings(config_path, raw)
     sweeps = enabled_sweeps(settings, sweep_names)
@@ -197,8 +242,11 @@ def run_once(
         db.check_advisory_locks()
     metrics = Metrics(sweeps, CollectorRegistry())
     with db:
+        if report_missing_tables(db, sweeps, settings):
+            sys.exit(EXIT_FAILED)
         with db.session() as session:
             refuse_unsweepable(session, sweeps)
+        check_predicates(db, sweeps)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
         live = sys.stderr.isatty() and not as_json and not dry_run
@@ -219,9 +267,13 @@ def run_once(
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in results], indent=2))
     else:
-        print_results(results, dry_run=dry_run)
+        print_results(results, dry_run=dry_run, wide=wide, sweeps=sweeps)
     failed = any(r.outcome == FAILURE for r in results) or not metrics_written
-    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+    if failed:
+        sys.exit(EXIT_FAILED)
+    # Nothing ran at all: a squatter on the lock keys must not look like a clean run.
+    sys.exit(EXIT_ALL_SKIPPED if results and all(r.outcome == SKIPPED for r in results)
+             else EXIT_OK)
 
 
 def _writable_file(path: Path | None) -> Path | None:
@@ -264,6 +316,42 @@ def _estimate(db: Database, sweep: Sweep, settings: Settings) -> int | None:
         return None
 
 
+def report_missing_tables(db: Database, sweeps: Sequence[Sweep], settings: Settings) -> bool:
+    """Say once which database reaper reached when swept tables are missing from it, rather
+    than one "does not exist" per sweep that never names the database. None of the tables
+    there: one line on stderr, and True (nothing can be swept; the caller exits 1). Some of
+    them: one ``tables_missing`` log line (database, tables), and the sweeps go on (those of
+    the missing tables fail, as they would anyway).
+
+    Raises:
+        DatabaseError: the catalog could not be read.
+    """
+    tables = list(dict.fromkeys(s.table for s in sweeps))
+    if not tables:
+        return False
+    with db.session() as session:
+        missing = session.missing_tables(tables)
+        reached = session.reached
+    if not missing:
+        return False
+    chose = (
+        " (no --dsn or REAPER_DSN: libpq chose it, from its PG* variables or else as the "
+        "database named after your user)" if settings.dsn is None else ""
+    )
+    if len(missing) < len(tables):
+        structlog.get_logger("reaper.cli").warning(
+            "tables_missing", database=reached + chose, tables=missing
+        )
+        return False
+    click.echo(
+        f"reaper: the database reaper reached, {reached}{chose}, has no table "
+        f"{', '.join(missing)}: load the schema there, or point --dsn / REAPER_DSN at the "
+        "database that holds the tables",
+        err=True,
+    )
+    return True
+
+
 def _refuse_on_failed_checks(
     db: Database, sweeps: Sequence[Sweep], settings: Settings, metrics: Metrics | None
 ) -> None:
@@ -301,6 +389,7 @@ def run(config_path: Path | None, **raw: Any) -> None:
     sweeps = enabled_sweeps(settings, ())
     _refuse_unsweepable_if_reachable(settings, sweeps)
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
+    warn_if_password_on_command_line(settings)
 
     def on_signal(signum: int, _frame: Any) -> None:
         structlog.get_logger("reaper.cli").info(
@@ -337,14 +426,25 @@ def run(config_path: Path | None, **raw: Any) -> None:
 
 
 def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]) -> None:
-    """Exit 2 (RelationRefused) when a sweep's table is a relation reaper cannot delete from.
-    A database that cannot be read now (down, or behind a proxy the daemon refuses itself) is
-    left to the daemon, which waits for it or says why. One connection of its own, no pool."""
+    """Exit 2 (RelationRefused, PredicateRefused) when a sweep's table is a relation reaper
+    cannot delete from or its predicate is refused by the server's catalog; a database that
+    cannot be read now (down, or behind a proxy the daemon refuses itself) is left to the
+    daemon, which waits for it or says why (and checks each predicate before its first
+    statement). The relation check takes one connection of its own, no pool."""
     db = open_database(settings)
     try:
         with db.dedicated_session() as session:
             refuse_unsweepable(session, sweeps)
     except errors.DatabaseError:
+        return
+    try:
+        db.check_connection()
+    except errors.ConnectionFailed:
+        return
+    try:
+        with db:
+            check_predicates(db, sweeps)
+    except errors.ConnectionFailed:
         return
 
 
@@ -368,37 +468,92 @@ def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep
         structlog.get_logger("reaper.cli").warning("storage_rows_failed", error=str(exc))
 
 
-def print_results(results: Sequence[SweepResult], *, dry_run: bool) -> None:
+def print_results(
+    results: Sequence[SweepResult],
+    *,
+    dry_run: bool,
+    wide: bool = False,
+    sweeps: Sequence[Sweep] = (),
+) -> None:
     """One row per sweep: sweep, table, reason, rows, batches, seconds, outcome."""
-    # Off a terminal rich assumes 80 columns and would truncate names; give it room.
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    table = Table(title="reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""))
-    table.add_column("sweep")
-    table.add_column("table")
-    table.add_column("reason")
-    table.add_column("eligible" if dry_run else "deleted", justify="right")
-    table.add_column("batches", justify="right")
-    table.add_column("seconds", justify="right")
-    table.add_column("outcome")
+    rows: list[list[render.Cell]] = []
     for r in results:
         colour = "green" if r.outcome == "success" else "red"
-        table.add_row(
-            escape(r.sweep), escape(r.table), escape(r.reason), f"{r.rows:,}", str(r.batches),
-            f"{r.seconds:.3f}",
-            f"[{colour}]{r.outcome}[/{colour}]",
-        )
-    console.print(table)
+        rows.append([
+            r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
+            Text(r.outcome, style=colour),
+        ])
+    render.print_table(
+        "reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""),
+        [
+            render.Column("sweep"), render.Column("table", optional=True),
+            render.Column("reason", optional=True),
+            render.Column("eligible" if dry_run else "deleted", right=True),
+            render.Column("batches", right=True), render.Column("seconds", right=True),
+            render.Column("outcome"),
+        ],
+        rows,
+        wide=wide,
+    )
+    console = _console()
+    if dry_run:
+        counts = {r.sweep: r.rows for r in results if r.outcome != FAILURE}
+        for note in dependants_notes(sweeps, counts):
+            console.print(f"note: {note}")
+    for r in results:
+        for p in r.partitions:
+            verb = {"drop": "dropped", "detach": "detached"}.get(p["action"], p["action"])
+            if dry_run:
+                console.print(
+                    f"{r.sweep}: would {p['action'].replace('_', ' ')} partition "
+                    f"{p['partition']} (~{p['estimated_rows']:,} rows, estimated)",
+                    highlight=False,
+                )
+            else:
+                console.print(
+                    f"{r.sweep}: {verb} partition {p['partition']} "
+                    f"({p['rows']:,} rows, {p['rows_source']})",
+                    highlight=False,
+                )
     for r in results:
         if r.error:
-            # The error is the database's text: escaped, so a "[" in it is not markup.
-            console.print(
-                f"[red]{escape(r.sweep)}[/red]: {escape(r.error)}", highlight=False, markup=True
+            console.print(Text.assemble((r.sweep, "red"), ": ", r.error))
+        for h in r.holders:
+            console.print(Text.assemble((r.sweep, "yellow"), ": skipped, lock held by ",
+                                        h.describe()))
+
+
+def dependants_notes(sweeps: Sequence[Sweep], counts: Mapping[str, int]) -> list[str]:
+    """What a count of eligible rows leaves out, in a dry run and in ``status``: a sweep that
+    runs after others (its ``after``) is counted against the table as it is now, while a real
+    run lets those sweeps delete first, which can make more of its rows eligible (a token
+    that only a stale request still references). One line per such sweep whose predecessors
+    have rows to delete.
+
+    Args:
+        sweeps: the sweeps counted.
+        counts: eligible rows by sweep name.
+    """
+    notes = []
+    for s in sweeps:
+        first = [name for name in s.after if counts.get(name, 0) > 0]
+        if first and s.name in counts:
+            rows = sum(counts[name] for name in first)
+            notes.append(
+                f"{s.name}: counted as its table is now; a real run first lets "
+                f"{' and '.join(first)} delete {rows:,} rows, which can make more of "
+                f"{s.table}'s rows eligible: the count cannot include those"
             )
+    return notes
 
 
 def _console() -> Console:
-    # Off a terminal rich assumes 80 columns and would truncate names; give it room.
-    return Console(width=None if sys.stdout.isatty() else 200)
+    """The console every line under a table goes through (the tables: reaper.render), as
+    wide as the terminal (off one, COLUMNS, else 80). Markup, emoji codes and highlighting are
+    off: names and server messages come from the database and the config, and are printed as
+    they are ("[bold]" or ":x:" in a table name is text). Colour goes through rich Text
+    styles."""
+    return render.make_console()
 
 
 _SWEEP_OPTION = click.option(
@@ -414,9 +569,11 @@ _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON 
 @cli.command("check")
 @_SWEEP_OPTION
 @_JSON_OPTION
+@_WIDE_OPTION
 @settings_options
 def check_command(
-    sweep_names: tuple[str, ...], as_json: bool, config_path: Path | None, **raw: Any
+    sweep_names: tuple[str, ...], as_json: bool, wide: bool, config_path: Path | None,
+    **raw: Any,
 ) -> None:
     """Check what the sweeps rely on: tables and columns, indexes valid and ready, foreign
     keys indexed, batch plans served by an index, privileges, server version, advisory lock.
@@ -429,6 +586,7 @@ def check_command(
     db = open_database(settings)
     db.check_connection()
     with db:
+        check_predicates(db, sweeps)
         findings = checks.run_checks(db, sweeps, settings)
     failed = checks.failures(findings)
     if as_json:
@@ -436,20 +594,33 @@ def check_command(
             {"ok": not failed, "findings": [f.as_dict() for f in findings]}, indent=2
         ))
     else:
-        table = Table(title="reaper check")
-        for col in ("sweep", "check", "status", "subject", "detail", "fix"):
-            table.add_column(col, overflow="fold")
         colours = {checks.PASS: "green", checks.WARN: "yellow", checks.FAIL: "red"}
-        for f in findings:
-            c = colours[f.status]
-            table.add_row(f.sweep, f.check, f"[{c}]{f.status}[/{c}]", f.subject, f.detail,
-                          f.fix or "")
-        console = _console()
-        console.print(table)
-        console.print(
-            f"{len(findings)} checks, [red]{len(failed)} failed[/red], "
-            f"{sum(f.status == checks.WARN for f in findings)} warnings"
+        rows: list[list[render.Cell]] = [
+            [f.sweep, f.check, Text(f.status, style=colours[f.status]), f.subject, f.detail,
+             f.fix or ""]
+            for f in findings
+        ]
+        dropped = render.print_table(
+            "reaper check",
+            [render.Column("sweep"), render.Column("check"), render.Column("status"),
+             render.Column("subject", optional=True), render.Column("detail", optional=True),
+             render.Column("fix", optional=True)],
+            rows,
+            wide=wide,
         )
+        console = _console()
+        if dropped:
+            # What a finding that did not pass says, and its fix, under the table.
+            for f in findings:
+                if f.status != checks.PASS:
+                    text = f"{f.subject}: {f.detail}" + (f" Fix: {f.fix}" if f.fix else "")
+                    console.print(Text.assemble(
+                        (f.status, colours[f.status]), f" {f.sweep} {f.check}: {text}"
+                    ))
+        console.print(Text.assemble(
+            f"{len(findings)} checks, ", (f"{len(failed)} failed", "red"),
+            f", {sum(f.status == checks.WARN for f in findings)} warnings",
+        ))
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
@@ -461,8 +632,11 @@ def indexes_group() -> None:
 @indexes_group.command("ensure")
 @click.option("--dry-run", is_flag=True, help="Say what would be built or rebuilt; build nothing.")
 @_JSON_OPTION
+@_WIDE_OPTION
 @settings_options
-def indexes_ensure(dry_run: bool, as_json: bool, config_path: Path | None, **raw: Any) -> None:
+def indexes_ensure(
+    dry_run: bool, as_json: bool, wide: bool, config_path: Path | None, **raw: Any
+) -> None:
     """Build the sweeps' indexes with CREATE INDEX CONCURRENTLY (writers never wait), one at a
     time, under lock_timeout, guarded by an advisory lock; drop and rebuild any left INVALID
     by an interrupted build. Needs the tables' owner (DDL), not reaper's role.
@@ -484,20 +658,26 @@ def indexes_ensure(dry_run: bool, as_json: bool, config_path: Path | None, **raw
         click.echo(json.dumps([a.as_dict() for a in actions], indent=2))
     else:
         title = "reaper indexes ensure" + (" (dry run: nothing built)" if dry_run else "")
-        table = Table(title=title)
-        for col in ("index", "table", "action", "outcome", "seconds", "detail"):
-            table.add_column(col, overflow="fold")
+        rows: list[list[render.Cell]] = []
         for a in actions:
             c = {"failed": "red", "done": "green", "dry_run": "yellow"}.get(a.outcome, "")
-            outcome = f"[{c}]{a.outcome}[/{c}]" if c else a.outcome
-            table.add_row(a.index, a.table, a.action, outcome, f"{a.seconds:.3f}",
-                          a.error or a.detail)
+            outcome = Text(a.outcome, style=c)
+            rows.append([a.index, a.table, a.action, outcome, f"{a.seconds:.3f}",
+                         a.error or a.detail])
+        render.print_table(
+            title,
+            [render.Column("index"), render.Column("table", optional=True),
+             render.Column("action"), render.Column("outcome"),
+             render.Column("seconds", right=True, optional=True),
+             render.Column("detail", optional=True)],
+            rows,
+            wide=wide or any(a.outcome == "failed" for a in actions),
+        )
         console = _console()
-        console.print(table)
         if dry_run:
             for a in actions:
                 for stmt in a.statements:
-                    console.print(f"{stmt};", highlight=False, markup=False)
+                    console.print(f"{stmt};")
     sys.exit(EXIT_FAILED if any(a.outcome == "failed" for a in actions) else EXIT_OK)
 
 
@@ -509,7 +689,7 @@ class _IndexProgress:
 
         self.live = live
         self._progress = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             TextColumn("{task.fields[phase]}"),
             TimeElapsedColumn(),
@@ -546,6 +726,7 @@ class _IndexProgress:
 @cli.command("status")
 @_SWEEP_OPTION
 @_JSON_OPTION
+@_WIDE_OPTION
 @click.option(
     "--max-count",
     type=click.IntRange(min=1),
@@ -558,6 +739,7 @@ class _IndexProgress:
 def status_command(
     sweep_names: tuple[str, ...],
     as_json: bool,
+    wide: bool,
     max_count: int,
     config_path: Path | None,
     **raw: Any,
@@ -572,13 +754,16 @@ def status_command(
     db = open_database(settings)
     db.check_connection()
     with db:
+        if report_missing_tables(db, sweeps, settings):
+            sys.exit(EXIT_FAILED)
         with db.session() as session:
             refuse_unsweepable(session, sweeps)
+        check_predicates(db, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
-        print_status(rows)
+        print_status(rows, wide=wide, sweeps=sweeps)
     sys.exit(EXIT_FAILED if any(r.error for r in rows) else EXIT_OK)
 
 
@@ -603,32 +788,88 @@ def _bytes(n: int | None) -> str:
     return f"{n} B"
 
 
-def print_status(rows: Sequence[status.SweepStatus]) -> None:
+def print_status(
+    rows: Sequence[status.SweepStatus], *, wide: bool = False, sweeps: Sequence[Sweep] = ()
+) -> None:
     """One row per sweep: backlog, oldest eligible age, table rows, size, dead tuples, vacuum."""
-    table = Table(title="reaper status")
-    for col, right in (
-        ("sweep", False), ("table", False), ("backlog", True), ("oldest eligible", True),
-        ("table rows (est.)", True), ("size", True), ("dead tuples", True),
-        ("last vacuum", False), ("last autovacuum", False),
-    ):
-        table.add_column(col, justify="right" if right else "left")
 
     def when(d: Any) -> str:
         return d.strftime("%Y-%m-%d %H:%M") if d is not None else "never"
 
+    cells: list[list[render.Cell]] = []
     for r in rows:
         if r.error:
-            table.add_row(r.sweep, r.table, f"[red]{r.error}[/red]", *[""] * 6)
+            cells.append([r.sweep, r.table, Text(r.error, style="red"), *[""] * 6])
             continue
         backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
         est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
             else "never analyzed"
-        table.add_row(
+        cells.append([
             r.sweep, r.table, backlog, _age(r.oldest_eligible_age_seconds), est,
             _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
             when(r.last_vacuum), when(r.last_autovacuum),
-        )
-    _console().print(table)
+        ])
+    # A row that failed says why in its backlog cell: every column, so the reason is whole.
+    render.print_table(
+        "reaper status",
+        [
+            render.Column("sweep"), render.Column("table", optional=True),
+            render.Column("backlog", right=True), render.Column("oldest", right=True),
+            render.Column("est. rows", right=True), render.Column("size", right=True),
+            render.Column("dead rows", right=True),
+            render.Column("last vacuum", optional=True),
+            render.Column("last autovacuum", optional=True),
+        ],
+        cells,
+        wide=wide or any(r.error for r in rows),
+    )
+    console = _console()
+    for r in rows:
+        for h in r.lock_holders:
+            console.print(Text.assemble((r.sweep, "yellow"), ": lock held by ", h.describe()))
+    counts = {r.sweep: r.backlog_rows for r in rows if r.backlog_rows is not None}
+    for note in dependants_notes(sweeps, counts):
+        console.print(f"note: {note}")
+
+
+def misplaced_option_hint(exc: click.ClickException, args: Sequence[str]) -> str | None:
+    """For an option given on the wrong side of the command name, where it goes: reaper's
+    own options (``--log-level``, ``--log-format``) come before the command, a command's
+    options after it. ``args``: the command line, to quote the option with its value. None
+    for any other error."""
+    if not isinstance(exc, click.NoSuchOption) or exc.ctx is None:
+        return None
+    name = exc.option_name.split("=", 1)[0]
+    given = name
+    for i, arg in enumerate(args):
+        if arg.startswith(name + "="):
+            given = arg
+        elif arg == name and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            given = f"{name} {args[i + 1]}"
+
+    def names(cmd: click.Command) -> set[str]:
+        return {o for p in cmd.params for o in getattr(p, "opts", [])}
+
+    if exc.ctx.command is not cli and name in names(cli):
+        command = exc.ctx.command_path.removeprefix("reaper ")
+        return f" {name} goes before the command: 'reaper {given} {command}'"
+    if exc.ctx.command is cli:
+        owners = [(path, cmd) for path, cmd in _commands(cli, "reaper") if name in names(cmd)]
+        if owners:
+            path, cmd = owners[0]
+            param = next(p for p in cmd.params if name in getattr(p, "opts", []))
+            if getattr(param, "is_flag", False):
+                given = name
+            return f" {name} goes after the command: '{path} {given}'"
+    return None
+
+
+def _commands(group: click.Group, prefix: str) -> list[tuple[str, click.Command]]:
+    out: list[tuple[str, click.Command]] = []
+    for sub_name, cmd in group.commands.items():
+        path = f"{prefix} {sub_name}"
+        out += _commands(cmd, path) if isinstance(cmd, click.Group) else [(path, cmd)]
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -643,7 +884,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(130)
     except click.ClickException as exc:
         ctx = getattr(exc, "ctx", None)
-        hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        hint = misplaced_option_hint(exc, sys.argv[1:] if argv is None else list(argv)) or (
+            f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+        )
         click.echo(f"reaper: {exc.format_message()}{hint}", err=True)
         sys.exit(EXIT_USAGE)
     except errors.ConfigError as exc:

@@ -2,9 +2,14 @@
 
 One APScheduler 3.x ``BackgroundScheduler`` holds one job per sweep (its own interval,
 ``max_instances=1``, ``coalesce``, a finite misfire grace, a random delay of up to
-``--jitter`` x interval), plus two housekeeping jobs on their own executor so that sweeps can
-never starve them: the readiness probe (every :data:`READINESS_PROBE_SECONDS`) and the gauge
-refresh (``reaper_backlog_*`` and ``reaper_storage_rows``, every ``--gauge-interval``).
+``--jitter`` x interval), plus housekeeping jobs on their own executors so that sweeps can
+never starve them: the readiness probe (every :data:`READINESS_PROBE_SECONDS`), the gauge
+refresh (``reaper_backlog_*`` and ``reaper_storage_rows``, every ``--gauge-interval``) and a
+heartbeat that touches no database (every :data:`HEARTBEAT_SECONDS`, what /healthz reads).
+
+/healthz is the process: the scheduler runs and its heartbeat is recent; it never depends on
+the database. /readyz is the work: the database answered the last probe within its bound,
+every swept table exists, and the server accepts writes (not a standby, not read-only).
 
 After each run the next one is chosen from what the run did:
 
@@ -34,6 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -46,7 +52,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CollectorRegistry
 
 from reaper import checks, errors
-from reaper.db import Database, SweepStatements
+from reaper.db import Database, Session, SweepStatements
 from reaper.http import HttpServer, make_app
 from reaper.metrics import Metrics
 from reaper.runner import FAILURE, SUCCESS, SweepResult, compute_cutoffs, run_sweep
@@ -62,9 +68,14 @@ MAX_PARALLEL_SWEEPS = 4
 # older than 3 probes plus a connect timeout (one slow probe is not an outage).
 READINESS_PROBE_SECONDS = 5.0
 READY_STALE_PROBES = 3
-# /healthz fails when the scheduler has not started a probe for this long (it starts one every
-# 5 s): the scheduler thread is gone or wedged. A restart is what helps then.
-HEALTHY_PROBE_AGE_SECONDS = 60.0
+# The readiness probe's statements each wait at most this long (reaper's watchdog), so one
+# probe ends within connect_timeout (the pool's checkout) + this, whatever the network does.
+PROBE_BOUND_SECONDS = 5.0
+# /healthz fails when the scheduler's heartbeat (a job that touches no database, every 5 s, on
+# an executor of its own) is older than this: the scheduler thread is gone or wedged. A
+# restart is what helps then.
+HEARTBEAT_SECONDS = 5.0
+HEALTHY_HEARTBEAT_AGE_SECONDS = 30.0
 # A run stopped at its budget is followed by the next one this soon: back to back.
 BACKLOG_RERUN_SECONDS = 0.0
 # The settings that shape the connection pool: a reload that changes one opens a new pool.
@@ -75,12 +86,21 @@ DATABASE_FIELDS = (
     "idle_in_transaction_session_timeout",
     "synchronous_commit",
     "connect_timeout",
+    "session_pooler",
 )
 BUDGET_STOPS = ("max_rows", "max_seconds")
-_SWEEPS_EXECUTOR, _PROBES_EXECUTOR = "sweeps", "probes"
+_SWEEPS_EXECUTOR, _PROBES_EXECUTOR, _HEARTBEAT_EXECUTOR = "sweeps", "probes", "heartbeat"
 # Checks that could not run (the database did not answer) are tried again this soon (seconds).
 CHECK_RETRY_SECONDS = 30.0
 _PROBE_JOB, _GAUGE_JOB, _CHECK_JOB = "_readiness_probe", "_gauge_refresh", "_checks"
+_HEARTBEAT_JOB = "_heartbeat"
+# Failures that say the database could not do the work (rather than one sweep's problem): they
+# make /readyz fail, and the sweeps they failed run again as soon as the probe sees it back.
+_OUTAGE_ERRORS = (
+    errors.ConnectionFailed.__name__,
+    errors.ReadOnlyDatabase.__name__,
+    errors.PrivilegeMissing.__name__,
+)
 
 
 def backoff_delay(failures: int, first: timedelta, cap: timedelta) -> timedelta:
@@ -119,12 +139,13 @@ class _Health:
         self.ready = False
         self.reason = "no database answer yet"
         self.answered_at: float | None = None
-        self.probe_started_at = time.monotonic()
+        self.heartbeat_at = time.monotonic()
         self._reported: bool | None = None
 
-    def set(self, ready: bool, reason: str) -> None:
+    def set(self, ready: bool, reason: str) -> bool:
         """Record a probe's or a run's answer; log only the changes (an outage is one line
-        when it starts and one when it ends, not one per probe)."""
+        when it starts and one when it ends, not one per probe). Returns True when this
+        answer ends an outage (not ready before, ready now)."""
         with self.lock:
             self.ready, self.reason = ready, reason
             if ready:
@@ -134,6 +155,7 @@ class _Health:
             log.info("database_ready")
         elif changed:
             log.warning("database_not_ready", reason=reason)
+        return changed and ready
 
 
 class Daemon:
@@ -188,12 +210,14 @@ class Daemon:
             executors={
                 _SWEEPS_EXECUTOR: ThreadPoolExecutor(MAX_PARALLEL_SWEEPS),
                 _PROBES_EXECUTOR: ThreadPoolExecutor(3),
+                _HEARTBEAT_EXECUTOR: ThreadPoolExecutor(1),
             },
             job_defaults={"max_instances": 1, "coalesce": True},
         )
         self._scheduler.add_listener(self._job_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
         self.http = HttpServer(
-            settings.listen, make_app(registry, self.healthz, self.readyz)
+            settings.listen, make_app(registry, self.healthz, self.readyz),
+            Path(settings.web_config_file) if settings.web_config_file else None,
         )
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -229,6 +253,10 @@ class Daemon:
         if self._settings.strict and not self._strict_checks():
             return
         now = datetime.now(UTC)
+        self._scheduler.add_job(
+            self._heartbeat, IntervalTrigger(seconds=HEARTBEAT_SECONDS), id=_HEARTBEAT_JOB,
+            executor=_HEARTBEAT_EXECUTOR, next_run_time=now, misfire_grace_time=1,
+        )
         self._scheduler.add_job(
             self._probe, IntervalTrigger(seconds=READINESS_PROBE_SECONDS), id=_PROBE_JOB,
             executor=_PROBES_EXECUTOR, next_run_time=now, misfire_grace_time=1,
@@ -528,10 +556,10 @@ class Daemon:
                 result = run_sweep(
                     self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop
                 )
-            if result.error_type == errors.ConnectionFailed.__name__:
+            if result.error_type in _OUTAGE_ERRORS:
                 self._health.set(False, result.error or "database unreachable")
-            elif result.outcome == SUCCESS:
-                self._health.set(True, "")
+            elif result.outcome == SUCCESS and self._health.set(True, ""):
+                self._retry_after_outage()
             return result
 
     def _job_done(self, event: JobExecutionEvent) -> None:
@@ -587,17 +615,29 @@ class Daemon:
     def _tables(self) -> list[str]:
         return sorted({s.table for s in self._sweeps.values()})
 
+    def _heartbeat(self) -> None:
+        """What /healthz reads: the scheduler still starts jobs (no database involved)."""
+        self._health.heartbeat_at = time.monotonic()
+
     def _probe(self) -> None:
-        """Readiness: the database answers and every swept table exists. The first answer also
-        checks that advisory locks hold on this connection string (fatal when not)."""
-        self._health.probe_started_at = time.monotonic()
+        """Readiness: the database answers, every swept table exists, reaper's role holds the
+        privileges the batches need and the server accepts writes. The first answer also
+        checks that advisory locks can hold on this connection string (fatal when not). Each
+        statement waits at most :data:`PROBE_BOUND_SECONDS`."""
         # Not counted as work in flight: a probe holds nothing, and one stuck connecting to
         # a dead host must not hold up a shutdown.
         if self._stop.is_set():
             return
         try:
-            with self.db.session() as session:
+            with self.db.session(bound=PROBE_BOUND_SECONDS) as session:
                 missing = session.missing_tables(self._tables())
+                refusal, stale = session.write_refusal()
+                lacking = [] if missing else session.missing_privileges(self._privileges(session))
+            if stale:
+                # An ALTER DATABASE/ROLE ... SET default_transaction_read_only since the pool
+                # connected: its sessions keep the old value, new ones get the new one.
+                log.info("database_settings_changed", action="renewing pooled connections")
+                self.db.renew_connections()
             if not self._lock_checked:
                 self.db.check_advisory_locks()
                 self._lock_checked = True
@@ -620,18 +660,46 @@ class Daemon:
         except errors.DatabaseError as exc:
             self._health.set(False, str(exc))
             return
-        if missing:
+        if refusal is not None:
+            self._health.set(False, refusal)
+        elif missing:
             self._health.set(False, f"missing tables: {', '.join(missing)}")
-        else:
-            self._health.set(True, "")
+        elif lacking:
+            what = ", ".join(f"{p} on table {t}" for t, p in lacking)
+            self._health.set(False, f"reaper's role lacks {what} (see reaper/sql/grants.sql)")
+        elif self._health.set(True, ""):
+            self._retry_after_outage()
 
-    def _statements_for(self, sweep: Sweep) -> SweepStatements:
+    def _privileges(self, session: Session) -> list[tuple[str, str]]:
+        """Every ``(table, privilege)`` the scheduled sweeps' batches need (no duplicates)."""
+        needed: dict[tuple[str, str], None] = {}
+        for sweep in list(self._sweeps.values()):
+            with contextlib.suppress(errors.ConfigError):
+                needed.update(
+                    dict.fromkeys(self._statements_for(session, sweep).required_privileges())
+                )
+        return list(needed)
+
+    def _retry_after_outage(self) -> None:
+        """The database is back: the sweeps whose last run failed on the outage (unreachable,
+        read-only) run again now, spread over one jitter, instead of after their backoff."""
+        with self._config_lock:
+            names = [
+                name for name, state in self._state.items()
+                if state.failures and state.last is not None
+                and state.last.error_type in _OUTAGE_ERRORS and name in self._sweeps
+            ]
+        for name in names:
+            delay = random.uniform(0, self.jitter_seconds(self._sweeps[name]))
+            log.info("sweep_retry_scheduled", sweep=name, reason="database_back",
+                     retry_in_seconds=round(delay, 3))
+            self._reschedule(name, delay)
+
+    def _statements_for(self, session: Session, sweep: Sweep) -> SweepStatements:
         stmts = self._statements.get(sweep.name)
         if stmts is None:
-            first_cutoff = next(iter(sweep.cutoffs), "cutoff")
-            stmts = SweepStatements(
-                sweep.table, sweep.predicate, since=sweep.since, cutoff_param=first_cutoff
-            )
+            # Checked against this server's catalog once, before the first gauge query.
+            stmts = SweepStatements(session.check_predicate(sweep))
             self._statements[sweep.name] = stmts
         return stmts
 
@@ -656,10 +724,10 @@ class Daemon:
                         cutoffs: dict[str, Any] = dict(
                             compute_cutoffs(session, sweep, settings, None)
                         )
-                        stmts = self._statements_for(sweep)
+                        stmts = self._statements_for(session, sweep)
                         rows = session.backlog_rows(stmts, cutoffs, settings.backlog_limit)
                         oldest = (
-                            session.backlog_oldest_seconds(stmts, cutoffs)
+                            session.backlog_oldest_seconds(stmts, cutoffs, settings.backlog_limit)
                             if rows else (0.0 if sweep.since else None)
                         )
                         self.metrics.set_backlog(sweep.name, rows, oldest)
@@ -673,18 +741,23 @@ class Daemon:
     # -- HTTP checks ---------------------------------------------------------------------
 
     def healthz(self) -> tuple[bool, str]:
-        """Alive: the scheduler runs and started a readiness probe lately."""
+        """Alive: no fatal error, the scheduler runs and its heartbeat (a job that touches no
+        database) ran within :data:`HEALTHY_HEARTBEAT_AGE_SECONDS`. Never asks the
+        database: a database outage is /readyz's business, and a restart would not help."""
         if self.fatal:
             return False, self.fatal
         if not self._scheduler.running:
             return False, "the scheduler is not running"
-        age = time.monotonic() - self._health.probe_started_at
-        if age > HEALTHY_PROBE_AGE_SECONDS + self._settings.connect_timeout.total_seconds():
+        age = time.monotonic() - self._health.heartbeat_at
+        if age > HEALTHY_HEARTBEAT_AGE_SECONDS:
             return False, f"the scheduler has not run a job for {age:.0f}s"
         return True, ""
 
     def readyz(self) -> tuple[bool, str]:
-        """Ready: the database answered lately and every swept table exists."""
+        """Ready: the database answered lately, every swept table exists, reaper's role holds
+        the privileges the batches need, and the server accepts writes (else False with the
+        reason: unreachable, a standby, default_transaction_read_only on, missing tables, a
+        missing privilege)."""
         with self._health.lock:
             ready, reason, answered = (
                 self._health.ready, self._health.reason, self._health.answered_at

@@ -1,9 +1,11 @@
 """``make demo``: the testnet audit's garbage, swept by ``reaper run-once``.
 
 Starts a PostgreSQL (``REAPER_DSN`` if set, else an embedded pgserver kept in ``.demo-pg/``),
-creates a fresh ``reaper_demo`` database with the reference schema, seeds the garbage the
-audit found at its real sizes mixed with live and banned rows, runs ``reaper run-once`` as a
-user would, and checks that every garbage row went and every live and banned row stayed.
+creates a fresh ``reaper_demo`` database (``REAPER_DEMO_DATABASE`` names another) with the
+reference schema, seeds the garbage the audit found at its real sizes mixed with live and
+banned rows, runs ``reaper run-once`` as a user would, checks that every garbage row went and
+every live and banned row stayed, and prints the commands to try next. ``--serve``
+(``make demo-server``) seeds the database again and keeps the server up for them.
 
 Every seeded row's key says what it is (``garbage-`` / ``keep-``), so the check needs no
 knowledge of the sweeps' rules.
@@ -13,9 +15,12 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -193,21 +198,101 @@ def _print_census(title: str, counts: dict[str, dict[str, int]]) -> None:
         print(f"  {table:<22}{c['garbage']:>10,}{c['keep']:>10,}")
 
 
-def main() -> int:
-    """Run the demo; exit code 0 when the garbage went and every kept row stayed."""
-    root = Path(os.environ.get("REAPER_DEMO_DIR", ".demo-pg"))
-    with devserver.server("REAPER_DSN", data_dir=root.resolve()) as server_dsn:
-        devserver.drop_database(devserver.with_dbname(server_dsn, DEMO_DATABASE))
-        dsn = devserver.create_database(server_dsn, DEMO_DATABASE)
-        devserver.load_schema(dsn)
-        t0 = time.monotonic()
-        seed(dsn)
-        print(f"seeded the audit's rows in {time.monotonic() - t0:.1f}s "
-              f"(database {DEMO_DATABASE})")
+def _shown(path: Path) -> str:
+    """``path`` as the user would type it from the current directory."""
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else str(path)
+
+
+def write_env_file(root: Path, dsn: str) -> Path:
+    """Write ``root/reaper.env``, a shell file that exports ``REAPER_DSN=dsn`` (mode 0600: a
+    DSN may hold a password); return its path."""
+    path = root / "reaper.env"
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(f"export REAPER_DSN={shlex.quote(dsn)}\n")
+    return path
+
+
+def next_steps(env_file: Path, *, serving: bool) -> str:
+    """The commands to type next, exactly (the README shows the same ones).
+
+    Args:
+        env_file: the file :func:`write_env_file` wrote.
+        serving: True when the demo's server stays up until Ctrl-C (``--serve``); False at the
+            end of ``make demo``, whose embedded server (if any) has stopped.
+    """
+    reaper = _shown(Path(sys.executable).parent / "reaper")
+    lines = []
+    if not serving:
+        lines += [
+            "Next: keep the demo's server up (re-seeded) in this terminal:",
+            "  make demo-server            # Ctrl-C stops it",
+            "and in another terminal:",
+        ]
+    else:
+        lines += ["In another terminal:"]
+    lines += [
+        f"  source {_shown(env_file)}",
+        f"  {reaper} status",
+        f"  {reaper} check",
+        f"  {reaper} run-once --dry-run",
+        f"  {reaper} run --listen 127.0.0.1:9465 --interval 1m --max-eligible-fraction 1",
+        "and from a third one:",
+        "  curl -s 127.0.0.1:9465/metrics | grep '^reaper_deleted_rows_total'",
+        f"(`source {_shown(Path(sys.executable).parent / 'activate')}` puts reaper on your PATH.)",
+    ]
+    return "\n".join(lines)
+
+
+def prepare(server_dsn: str, root: Path) -> str:
+    """Create the demo database afresh on ``server_dsn``'s server, load the schema, seed it,
+    write the env file, and return the database's DSN."""
+    name = os.environ.get("REAPER_DEMO_DATABASE") or DEMO_DATABASE
+    devserver.drop_database(devserver.with_dbname(server_dsn, name))
+    dsn = devserver.create_database(server_dsn, name)
+    devserver.load_schema(dsn)
+    t0 = time.monotonic()
+    seed(dsn)
+    print(f"seeded the audit's rows in {time.monotonic() - t0:.1f}s (database {name})")
+    write_env_file(root, dsn)
+    return dsn
+
+
+def serve(root: Path) -> int:
+    """``make demo-server``: the demo's database, seeded, on a server kept up until Ctrl-C or
+    SIGTERM; exit code 0."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with devserver.server("REAPER_DSN", data_dir=root) as server_dsn:
+        prepare(server_dsn, root)
+        _print_census("rows", census(devserver.with_dbname(
+            server_dsn, os.environ.get("REAPER_DEMO_DATABASE") or DEMO_DATABASE)))
+        print("\nThe demo's PostgreSQL is up; Ctrl-C stops it.\n")
+        print(next_steps(root / "reaper.env", serving=True), flush=True)
+        stop.wait()
+    print("stopped")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the demo; exit code 0 when the garbage went and every kept row stayed.
+    ``--serve``: see :func:`serve`."""
+    argv = sys.argv[1:] if argv is None else argv
+    root = Path(os.environ.get("REAPER_DEMO_DIR", ".demo-pg")).resolve()
+    if "--serve" in argv:
+        return serve(root)
+    with devserver.server("REAPER_DSN", data_dir=root) as server_dsn:
+        dsn = prepare(server_dsn, root)
         before = census(dsn)
         _print_census("before", before)
-        metrics_file = root.resolve() / "reaper.prom"
-        cmd = ["reaper", "run-once", "--metrics-file", str(metrics_file)]
+        metrics_file = root / "reaper.prom"
+        # The audit's requests are 99.7% garbage: more than the full-table interlock lets a
+        # run delete unless told (docs/safety.md), which a first cleanup of a backlog is.
+        cmd = ["reaper", "run-once", "--max-eligible-fraction", "1",
+               "--metrics-file", str(metrics_file)]
         print("\n$ " + " ".join(cmd))
         # The reaper script installed beside this interpreter (the virtual environment's).
         cmd[0] = shutil.which("reaper", path=str(Path(sys.executable).parent)) or "reaper"
@@ -230,7 +315,9 @@ def main() -> int:
         if c["keep"] != before[table]["keep"]:
             print(f"FAIL: {before[table]['keep'] - c['keep']} live rows deleted from {table}")
             ok = False
-    print("\nOK: every garbage row went, every live and banned row stayed." if ok else "")
+    if ok:
+        print("\nOK: every garbage row went, every live and banned row stayed.\n")
+        print(next_steps(root / "reaper.env", serving=False))
     return 0 if ok else 1
 
 

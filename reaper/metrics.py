@@ -12,12 +12,13 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, write_to_textfile
 
+from reaper.pacing import REASONS as THROTTLE_REASONS
 from reaper.sweeps import Sweep
 
 OUTCOMES = ("success", "failure", "skipped")
 # The checks of `reaper check` (the `check` label of reaper_check_failures). Those about the
 # server and the connection are labelled sweep="*"; the others run once per sweep.
-SERVER_CHECKS = ("server_version", "role", "advisory_lock")
+SERVER_CHECKS = ("server_version", "role", "advisory_lock", "pacing")
 SWEEP_CHECKS = (
     "table",
     "columns",
@@ -25,6 +26,7 @@ SWEEP_CHECKS = (
     "index",
     "foreign_key_index",
     "plan",
+    "partitions",
 )
 ALL_SWEEPS = "*"
 # Why a row was skipped (reaper_skipped_rows_total's reason label; reaper.runner.SKIP_REASONS).
@@ -49,6 +51,13 @@ class Metrics:
             "reaper_deleted_rows",
             "Rows deleted, by table and reason.",
             ["table", "reason"],
+            registry=registry,
+        )
+        self.dropped_partitions = Counter(
+            "reaper_dropped_partitions",
+            "Partitions wholly past the cutoff removed from a swept table (dropped, or "
+            "detached only with partition_action = detach), by table.",
+            ["table"],
             registry=registry,
         )
         self.skipped_rows = Counter(
@@ -101,6 +110,13 @@ class Metrics:
         )
         for check in SERVER_CHECKS:
             self.check_failures.labels(sweep=ALL_SWEEPS, check=check)
+        self.throttled_seconds = Counter(
+            "reaper_throttled_seconds",
+            "Seconds a sweep waited between batches, by reason: replica_lag (a standby too far "
+            "behind, --max-replica-lag) or load (other sessions busy, --busy-share).",
+            ["sweep", "reason"],
+            registry=registry,
+        )
         # The backlog gauges appear once measured (reaper run refreshes them every
         # --gauge-interval): a 0 before the first measurement would read as "nothing to do".
         self.backlog_rows = Gauge(
@@ -121,6 +137,7 @@ class Metrics:
         """Create every label set of ``sweeps`` at 0 (idempotent)."""
         for s in sweeps:
             self.deleted_rows.labels(table=s.table, reason=s.reason)
+            self.dropped_partitions.labels(table=s.table)
             for why in SKIP_REASONS:
                 self.skipped_rows.labels(table=s.table, reason=why)
             for outcome in OUTCOMES:
@@ -131,6 +148,8 @@ class Metrics:
             self.storage_rows.labels(table=s.table)
             for check in SWEEP_CHECKS:
                 self.check_failures.labels(sweep=s.name, check=check)
+            for reason in THROTTLE_REASONS:
+                self.throttled_seconds.labels(sweep=s.name, reason=reason)
 
     def batch_finished(
         self, sweep: str, table: str, reason: str, rows: int, seconds: float
@@ -138,6 +157,16 @@ class Metrics:
         """Count one committed batch: ``rows`` deleted in ``seconds``."""
         self.deleted_rows.labels(table=table, reason=reason).inc(rows)
         self.batch_duration.labels(sweep=sweep).observe(seconds)
+
+    def throttled(self, sweep: str, reason: str, seconds: float) -> None:
+        """Count ``seconds`` that a run of ``sweep`` waited for ``reason`` (pacing)."""
+        self.throttled_seconds.labels(sweep=sweep, reason=reason).inc(max(seconds, 0.0))
+
+    def partition_removed(self, table: str, reason: str, rows: int) -> None:
+        """Count one partition removed from ``table`` (dropped or detached) and its ``rows``
+        (counted before the detach, or the catalog's estimate) as deleted for ``reason``."""
+        self.deleted_rows.labels(table=table, reason=reason).inc(rows)
+        self.dropped_partitions.labels(table=table).inc()
 
     def row_skipped(self, table: str, reason: str) -> None:
         """Count one eligible row of ``table`` that a run skipped, by ``reason``."""

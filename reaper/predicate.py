@@ -14,16 +14,29 @@ parser, libpg_query) and must be one boolean expression over the sweep's table:
   for a literal ``%`` (psycopg's rule), no positional ``%s`` or ``$1``;
 - over the table: a qualified column outside a subquery names the sweep's table.
 
-What the parser cannot know (that a column exists, that the expression is boolean, what a
-user-defined function does) the database tells on the first dry run or ``reaper check``.
+- bounded by a cutoff (:func:`check_bounded`): every row it can match is older than a
+  cutoff. Every branch of a top-level OR (ORs nest) holds, as an AND-ed conjunct, a
+  comparison ``<expression over the table's columns> < %(NAME)s`` (or ``<=``, or the mirrored
+  ``%(NAME)s > expression``) whose parameter side is a bare cutoff parameter and whose other
+  side names a column of the table, with no subquery and no parameter. A cutoff parameter
+  appears nowhere else: not under NOT, IS, CASE, COALESCE or a function, not in arithmetic.
+
+What the parser cannot know (what a function or operator name resolves to) is asked of the
+server's catalog (:func:`verify`): only built-in (``pg_catalog``, created by initdb),
+immutable or stable functions and operators that are not SECURITY DEFINER may appear, casts
+only to built-in types, subqueries only over tables. Statements are composed only from a
+:class:`CheckedPredicate`, which only :func:`verify` builds.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Set
+from collections.abc import Iterator, Sequence, Set
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from pglast import ast, enums, parse_sql, parser
+from pglast.stream import RawStream
 
 # Functions with side effects (or that sleep, signal, read files, or run SQL text), denied in
 # a predicate whatever their schema. Sources: PostgreSQL 16 docs, "System Administration
@@ -147,7 +160,9 @@ def placeholders(predicate: str) -> tuple[str, list[str], int]:
     return "".join(out), names, uses
 
 
-def check(predicate: str, table: str, cutoffs: Set[str]) -> None:
+def check(
+    predicate: str, table: str, cutoffs: Set[str], *, bounded: bool = True
+) -> None:
     """Accept ``predicate`` as the eligibility predicate of a sweep over ``table`` whose
     cutoffs are the named parameters ``cutoffs``, or say in one line why not.
 
@@ -155,6 +170,9 @@ def check(predicate: str, table: str, cutoffs: Set[str]) -> None:
         predicate: SQL boolean expression, parameters as ``%(name)s``.
         table: ``name`` or ``schema.name``.
         cutoffs: the parameter names the sweep's retentions provide.
+        bounded: also require every row it matches to be bounded by a cutoff
+            (:func:`check_bounded`); False only for a ``since`` expression, which is
+            evaluated on rows the predicate already chose.
 
     Raises:
         PredicateError: one line, without the predicate's text repeated in full.
@@ -200,6 +218,8 @@ def check(predicate: str, table: str, cutoffs: Set[str]) -> None:
     ):
         raise PredicateError("is not a boolean expression (a constant, array or row)")
     _check_nodes(where, table)
+    if bounded:
+        check_bounded(where, table, names)
 
 
 def _check_tokens(text: str, params: int) -> None:
@@ -284,3 +304,315 @@ def _check_nodes(where: ast.Node, table: str) -> None:
                         f"names column {'.'.join(str(f) for f in fields)} of another "
                         f"table; outside a subquery, columns belong to {table}"
                     )
+
+
+# -- bounded by a cutoff ---------------------------------------------------------------------
+
+_LESS = ("<", "<=")
+_GREATER = (">", ">=")
+_PART_CHARS = 80
+
+
+def _sql(node: ast.Node, names: Sequence[str]) -> str:
+    """``node`` as SQL text, ``$N`` back to ``%(name)s``, cut to one short line."""
+    try:
+        text = str(RawStream()(node))
+    except Exception:  # pglast cannot print every raw node alone; the kind still helps
+        text = type(node).__name__
+    text = re.sub(
+        r"\$(\d+)",
+        lambda m: f"%({names[int(m.group(1)) - 1]})s" if int(m.group(1)) <= len(names)
+        else m.group(0),
+        text,
+    )
+    text = " ".join(text.split())
+    return text if len(text) <= _PART_CHARS else text[: _PART_CHARS - 3] + "..."
+
+
+def _nodes(value: object, *, into_sublinks: bool = True) -> Iterator[ast.Node]:
+    for node, in_subquery in _walk(value, False):
+        if in_subquery and not into_sublinks:
+            continue
+        yield node
+
+
+def _has(value: object, kinds: type | tuple[type, ...]) -> bool:
+    return any(isinstance(n, kinds) for n in _nodes(value))
+
+
+def _names_a_column(expr: ast.Node, table: str) -> bool:
+    table_names = {table.lower(), table.rsplit(".", 1)[-1].lower()}
+    for node, in_subquery in _walk(expr, False):
+        if in_subquery or not isinstance(node, ast.ColumnRef):
+            continue
+        fields = [getattr(f, "sval", None) for f in node.fields or ()]
+        if not fields or not isinstance(fields[-1], str):
+            continue
+        if len(fields) == 1 or ".".join(str(f) for f in fields[:-1]).lower() in table_names:
+            return True
+    return False
+
+
+def _comparison(node: ast.Node) -> tuple[ast.Node, ast.Node] | None:
+    """``(column side, parameter side)`` of ``a < b`` / ``a <= b`` / ``a > b`` / ``a >= b``
+    written with the bare operator (not OPERATOR(schema.op)), oriented so the parameter side
+    is the later one; None for anything else."""
+    if not isinstance(node, ast.A_Expr) or node.kind != enums.A_Expr_Kind.AEXPR_OP:
+        return None
+    if not node.name or len(node.name) != 1 or node.lexpr is None or node.rexpr is None:
+        return None
+    op = getattr(node.name[0], "sval", "")
+    left, right = node.lexpr, node.rexpr
+    if not isinstance(left, ast.Node) or not isinstance(right, ast.Node):
+        return None
+    if op in _LESS:
+        return left, right
+    if op in _GREATER:
+        return right, left
+    return None
+
+
+def _bounding(node: ast.Node, table: str, names: Sequence[str]) -> bool:
+    """True for ``expr < %(cutoff)s`` (or its mirror) with a bare parameter and an expression
+    over the table's columns; raises for a comparison with a cutoff that is almost that."""
+    pair = _comparison(node)
+    if pair is None:
+        return False
+    column_side, param_side = pair
+    if not isinstance(param_side, ast.ParamRef):
+        if _has(param_side, ast.ParamRef):
+            raise PredicateError(
+                f"wraps a cutoff in an expression in `{_sql(node, names)}`; compare with the "
+                "bare parameter, e.g. created_at < %(cutoff)s (change the retention instead)"
+            )
+        return False
+    if _has(column_side, ast.ParamRef):
+        raise PredicateError(
+            f"has a cutoff on both sides of `{_sql(node, names)}`; compare a column with it"
+        )
+    if _has(column_side, ast.SubLink):
+        raise PredicateError(
+            f"compares a subquery with a cutoff in `{_sql(node, names)}`; the side compared "
+            "with a cutoff must be an expression over the table's own columns"
+        )
+    if not _names_a_column(column_side, table):
+        raise PredicateError(
+            f"compares `{_sql(column_side, names)}` with a cutoff, which names no column of "
+            f"{table}: it does not depend on a row's age"
+        )
+    return True
+
+
+def _conjuncts(node: ast.Node) -> list[ast.Node]:
+    if isinstance(node, ast.BoolExpr) and node.boolop == enums.BoolExprType.AND_EXPR:
+        return [c for a in node.args or () for c in _conjuncts(a)]
+    return [node]
+
+
+def _branches(node: ast.Node) -> list[ast.Node]:
+    if isinstance(node, ast.BoolExpr) and node.boolop == enums.BoolExprType.OR_EXPR:
+        return [b for a in node.args or () for b in _branches(a)]
+    return [node]
+
+
+def _spine_leaves(node: ast.Node) -> Iterator[ast.Node]:
+    """The operands of the AND/OR tree at the top of the predicate."""
+    if isinstance(node, ast.BoolExpr) and node.boolop in (
+        enums.BoolExprType.AND_EXPR, enums.BoolExprType.OR_EXPR
+    ):
+        for a in node.args or ():
+            yield from _spine_leaves(a)
+    else:
+        yield node
+
+
+def _is_bounded(node: ast.Node, table: str, names: Sequence[str]) -> ast.Node | None:
+    """None when every row ``node`` matches is older than a cutoff; else the first branch
+    that is not bounded."""
+    for branch in _branches(node):
+        conjuncts = _conjuncts(branch)
+        if any(_bounding(c, table, names) for c in conjuncts):
+            continue
+        # An AND-ed OR is bounded when each of its branches is.
+        if any(
+            isinstance(c, ast.BoolExpr) and c.boolop == enums.BoolExprType.OR_EXPR
+            and _is_bounded(c, table, names) is None
+            for c in conjuncts
+        ):
+            continue
+        return branch
+    return None
+
+
+def check_bounded(where: ast.Node, table: str, names: Sequence[str]) -> None:
+    """Require every row the parsed predicate ``where`` can match to be older than a cutoff
+    (the rule in this module's docstring). ``names``: the cutoff parameter names, in the
+    order of their ``$N`` numbers.
+
+    Raises:
+        PredicateError: one line naming the offending part.
+    """
+    for leaf in _spine_leaves(where):
+        if _bounding(leaf, table, names):
+            continue
+        if _has(leaf, ast.ParamRef):
+            raise PredicateError(
+                f"uses a cutoff inside `{_sql(leaf, names)}`; a cutoff may only be the bare "
+                "side of `expression < %(cutoff)s` (or <=, or mirrored), AND-ed into every OR "
+                "branch, never under NOT, IS, CASE, COALESCE, a function or a subquery"
+            )
+    branch = _is_bounded(where, table, names)
+    if branch is not None:
+        raise PredicateError(
+            f"can match rows whatever their age: `{_sql(branch, names)}` is not bounded by a "
+            "cutoff; every OR branch needs an AND-ed comparison such as "
+            "created_at < %(cutoff)s"
+        )
+
+
+# -- verified against the server's catalog ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatalogObjects:
+    """What a predicate names that only the server's catalog can resolve.
+
+    Attributes:
+        functions: function names, unqualified (a qualified one must be pg_catalog's).
+        operators: operator names (``<``, ``~~``, ``@>``).
+        types: type names of casts, as SQL text for ``to_regtype``.
+        relations: relations its subqueries read, quoted for ``to_regclass``.
+    """
+
+    functions: tuple[str, ...]
+    operators: tuple[str, ...]
+    types: tuple[str, ...]
+    relations: tuple[str, ...]
+
+
+class Catalog(Protocol):
+    """The server side of :func:`verify` (:class:`reaper.db.Session` implements it)."""
+
+    def refused_objects(self, objects: CatalogObjects) -> list[tuple[str, str]]:
+        """``(what, why)`` for each object that is not allowed (see :func:`verify`)."""
+        ...
+
+
+_TOKEN = object()
+# Operators every predicate may use implicitly (IN, CASE x WHEN, ORDER BY, DISTINCT, BETWEEN).
+_IMPLICIT_OPERATORS = ("=", "<>", "<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class CheckedPredicate:
+    """A sweep's predicate (and ``since`` expression) that passed :func:`check` and
+    :func:`verify` on the server it runs against: the only form in which reaper composes a
+    predicate into a statement. Built by :func:`verify` alone.
+
+    Attributes:
+        table: the swept table, as written.
+        text: the predicate, parameters as ``%(name)s``.
+        since: the sweep's ``since`` expression ("" for none), verified with it.
+        cutoffs: its cutoff parameter names, in declaration order.
+    """
+
+    table: str
+    text: str
+    since: str
+    cutoffs: tuple[str, ...]
+    _token: object = field(repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self._token is not _TOKEN:
+            raise TypeError("a CheckedPredicate is built by reaper.predicate.verify alone")
+
+
+def _quoted(*parts: str) -> str:
+    return ".".join('"' + p.replace('"', '""') + '"' for p in parts)
+
+
+def catalog_objects(table: str, predicate: str, since: str = "") -> CatalogObjects:
+    """The functions, operators, cast types and relations ``predicate`` and ``since`` name.
+
+    Raises:
+        PredicateError: a function, operator or type qualified with a schema other than
+            pg_catalog, or text that does not parse.
+    """
+    both = f"({predicate}) AND ({since}) IS NULL" if since else predicate
+    text, names, _ = placeholders(both)
+    try:
+        stmt = parse_sql(f"SELECT FROM t WHERE (\n{text}\n)")[0].stmt
+    except parser.ParseError as exc:
+        raise PredicateError(f"is not valid SQL: {exc}") from None
+    assert isinstance(stmt, ast.SelectStmt)
+    functions: list[str] = []
+    operators: list[str] = list(_IMPLICIT_OPERATORS)
+    types: list[str] = []
+    relations: list[str] = []
+
+    def add(bucket: list[str], value: str) -> None:
+        if value not in bucket:
+            bucket.append(value)
+
+    def unqualified(parts: Sequence[object], what: str, node: ast.Node) -> str:
+        strings = [str(getattr(p, "sval", "")) for p in parts]
+        if len(strings) > 1 and strings[:-1] != ["pg_catalog"]:
+            raise PredicateError(
+                f"names {what} {'.'.join(strings)} in `{_sql(node, names)}`; only built-in "
+                "(pg_catalog) functions, operators and types may appear"
+            )
+        return strings[-1]
+
+    for node in _nodes(stmt.whereClause):
+        if isinstance(node, ast.FuncCall):
+            add(functions, unqualified(node.funcname or (), "function", node))
+        elif isinstance(node, ast.A_Expr) and node.name:
+            op = unqualified(node.name, "operator", node)
+            if node.kind == enums.A_Expr_Kind.AEXPR_BETWEEN or op.upper().endswith("BETWEEN"):
+                continue  # BETWEEN is >= and <=, among the implicit operators
+            add(operators, op)
+        elif isinstance(node, ast.SubLink) and node.operName:
+            add(operators, unqualified(node.operName, "operator", node))
+        elif isinstance(node, ast.TypeCast) and node.typeName is not None:
+            type_name = node.typeName
+            unqualified(type_name.names or (), "type", node)
+            add(types, str(RawStream()(type_name)))
+        elif isinstance(node, ast.RangeVar):
+            parts = [p for p in (node.schemaname, node.relname) if p]
+            add(relations, _quoted(*(str(p) for p in parts)))
+    return CatalogObjects(tuple(functions), tuple(operators), tuple(types), tuple(relations))
+
+
+def verify(
+    catalog: Catalog,
+    table: str,
+    predicate: str,
+    cutoffs: Sequence[str],
+    since: str = "",
+) -> CheckedPredicate:
+    """Check ``predicate`` (:func:`check`, bounded by its cutoffs) and ask ``catalog`` about
+    every function, operator, cast type and relation it and ``since`` name: each must be
+    built in (``pg_catalog``, created by initdb), immutable or stable, not SECURITY DEFINER
+    (operators: their functions), casts only to built-in types (a domain's CHECK runs code),
+    subqueries only over tables (a view runs its owner's code). Every candidate of an
+    unqualified name visible on the search path counts: a user function that shadows a
+    built-in one is refused too.
+
+    Raises:
+        PredicateError: one line naming the offending part or object.
+        DatabaseError: the catalog could not be read.
+    """
+    check(predicate, table, set(cutoffs))
+    if since:
+        # The same rules but the bound: since is evaluated on rows the predicate chose.
+        check(f"({since}) < %({cutoffs[0]})s AND ({predicate})", table, set(cutoffs),
+              bounded=False)
+    refused = catalog.refused_objects(catalog_objects(table, predicate, since))
+    if refused:
+        what, why = refused[0]
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        raise PredicateError(
+            f"uses {what}, which {why}{more}; only built-in, side-effect-free functions and "
+            "operators may appear (pg_catalog, immutable or stable, not SECURITY DEFINER)"
+        )
+    return CheckedPredicate(table, predicate, since, tuple(cutoffs), _TOKEN)

@@ -67,7 +67,7 @@ class SweepProgress:
         if self.live:
             stderr = sys.stderr
             self._progress = Progress(
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 _RowsColumn(),
                 _RateColumn(),

@@ -22,20 +22,21 @@ from typing import Any
 
 import structlog
 
-from reaper import errors
+from reaper import errors, pacing, partitions
 from reaper.batching import BatchSizer, Splitter
 from reaper.db import (
     MIN_HEAP_WALK_VERSION,
     BatchRows,
     Database,
     HeapStatements,
+    LockHolder,
     Session,
     SweepStatements,
     advisory_lock_key,
     utc_instant,
 )
 from reaper.metrics import SKIP_REASONS, Metrics
-from reaper.settings import Settings
+from reaper.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.sweeps import Sweep, retention_of
 
 log = structlog.get_logger("reaper.runner")
@@ -89,6 +90,10 @@ class SweepResult:
         timed_out_batches: batches that ran past statement_timeout and were retried smaller.
         skipped: rows skipped by reason (``locked``, ``timeout``, ``foreign_key``, ``error``).
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
+        holders: for a skipped run, who held its locks (pid, user, application, client).
+        partitions: partitions removed whole before the batches (reaper.partitions), each
+            ``{partition, action, rows, rows_source}``; with ``dry_run``, those it would
+            remove, each ``{partition, action, estimated_rows}``.
         locked_at, unlocked_at: Unix times between which the run held its advisory locks
             and did its work (None when it never got them).
     """
@@ -111,8 +116,10 @@ class SweepResult:
     timed_out_batches: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
     lock_holders: list[int] = field(default_factory=list)
+    holders: list[LockHolder] = field(default_factory=list)
     locked_at: float | None = None
     unlocked_at: float | None = None
+    partitions: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601, seconds rounded to milliseconds."""
@@ -129,6 +136,8 @@ class SweepResult:
             "dry_run": self.dry_run,
             "cutoffs": {k: v.isoformat() for k, v in self.cutoffs.items()},
             "error": self.error,
+            "lock_holders": [h.as_dict() for h in self.holders],
+            "partitions": self.partitions,
             "skipped": dict(self.skipped),
         }
 
@@ -172,6 +181,8 @@ class _Progress:
         self.stop = stop
         self.on_batch = on_batch
         self.started = time.monotonic()
+        # Called before each batch (reaper.pacing): waits while the database asks to.
+        self.pace: Callable[[float | None, float | None], str | None] | None = None
 
     def batch(self, rows: int, seconds: float) -> None:
         r = self.result
@@ -198,7 +209,19 @@ class _Progress:
         )
 
     def should_stop(self) -> str | None:
-        """The reason to stop before the next batch, or None to go on."""
+        """The reason to stop before the next batch, or None to go on (after any wait the
+        pacer asks for: a run still waiting for a standby when its budget ends stops with
+        ``replica_lag``)."""
+        stopped = self._limits()
+        if stopped is not None or self.pace is None:
+            return stopped
+        last = self.result.batch_seconds[-1] if self.result.batches else None
+        deadline = None
+        if self.budget.max_seconds is not None:
+            deadline = self.started + self.budget.max_seconds
+        return self.pace(last, deadline) or self._limits()
+
+    def _limits(self) -> str | None:
         if self.stop is not None and self.stop.is_set():
             return "stop"
         if self.budget.max_rows is not None and self.result.rows >= self.budget.max_rows:
@@ -235,6 +258,21 @@ def compute_cutoffs(
         param: utc_instant(db_now - retention_of(sweep, param, settings))
         for param in sweep.cutoffs
     }
+
+
+def check_predicates(db: Database, sweeps: Iterable[Sweep]) -> None:
+    """Check every sweep's predicate by the predicate rule and against the server's catalog
+    (:meth:`reaper.db.Session.check_predicate`) before a command evaluates any of them, so
+    that a refused predicate stops the command with one line (exit 2) instead of failing
+    one sweep. Each run checks again (statements are composed only from a checked one).
+
+    Raises:
+        PredicateRefused: a predicate is refused (the first one, naming its sweep).
+        DatabaseError: the catalog could not be read.
+    """
+    with db.session() as session:
+        for sweep in sweeps:
+            session.check_predicate(sweep)
 
 
 def skip_reason(exc: errors.DatabaseError) -> str:
@@ -279,6 +317,7 @@ def choose_strategy(
     settings: Settings,
     strategy: str | None = None,
     batch_size: int | None = None,
+    sample: tuple[int, int, float] | None = None,
 ) -> tuple[str, float | None]:
     """``(strategy, fraction)`` for one heap ``hs``: ``heap`` or ``index``, and the fraction
     of the heap that is garbage, measured on a sample of about SAMPLE_BLOCKS heap blocks
@@ -293,7 +332,8 @@ def choose_strategy(
     batches of ``batch_size`` rows (default ``settings.batch_size``): each index batch re-reads
     the dead index entries of the batches before it. Servers before PostgreSQL 14 have no TID
     range scan and always use the index. ``strategy`` (a sweep's own, from its
-    ``[sweeps.NAME]`` table) overrides ``settings.strategy``.
+    ``[sweeps.NAME]`` table) overrides ``settings.strategy``. ``sample``: ``(eligible,
+    sampled, percent)`` of this heap already measured (:func:`measure_eligible`), reused.
     """
     wanted = strategy or settings.strategy
     if session.server_version < MIN_HEAP_WALK_VERSION or wanted == "index":
@@ -305,8 +345,11 @@ def choose_strategy(
         return "index", None
     if stats.blocks == 0:
         return wanted, 0.0
-    percent = min(100.0, 100.0 * SAMPLE_BLOCKS / stats.blocks)
-    eligible, sampled = session.sample_eligible(stmts, hs, params, percent)
+    if sample is not None:
+        eligible, sampled, percent = sample
+    else:
+        percent = min(100.0, 100.0 * SAMPLE_BLOCKS / stats.blocks)
+        eligible, sampled = session.sample_eligible(stmts, hs, params, percent)
     fraction = eligible / sampled if sampled else 0.0
     if wanted != "auto":
         return wanted, fraction
@@ -314,6 +357,68 @@ def choose_strategy(
     if fraction >= settings.heap_walk_threshold or projected_batches > MAX_INDEX_BATCHES:
         return "heap", fraction
     return "index", fraction
+
+
+@dataclass(frozen=True)
+class EligibleMeasure:
+    """How much of a sweep's table its predicate matches, from a block sample of each heap.
+
+    Attributes:
+        samples: heap (qualified name) -> ``(eligible, sampled, percent)`` of its sample.
+        rows: rows of the table, projected from the samples.
+        eligible: eligible rows, projected from the samples.
+    """
+
+    samples: dict[str, tuple[int, int, float]]
+    rows: float
+    eligible: float
+
+    @property
+    def fraction(self) -> float:
+        """Eligible rows / rows (0 for an empty table)."""
+        return self.eligible / self.rows if self.rows else 0.0
+
+
+def measure_eligible(
+    session: Session, stmts: SweepStatements, params: Mapping[str, Any]
+) -> EligibleMeasure:
+    """Sample about SAMPLE_BLOCKS blocks of each heap the sweep deletes from (all of a heap
+    that small; TABLESAMPLE SYSTEM reads only those) and project rows and eligible rows. The
+    same samples feed :func:`choose_strategy`: one measurement per heap per run."""
+    samples: dict[str, tuple[int, int, float]] = {}
+    rows = eligible = 0.0
+    for hs in stmts.heaps:
+        blocks = hs.heap.stats.blocks
+        if blocks <= 0:
+            continue
+        percent = min(100.0, 100.0 * SAMPLE_BLOCKS / blocks)
+        got, sampled = session.sample_eligible(stmts, hs, params, percent)
+        samples[hs.heap.qualified] = (got, sampled, percent)
+        rows += sampled * 100.0 / percent
+        eligible += got * 100.0 / percent
+    return EligibleMeasure(samples, rows, eligible)
+
+
+def refuse_full_table(sweep: Sweep, measure: EligibleMeasure, threshold: float) -> None:
+    """The full-table interlock: stop a run before its first delete when at least
+    ``threshold`` of a table of FULL_TABLE_MIN_ROWS rows or more is eligible (a predicate
+    that matches everything, a retention in the wrong unit). ``threshold`` 1 is the opt-in:
+    the run may empty the table.
+
+    Raises:
+        FullTableRefused: one line naming the sweep, the fraction and the setting.
+    """
+    if threshold >= 1.0 or measure.rows < FULL_TABLE_MIN_ROWS:
+        return
+    if measure.fraction < threshold:
+        return
+    raise errors.FullTableRefused(
+        f"sweep {sweep.name}: {measure.fraction:.1%} of {sweep.table} (about "
+        f"{measure.eligible:,.0f} of {measure.rows:,.0f} rows, sampled) is eligible, at or "
+        f"above max_eligible_fraction {threshold:g}; nothing was deleted. If that is meant, "
+        f"set max_eligible_fraction = 1 in [sweeps.{sweep.name}] (or "
+        "--max-eligible-fraction / REAPER_MAX_ELIGIBLE_FRACTION) for this run"
+    )
 
 
 class _Deleter:
@@ -562,9 +667,12 @@ def run_sweep(
         with db.session() as session:
             if keys and not session.try_advisory_locks(keys):
                 result.outcome = SKIPPED
-                result.lock_holders = [h.pid for h in session.advisory_lock_holders(keys)]
+                result.holders = session.advisory_lock_holders(keys)
+                result.lock_holders = [h.pid for h in result.holders]
             else:
                 result.locked_at = time.time()
+                if not dry_run:
+                    progress.pace = pacing.for_run(db, session, settings, sweep.name, metrics, stop)
                 try:
                     _sweep_batches(session, sweep, settings, result, progress, now, bound)
                 finally:
@@ -593,8 +701,12 @@ def run_sweep(
         bound.error("sweep_failed", error=result.error, error_type=result.error_type, **fields)
     elif result.outcome == SKIPPED:
         # Another process (a replica, a run-once by hand) runs this sweep or one it depends
-        # on: not an error, the next scheduled run tries again.
-        bound.info("sweep_skipped", lock_holders=result.lock_holders, seconds=fields["seconds"])
+        # on: not an error, the next scheduled run tries again. Or any login squats on the
+        # (publicly computable) keys: the holder is named so that it can be found.
+        bound.info(
+            "sweep_skipped", lock_holders=[h.as_dict() for h in result.holders],
+            seconds=fields["seconds"],
+        )
     else:
         bound.info(
             "sweep_finished", stopped_by=result.stopped_by, locked_at=result.locked_at,
@@ -616,19 +728,29 @@ def _sweep_batches(
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-    stmts = session.statements(sweep.table, sweep.predicate)
+    checked = session.check_predicate(sweep)
+    stmts = session.statements(checked)
     params = dict(result.cutoffs)
     if dry_run:
+        partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
         result.rows = session.count_eligible(stmts, params)
         result.stopped_by = "done"
         return
+    # The full-table interlock sees the table whole, partitions that could be dropped included:
+    # dropping every partition empties a table as surely as deleting every row.
+    measure = measure_eligible(session, stmts, params)
+    refuse_full_table(sweep, measure, settings.max_eligible_fraction_for(sweep.name))
+    partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
+    if result.partitions:
+        stmts = session.statements(checked)  # the heaps that remain
     batch_size = settings.batch_size_for(sweep.name)
     sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
     strategies: list[str] = []
     result.stopped_by = "done"
     for hs in stmts.heaps:
         strategy, fraction = choose_strategy(
-            session, stmts, hs, params, settings, settings.strategy_for(sweep.name), batch_size
+            session, stmts, hs, params, settings, settings.strategy_for(sweep.name), batch_size,
+            sample=measure.samples.get(hs.heap.qualified),
         )
         if strategy not in strategies:
             strategies.append(strategy)

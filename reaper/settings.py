@@ -9,11 +9,15 @@ arguments.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
+import os
 import re
+import stat
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -58,27 +62,41 @@ DEFAULT_SEQ_SCAN_MAX_ROWS = 10_000
 # How often `reaper run` repeats the checks it runs at startup: an index a migration dropped,
 # or left INVALID, is noticed within the hour.
 DEFAULT_CHECK_INTERVAL = timedelta(hours=1)
-# The daemon (`reaper run`): one port for /metrics, /healthz and /readyz, on every interface.
-# The deployment manifests and alert rules use 9465.
-DEFAULT_LISTEN = ":9465"
+# The daemon (`reaper run`): one port for /metrics, /healthz and /readyz. Loopback by default:
+# the port tells table names, sizes and the database's health to whoever asks, so exposing it
+# is the operator's choice (`--listen :9465`, as the deployment manifests do, behind a
+# NetworkPolicy or a firewall). The deployment manifests and alert rules use 9465.
+DEFAULT_LISTEN = "127.0.0.1:9465"
 # Kubernetes sends SIGKILL 30 s after SIGTERM by default; 10 s leaves room for the pod's other
 # containers and is 10x the default lock_timeout, the longest a healthy batch waits.
 DEFAULT_SHUTDOWN_TIMEOUT = timedelta(seconds=10)
 # Each run is delayed by a random 0..jitter x interval, so replicas and restarts spread out.
 DEFAULT_JITTER = 0.1
-# reaper_backlog_rows counts at most this many rows (an index-served count, LIMITed): 100,000
-# eligible rows took 47 ms to count here (nodes_silent on the demo data, PostgreSQL 15);
-# beyond it the gauge says "at least 100,000", which is all an alert needs to know.
-DEFAULT_BACKLOG_LIMIT = 100_000
+# reaper_backlog_rows counts at most this many rows (an index-served count, LIMITed), and
+# reaper_backlog_oldest_seconds looks at most at as many: each eligible row costs a heap page,
+# so the limit sets a gauge's cost. Bench B5 (10,000,000 requests, 10,000 scattered
+# eligible): about 5-7 ms at 1,000 against 19-22 ms at 100,000 (every eligible row read);
+# beyond it the gauge says "at least 1,000", which is what an alert needs to know.
+DEFAULT_BACKLOG_LIMIT = 1_000
 # How often the backlog and storage gauges are refreshed (not on every scrape: the backlog
 # count costs tens of milliseconds per sweep).
 DEFAULT_GAUGE_INTERVAL = timedelta(minutes=1)
+# Batches pause while a standby replays more than this far behind the primary (pacing).
+DEFAULT_MAX_REPLICA_LAG = timedelta(seconds=10)
+# While other sessions use the database, batches take at most this share of a run's wall time
+# (bench B4, 4 clients refreshing: their p99 during the sweep was 0.98x before it at 0.5 and
+# 1.07x at 0.25, against 1.81x unpaced; a quiet database is swept at full speed whatever it is).
+DEFAULT_BUSY_SHARE = 0.5
 # After a failed run the sweep retries after failure_backoff, doubling per consecutive
 # failure up to max_failure_backoff (then the success resets it).
 DEFAULT_FAILURE_BACKOFF = timedelta(seconds=30)
 DEFAULT_MAX_FAILURE_BACKOFF = timedelta(hours=1)
 
 STRATEGIES = ("auto", "heap", "index")
+# What a sweep does with a partition wholly past its cutoff (reaper.partitions): drop it,
+# detach it only (kept as a table of its own, for an archive job), or leave it to the row
+# batches.
+PARTITION_ACTIONS = ("drop", "detach", "off")
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _DURATION_UNITS = {
@@ -200,10 +218,7 @@ def _positive_duration(value: Any) -> timedelta:
 
 
 def _positive_int(value: Any) -> int:
-    text = str(value).strip()
-    if isinstance(value, bool | float) or not re.fullmatch(r"[+-]?\d+", text):
-        raise ValueError(f"{value!r} is not a whole number")
-    n = int(text)
+    n = _whole_number(value)
     if n <= 0:
         raise ValueError(f"must be a positive whole number, got {n}")
     if n > MAX_COUNT:
@@ -231,19 +246,42 @@ def _optional_interval(value: Any) -> timedelta | None:
     return d
 
 
+def _whole_number(value: Any) -> int:
+    """A whole number from a TOML integer or a string of digits: never a float (2.7 is not
+    silently 2), a boolean, or more digits than any count needs."""
+    text = str(value).strip()
+    if isinstance(value, bool | float) or not re.fullmatch(r"[+-]?\d{1,30}", text):
+        raise ValueError(f"{_shown(value)} is not a whole number")
+    return int(text)
+
+
 def _non_negative_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a whole number")
-    n = int(value)
+    n = _whole_number(value)
     if n < 0:
         raise ValueError(f"must be 0 or more, got {n}")
+    if n > MAX_COUNT:
+        raise ValueError(f"{n} is more than {MAX_COUNT:,}; is it a typo?")
     return n
 
 
 def _fraction(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a number")
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{_shown(value)} is not a number") from None
+    if not 0.0 <= f <= 1.0:  # NaN fails this too
+        raise ValueError(f"must be between 0 and 1, got {_shown(value)}")
+    return f
+
+
+def _share(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a fraction")
     f = float(value)
-    if not 0.0 <= f <= 1.0:
-        raise ValueError(f"must be between 0 and 1, got {f}")
+    if not 0.0 < f <= 1.0:
+        raise ValueError(f"must be more than 0 and at most 1, got {f}")
     return f
 
 
@@ -283,17 +321,29 @@ def _time_zone(value: Any) -> str:
 
 def _strategy(value: Any) -> str:
     if value not in STRATEGIES:
-        raise ValueError(f"must be one of {', '.join(STRATEGIES)}, got {value!r}")
+        raise ValueError(f"must be one of {', '.join(STRATEGIES)}, got {_shown(value)}")
+    return str(value)
+
+
+def _partition_action(value: Any) -> str:
+    if value not in PARTITION_ACTIONS:
+        raise ValueError(f"must be one of {', '.join(PARTITION_ACTIONS)}, got {value!r}")
     return str(value)
 
 
 def _optional_str(value: Any) -> str | None:
-    return None if value in (None, "") else str(value)
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{_shown(value)} is not a string")
+    return value
 
 
 def _listen(value: Any) -> str:
     """``HOST:PORT``, ``:PORT`` (every interface) or ``[IPv6]:PORT``; returned as given."""
-    text = str(value).strip()
+    if not isinstance(value, str):
+        raise ValueError(f"{_shown(value)} is not a string")
+    text = value.strip()
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError(f"{text!r} is not HOST:PORT (e.g. :9465, 127.0.0.1:9465, [::]:9465)")
@@ -316,13 +366,93 @@ def _bool(value: Any) -> bool:
         return True
     if s in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"{value!r} is not a boolean (use true or false)")
+    raise ValueError(f"{_shown(value)} is not a boolean (use true or false)")
+
+
+# What a setting of each kind (its metavar) takes: the fix named in its error message.
+EXPECTED = {
+    "ROWS": "a whole number of rows, e.g. 10000",
+    "DURATION": 'a duration with a unit, e.g. "30d", "72h", "90s" or "500ms"',
+    "FRACTION": "a number from 0 to 1, e.g. 0.1",
+    "DSN": 'a libpq connection string in quotes, e.g. "host=db.internal dbname=app"',
+    "HOST:PORT": 'an address in quotes, e.g. "127.0.0.1:9465"',
+    "FILE": 'a file path in quotes, e.g. "/etc/reaper/web.yml"',
+    "ZONE": 'an IANA time zone name in quotes, e.g. "UTC" or "Asia/Seoul"',
+    "auto|heap|index": 'one of "auto", "heap" or "index"',
+    "drop|detach|off": 'one of "drop", "detach" or "off"',
+    None: "true or false",
+}
+# Longest raw value quoted back in an error message (the line stays one readable line).
+_SHOWN_CHARS = 40
+
+
+def _shown(value: Any) -> str:
+    """``value`` as an error message quotes it: repr (control characters escaped, so the
+    message stays one line), cut at :data:`_SHOWN_CHARS`."""
+    text = repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
+
+
+def _toml_kind(value: Any) -> str | None:
+    """The name of a TOML value kind that no scalar setting takes (None: a scalar)."""
+    if isinstance(value, dict):
+        return "table"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, datetime):
+        return "date-time"
+    if isinstance(value, date):
+        return "date"
+    if isinstance(value, time):
+        return "time"
+    if not isinstance(value, str | int | float | timedelta):
+        return type(value).__name__
+    return None
+
+
+def check_text(value: str, *, multiline: bool = False) -> None:
+    """Refuse text no setting takes: bytes that were not UTF-8 (decoded by Python as lone
+    surrogates, from argv or the environment) and control characters (newlines only where
+    ``multiline``: a predicate).
+
+    Raises:
+        ValueError: which character, and where.
+    """
+    allowed = "\t\n\r" if multiline else ""
+    for i, ch in enumerate(value):
+        if "\ud800" <= ch <= "\udfff":
+            raise ValueError(f"is not UTF-8 text (byte {i}); give it in UTF-8")
+        if (ch < " " or "\x7f" <= ch <= "\x9f") and ch not in allowed:
+            raise ValueError(f"has a control character {ch!r} at {i}; remove it")
+
+
+def scalar(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``parse`` behind the checks every scalar setting shares, whatever its source: no TOML
+    table, array, date or time; no NaN or infinity; no undecodable bytes or control
+    characters in text. The one chokepoint every setting's parser passes through."""
+
+    def checked(value: Any) -> Any:
+        kind = _toml_kind(value)
+        if kind is not None:
+            raise ValueError(f"got a TOML {kind}, which this setting does not take")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{value!r} is not a finite number")
+        if isinstance(value, str):
+            check_text(value)
+        return parse(value)
+
+    checked.__doc__ = parse.__doc__
+    return checked
 
 
 def _setting(
     default: Any, parse: Callable[[Any], Any], help: str, metavar: str | None = None
 ) -> Any:
-    return field(default=default, metadata={"parse": parse, "help": help, "metavar": metavar})
+    return field(
+        default=default,
+        metadata={"parse": scalar(parse), "help": help, "metavar": metavar,
+                  "expected": EXPECTED.get(metavar) or f"a valid {metavar}"},
+    )
 
 
 @dataclass(frozen=True)
@@ -342,6 +472,7 @@ class SweepSettings:
             duration when the predicate names several cutoffs; None: no override.
         after: sweeps that must run before this one.
         strategy: auto, heap or index for this sweep (None: the global ``strategy``).
+        partition_action: drop, detach or off for this sweep (None: the global one).
         max_eligible_fraction: this sweep's full-table interlock (1: it may empty its
             table); None: the global ``max_eligible_fraction``.
         table, reason, predicate, description: a declared sweep's (None for a built-in).
@@ -357,6 +488,7 @@ class SweepSettings:
     retention: timedelta | Mapping[str, timedelta] | None = None
     after: tuple[str, ...] = ()
     strategy: str | None = None
+    partition_action: str | None = None
     max_eligible_fraction: float | None = None
     table: str | None = None
     reason: str | None = None
@@ -460,11 +592,40 @@ class Settings:
         "Ignored, accepted so that existing configurations still load: batches never lock "
         "their rows first (see docs/engine.md).",
     )
+    session_pooler: bool = _setting(
+        False,
+        _bool,
+        "The DSN points at a connection pooler in session mode (PgBouncer pool_mode=session: "
+        "one server session per client connection). Off: a pooler is refused, since in "
+        "transaction mode reaper's advisory locks cannot hold.",
+    )
+    partition_action: str = _setting(
+        "drop",
+        _partition_action,
+        "What a sweep does with a partition whose bounds prove every row past the cutoff: "
+        "drop (DETACH CONCURRENTLY, then DROP TABLE), detach (keep it as a table of its own) "
+        "or off (delete its rows in batches). Needs ownership of the table.",
+        "drop|detach|off",
+    )
     synchronous_commit: bool = _setting(
         False,
         _bool,
         "Wait for each batch's WAL flush. Off by default: a crash can at worst undo the last "
         "batches' deletes, which the next sweep repeats (bench --tune: on made B1 ~15% slower).",
+    )
+    max_replica_lag: timedelta | None = _setting(
+        DEFAULT_MAX_REPLICA_LAG,
+        _optional_positive_duration,
+        "Pause batches while any standby (pg_stat_replication) replays further behind than "
+        "this; they resume when it catches up (0: never pause for standbys).",
+        "DURATION",
+    )
+    busy_share: float = _setting(
+        DEFAULT_BUSY_SHARE,
+        _share,
+        "While other sessions use the database, batches take at most this fraction of a "
+        "run's wall time, waiting between them (1: no pause for live traffic).",
+        "FRACTION",
     )
     timestamp_time_zone: str = _setting(
         DEFAULT_TIMESTAMP_TIME_ZONE,
@@ -519,6 +680,13 @@ class Settings:
         "reaper run: address of /metrics, /healthz and /readyz (:PORT is every interface; port 0 "
         "picks a free one, logged as http_listening).",
         "HOST:PORT",
+    )
+    web_config_file: str | None = _setting(
+        None,
+        _optional_str,
+        "reaper run: a web config file (the Prometheus exporters' format) whose "
+        "basic_auth_users (name: bcrypt hash) guard the HTTP port.",
+        "FILE",
     )
     shutdown_timeout: timedelta = _setting(
         DEFAULT_SHUTDOWN_TIMEOUT,
@@ -597,6 +765,11 @@ class Settings:
         """How sweep ``name`` finds its batches (auto, heap, index): its own, else the global."""
         return self.sweep(name).strategy or self.strategy
 
+    def partition_action_for(self, name: str) -> str:
+        """What sweep ``name`` does with a partition wholly past its cutoff (drop, detach,
+        off): its own, else the global ``partition_action``."""
+        return self.sweep(name).partition_action or self.partition_action
+
     def validate(self, source: str = "config file") -> Settings:
         """Check the rules that span several settings, and every sweep the ``[sweeps]`` tables
         declare or change (predicates parsed, ``after`` resolved); return self.
@@ -634,19 +807,41 @@ class Settings:
 SETTING_FIELDS = tuple(f for f in dataclasses.fields(Settings) if f.metadata.get("parse"))
 
 
+# A reaper config is a few kilobytes; past this a --config is the wrong file (a log, a dump).
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
 def load_toml(path: Path) -> dict[str, Any]:
-    """Read a TOML config file.
+    """Read a TOML config file: a regular file of at most :data:`MAX_CONFIG_BYTES`, so that
+    a directory, a device (``/dev/zero``), a FIFO (which would block ``open``) or a huge file
+    is refused at once instead of read.
 
     Raises:
-        ConfigError: the file is missing, unreadable or not valid TOML.
+        ConfigError: the file is missing, unreadable, not a regular file, too large, or not
+            valid UTF-8 TOML.
     """
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise ConfigError(f"config file {path} is {what}; give --config a TOML file")
+        # O_NONBLOCK: were it swapped for a FIFO since the stat, open() still returns at once.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise ConfigError(f"config file {path} is not a regular file; give a TOML file")
+            data = fh.read(MAX_CONFIG_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config file {path} is larger than {MAX_CONFIG_BYTES // 1024} KiB; is it the "
+            "right file?"
+        )
+    try:
+        return tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     except UnicodeDecodeError:
@@ -682,7 +877,8 @@ def build_settings(
         name = key.replace("-", "_")
         if name not in names:
             raise ConfigError(
-                f"{source}: unknown setting {key!r}; known settings: {', '.join(sorted(names))}"
+                f"{source}: unknown setting {_shown(key)}"
+                + (_did_you_mean(name, names) or f"; known settings: {', '.join(sorted(names))}")
             )
         values[name] = (raw, f"{source} key {key}")
     for name, raw in explicit.items():
@@ -691,10 +887,19 @@ def build_settings(
     for name, (raw, where) in values.items():
         try:
             parsed[name] = names[name].metadata["parse"](raw)
-        except (ValueError, TypeError) as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise ConfigError(
+                f"{where}: {exc}; expected {names[name].metadata['expected']}"
+            ) from None
     parsed["sweeps"] = _parse_sweeps_table(sweeps_table, source)
     return Settings(**parsed).validate(source)
+
+
+def _did_you_mean(key: str, known: Iterable[str]) -> str | None:
+    """``; did you mean 'x'?`` for the known name closest to a mistyped ``key`` (None when
+    none is close), as click does for flags."""
+    close = difflib.get_close_matches(key.replace("-", "_"), list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else None
 
 
 SWEEP_NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -706,7 +911,7 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
         raise ConfigError(f"{source}: [sweeps] must be a table of [sweeps.NAME] tables")
     out = {}
     for name, body in table.items():
-        where = f"{source}: [sweeps.{name}]"
+        where = f"{source}: [sweeps.{name if SWEEP_NAME.fullmatch(name) else _shown(name)}]"
         if not SWEEP_NAME.fullmatch(name):
             raise ConfigError(
                 f"{where}: a sweep name is lower case letters, digits and _ (a metric label), "
@@ -722,9 +927,12 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
             )
         unknown = set(body) - _SWEEP_KEYS
         if unknown:
+            guesses = "".join(
+                filter(None, (_did_you_mean(k, _SWEEP_KEYS) for k in sorted(unknown)))
+            )
             raise ConfigError(
-                f"{where} has unknown key(s) {', '.join(sorted(unknown))}; "
-                f"known: {', '.join(sorted(_SWEEP_KEYS))}"
+                f"{where} has unknown key(s) {', '.join(sorted(unknown))}"
+                + (guesses or f"; known: {', '.join(sorted(_SWEEP_KEYS))}")
             )
         try:
             out[name] = _parse_sweep(body)
@@ -736,14 +944,22 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
 def _keyed(key: str, parse: Callable[[Any], Any], value: Any) -> Any:
     try:
         return parse(value)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, OverflowError) as exc:
         raise ValueError(f"{key}: {exc}") from None
 
 
 def _text(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError("must be a non-empty string")
+    check_text(value, multiline=True)
     return value.strip()
+
+
+def _name(value: Any) -> str:
+    """A table name or a metric label: one line of text."""
+    text = _text(value)
+    check_text(text)
+    return text
 
 
 def _retention(value: Any) -> timedelta | dict[str, timedelta]:
@@ -754,9 +970,10 @@ def _retention(value: Any) -> timedelta | dict[str, timedelta]:
         for param, raw in value.items():
             if not re.fullmatch(r"[a-z_][a-z0-9_]*", param):
                 raise ValueError(f"{param!r} is not a parameter name (lower case, digits, _)")
-            out[param] = _keyed(param, _positive_duration, raw)
+            out[param] = _keyed(param, scalar(_positive_duration), raw)
         return out
-    return _positive_duration(value)
+    d: timedelta = scalar(_positive_duration)(value)
+    return d
 
 
 def _after(value: Any) -> tuple[str, ...]:
@@ -764,22 +981,25 @@ def _after(value: Any) -> tuple[str, ...]:
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError('must be a list of sweep names, e.g. after = ["other_sweep"]')
+    for v in value:
+        check_text(v)
     return tuple(value)
 
 
 def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
     parsers: dict[str, Callable[[Any], Any]] = {
-        "enabled": _bool,
-        "batch_size": _optional_positive_int,
-        "interval": _optional_interval,
-        "max_rows_per_run": _optional_positive_int,
-        "max_seconds_per_run": _optional_positive_duration,
+        "enabled": scalar(_bool),
+        "batch_size": scalar(_optional_positive_int),
+        "interval": scalar(_optional_interval),
+        "max_rows_per_run": scalar(_optional_positive_int),
+        "max_seconds_per_run": scalar(_optional_positive_duration),
         "retention": _retention,
         "after": _after,
-        "strategy": _strategy,
-        "max_eligible_fraction": _fraction,
-        "table": _text,
-        "reason": _text,
+        "strategy": scalar(_strategy),
+        "partition_action": scalar(_partition_action),
+        "max_eligible_fraction": scalar(_fraction),
+        "table": _name,
+        "reason": _name,
         "predicate": _text,
         "description": _text,
         "since": _text,

@@ -47,9 +47,20 @@ def engine(name: str) -> str:
 
 
 def statements(name: str) -> list[str]:
-    """The statements of a script such as ``indexes.sql``, split on ``;`` at line ends."""
+    """The statements of a script such as ``indexes.sql``, split on ``;`` at line ends, except
+    inside a dollar-quoted body (``DO $$ ... $$``), whose own statements end in ``;`` too."""
     body = strip_comments(read(name))
-    return [s.strip() for s in re.split(r";\s*$", body, flags=re.MULTILINE) if s.strip()]
+    out: list[str] = []
+    current: list[str] = []
+    quoted = False
+    for line in body.splitlines():
+        current.append(line)
+        quoted ^= line.count("$$") % 2 == 1
+        if not quoted and re.search(r";\s*$", line):
+            out.append("\n".join(current).strip().removesuffix(";").strip())
+            current = []
+    out.append("\n".join(current).strip())
+    return [s for s in out if s]
 
 
 def all_files() -> list[str]:

@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from reaper import errors, sqlfiles, sqlinfo
-from reaper.db import Database, Session, regclass_text
-from reaper.runner import compute_cutoffs
+from reaper.db import Database, LockHolder, Session, regclass_text
+from reaper.runner import compute_cutoffs, lock_keys
 from reaper.settings import Settings
 from reaper.sweeps import Sweep
 
@@ -39,6 +39,8 @@ class SweepStatus:
         total_bytes: ``pg_total_relation_size`` (heap, indexes, TOAST), bytes.
         dead_tuples: ``pg_stat_user_tables.n_dead_tup``.
         last_vacuum, last_autovacuum: from ``pg_stat_user_tables`` (None: never).
+        lock_holders: the sessions holding the sweep's advisory locks now (a running
+            replica, or a squatter: every run is skipped while one holds them).
     """
 
     sweep: str
@@ -56,6 +58,7 @@ class SweepStatus:
     last_vacuum: datetime | None = None
     last_autovacuum: datetime | None = None
     error: str | None = None
+    lock_holders: list[LockHolder] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601."""
@@ -81,6 +84,7 @@ class SweepStatus:
             "last_vacuum": iso(self.last_vacuum),
             "last_autovacuum": iso(self.last_autovacuum),
             "error": self.error,
+            "lock_holders": [h.as_dict() for h in self.lock_holders],
         }
 
 
@@ -114,7 +118,7 @@ def backlog(
     Raises:
         DatabaseError: the count failed (a missing table, column or privilege).
     """
-    stmts = session.statements(sweep.table, sweep.predicate)
+    stmts = session.statements(session.check_predicate(sweep))
     params = compute_cutoffs(session, sweep, settings, now)
     rows = session.backlog_rows(stmts, params, cap)
     return rows, rows >= cap
@@ -124,6 +128,11 @@ def _one(
     session: Session, sweep: Sweep, settings: Settings, cap: int, now: datetime | None
 ) -> SweepStatus:
     st = SweepStatus(sweep.name, sweep.table, sweep.reason)
+    try:
+        st.lock_holders = session.advisory_lock_holders(lock_keys(sweep))
+    except errors.DatabaseError as exc:
+        st.error = str(exc)
+        return st
     try:
         table = session.rows(sqlfiles.ops("table_status"), {"table": regclass_text(sweep.table)})
         if not table:
@@ -135,7 +144,7 @@ def _one(
         st.dead_tuples = t["dead_tuples"]
         st.last_vacuum, st.last_autovacuum = t["last_vacuum"], t["last_autovacuum"]
         db_now = session.now(now)
-        stmts = session.statements(sweep.table, sweep.predicate)
+        stmts = session.statements(session.check_predicate(sweep))
         st.cutoffs = compute_cutoffs(session, sweep, settings, now)
         st.backlog_rows = session.backlog_rows(stmts, st.cutoffs, cap)
         st.backlog_capped = st.backlog_rows >= cap

@@ -303,8 +303,8 @@ def _override(sweep: Sweep, body: SweepSettings, settings: Settings) -> Sweep:
         raise ConfigError(
             f"[sweeps.{sweep.name}] redefines the built-in sweep {sweep.name!r} ({given[0]}); "
             "a built-in takes only enabled, retention, batch_size, interval, strategy, "
-            "max_eligible_fraction, "
-            "max_rows_per_run, max_seconds_per_run and after: to declare a new sweep, "
+            "partition_action, max_eligible_fraction, max_rows_per_run, max_seconds_per_run "
+            "and after: to declare a new sweep, "
             "choose another name"
         )
     cutoffs, retentions = dict(sweep.cutoffs), dict(sweep.retentions)
@@ -361,7 +361,9 @@ def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> S
         # table, no subquery on other tables' side effects, no function with side effects).
         first = next(iter(cutoffs))
         try:
-            predicates.check(f"({body.since}) < %({first})s", body.table, {first})
+            predicates.check(
+                f"({body.since}) < %({first})s", body.table, {first}, bounded=False
+            )
         except predicates.PredicateError as exc:
             raise ConfigError(
                 f"[sweeps.{name}] since (checked as ({body.since}) < %({first})s) {exc}"

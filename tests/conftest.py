@@ -67,7 +67,9 @@ def make_settings(dsn: str) -> Callable[..., Settings]:
     """Build Settings for the test database: ``make_settings(batch_size=100, ...)``."""
 
     def make(**values: Any) -> Settings:
-        return build_settings({"dsn": dsn, **values})
+        # Engine tests empty whole tables on purpose: the full-table interlock is off unless a
+        # test sets it (tests/test_safety_interlock.py does, through the real command).
+        return build_settings({"dsn": dsn, "max_eligible_fraction": "1", **values})
 
     return make
 

@@ -11,10 +11,10 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from reaper import cli, sqlfiles
 from reaper.sqlinfo import IndexSpec, shipped_indexes
+from tests.support import login_as
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -39,7 +39,7 @@ def apply_grants(dsn: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as conn:
         for stmt in sqlfiles.statements("grants.sql"):
             conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
-    return make_conninfo(dsn, user="reaper")
+    return login_as(dsn, "reaper")
 
 
 def spec(name: str) -> IndexSpec:

@@ -20,6 +20,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from reaper import demo, devserver
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, by_name
@@ -94,6 +95,34 @@ def keys(conn: psycopg.Connection[Any], table: str) -> set[str]:
 census = demo.count_kinds
 
 
+# libpq's credentials name no database, so every process a test starts keeps them: a server
+# that asks for a password gets it from PGPASSWORD or the password file (PGPASSFILE, else
+# ~/.pgpass, found through HOME), as the test's own connections do.
+CREDENTIAL_VARIABLES = ("PGPASSWORD", "PGPASSFILE", "HOME")
+
+
+def credentials() -> dict[str, str]:
+    """The test's own libpq credential variables (see CREDENTIAL_VARIABLES)."""
+    return {k: os.environ[k] for k in CREDENTIAL_VARIABLES if k in os.environ}
+
+
+# The password of the roles tests create and log in as (reaper's own, limited ones): fixed,
+# so that tests running at once never race to change it. Needed where the server asks for a
+# password; harmless where it trusts.
+TEST_ROLE_PASSWORD = "reaper-test-role"
+
+
+def login_as(dsn: str, role: str) -> str:
+    """``dsn`` logging in as ``role``, whose password this sets (as ``dsn``'s user, who may)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal(TEST_ROLE_PASSWORD)
+            )
+        )
+    return make_conninfo(dsn, user=role, password=TEST_ROLE_PASSWORD)
+
+
 def reaper_executable() -> str:
     """The ``reaper`` console script installed beside this interpreter."""
     found = shutil.which("reaper", path=str(Path(sys.executable).parent))
@@ -125,13 +154,13 @@ def run_reaper(
     *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 60
 ) -> Run:
     """Run the real ``reaper`` entry point in a subprocess, with no REAPER_* or PG* variables
-    from the test's own environment (only those in ``env``). stderr is a pipe, not a terminal,
-    so logs are JSON lines."""
+    from the test's own environment (only those in ``env``) but its libpq credentials
+    (:func:`credentials`). stderr is a pipe, not a terminal, so logs are JSON lines."""
     base = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("REAPER_", "PG")) and k != "COLUMNS"
-    }
+    } | credentials()
     proc = subprocess.run(
         [reaper_executable(), *args],
         env={**base, **(env or {})},

@@ -41,6 +41,9 @@ def declared(dsn: str, table: str, **extra: Any) -> Settings:
                     "reason": "old",
                     "predicate": "logged_at < %(cutoff)s",
                     "retention": "30d",
+                    # Nearly all of each table is garbage on purpose: opted out of the
+                    # full-table interlock (docs/safety.md).
+                    "max_eligible_fraction": "1",
                 }
             }
         },

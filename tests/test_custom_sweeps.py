@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
 from reaper import cli
-from reaper.db import Database, SweepStatements
+from reaper.db import Database, SweepStatements, check_predicate_on
 from reaper.metrics import Metrics
 from reaper.runner import run_sweeps
 from reaper.settings import Settings, build_settings
@@ -263,7 +263,7 @@ def plan_of_index_batch(
     """The planner's plan (JSON text) for one index-served batch of sweep ``name``: the very
     statement the engine runs, composed by reaper.db, explained without running it."""
     sweep = {s.name: s for s in configured_sweeps(settings)}[name]
-    stmts = SweepStatements(sweep.table, sweep.predicate)
+    stmts = SweepStatements(check_predicate_on(conn, sweep))
     cutoff = conn.execute(
         "SELECT now() - %s::interval", (settings.sweep(name).retention,)
     ).fetchone()

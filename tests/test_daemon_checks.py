@@ -1,4 +1,4 @@
-"""`reaper run` and issue 6: the checks at startup and on a schedule (logged, exported as
+"""`reaper run` and the checks at startup and on a schedule (logged, exported as
 reaper_check_failures, --strict refusing the start) and SIGHUP reloading the config file."""
 
 from __future__ import annotations

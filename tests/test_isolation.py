@@ -15,7 +15,6 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from reaper import demo
 from reaper.db import Database
@@ -29,6 +28,7 @@ from tests.support import (
     SWEEPS,
     Run,
     census,
+    login_as,
     run_reaper,
     sample,
     small_sizes,
@@ -113,7 +113,7 @@ def limited_role(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[str]:
             ).format(ident)
         )
         conn.execute(sql.SQL("GRANT SELECT, UPDATE ON routers TO {}").format(ident))
-        yield make_conninfo(dsn, user=role)
+        yield login_as(dsn, role)
     finally:
         conn.execute(sql.SQL("DROP OWNED BY {}").format(ident))
         conn.execute(sql.SQL("DROP ROLE {}").format(ident))

@@ -52,7 +52,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy2(SOURCE / name, src / name)
     shutil.copytree(
         SOURCE / "reaper", src / "reaper", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")

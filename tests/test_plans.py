@@ -122,7 +122,7 @@ def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]
     with db, db.session() as session:
         params: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, NOW))
         params.update(limit=DEFAULT_BATCH_SIZE, first_tid="(0,0)", end_tid="(64,0)", skip=[])
-        stmts = session.statements(sweep.table, sweep.predicate)
+        stmts = session.statements(session.check_predicate(sweep))
         plan = session.explain(
             getattr(stmts.heaps[0], which), params, index_batch=which == "index_batch"
         )

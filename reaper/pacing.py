@@ -1,0 +1,349 @@
+"""Pacing: between two batches, a sweep yields to the database's replicas and live traffic.
+
+The policy is pure: :class:`Pacer` is given a way to measure (a :class:`Sample` of the
+server: its WAL position, each standby's replay position and lag, the sessions busy on the
+swept database), a clock and a way to wait, so that tests drive it with fakes in
+milliseconds. The runner calls it once before every batch (:func:`for_run` binds it to the
+run's session, settings and metrics).
+
+Two pacers, each a reason of ``reaper_throttled_seconds_total{sweep,reason}``:
+
+- ``replica_lag``: while any standby is more than ``max_replica_lag`` behind, no batch starts;
+  the run looks again every :data:`REPLICA_POLL_SECONDS` and resumes when every standby is
+  back within it. A standby's lag is the larger of ``pg_stat_replication.replay_lag`` and the
+  age of the oldest WAL it has not replayed: bytes behind are turned into seconds by the
+  primary's own WAL positions, recorded before each batch (``replay_lag`` alone freezes at its
+  last value while a standby's replay is stalled, and is NULL when it is unknown).
+- ``load``: while other sessions use the swept database (a statement running, or finished
+  within :data:`BUSY_WINDOW_SECONDS`), batches take at most ``busy_share`` of the run's wall
+  time: a batch of t seconds is followed by a wait of t x (1 - share) / share. When nothing
+  else runs, batches follow each other at once.
+
+A wait never outlasts the run's budget (``max_seconds_per_run``) or a stop; without a time
+budget, a run paused for a standby ends after :data:`MAX_PAUSE_SECONDS` with ``stopped_by =
+replica_lag``, and the next run tries again.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, Protocol
+
+import structlog
+
+if TYPE_CHECKING:
+    from reaper.metrics import Metrics
+    from reaper.settings import Settings
+
+log = structlog.get_logger("reaper.pacing")
+
+
+class Reason(StrEnum):
+    """Why a sweep waited (the ``reason`` label of ``reaper_throttled_seconds_total``)."""
+
+    REPLICA_LAG = "replica_lag"
+    LOAD = "load"
+
+
+REASONS: tuple[str, ...] = tuple(r.value for r in Reason)
+
+# A session that finished a statement this recently (seconds) is live traffic: a client that
+# sends a statement every few milliseconds is idle most of the time, yet busy.
+BUSY_WINDOW_SECONDS = 1.0
+# While a standby is too far behind, look again this often (seconds); never less often than
+# a tenth of max_replica_lag.
+REPLICA_POLL_SECONDS = 0.5
+# Without a time budget, a run paused for a standby gives up after this long (seconds).
+MAX_PAUSE_SECONDS = 600.0
+# The WAL positions kept to turn a standby's bytes behind into seconds: one per batch; an
+# hour of them at 50 ms per batch.
+HISTORY_LENGTH = 72_000
+# Two WAL positions recorded further apart than this (seconds) are not interpolated between.
+MAX_INTERPOLATED_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class Standby:
+    """One row of ``pg_stat_replication``.
+
+    Attributes:
+        name: its application_name (else client address, else walsender pid).
+        visible: False when this role may not read the row's columns (needs pg_monitor or
+            pg_read_all_stats): its lag is unknown.
+        replay_lsn: WAL position replayed, in bytes (None: unknown).
+        replay_lag: ``replay_lag`` in seconds (None: NULL, unknown or caught up and idle).
+    """
+
+    name: str
+    visible: bool = True
+    replay_lsn: int | None = None
+    replay_lag: float | None = None
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What the pacer measures before a batch.
+
+    Attributes:
+        wal_lsn: the primary's current WAL position in bytes (None: the server is a standby).
+        standbys: every standby streaming from it.
+        busy_sessions: other client sessions of the swept database that ran a statement within
+            :data:`BUSY_WINDOW_SECONDS` (reaper's own sessions excluded).
+        hidden_sessions: client sessions of the database whose state this role may not read.
+    """
+
+    wal_lsn: int | None = None
+    standbys: tuple[Standby, ...] = ()
+    busy_sessions: int = 0
+    hidden_sessions: int = 0
+
+
+class WalHistory:
+    """The primary's WAL position over time (monotonic seconds, bytes), to date a position."""
+
+    def __init__(self, length: int = HISTORY_LENGTH) -> None:
+        self._times: list[float] = []
+        self._lsns: list[int] = []
+        self._length = length
+        self._lock = threading.Lock()
+
+    def record(self, at: float, lsn: int) -> None:
+        """The primary was at ``lsn`` (bytes) at monotonic time ``at`` (seconds)."""
+        with self._lock:
+            if self._lsns and lsn < self._lsns[-1]:
+                # Another server behind the same address (a failover): start again.
+                self._times.clear()
+                self._lsns.clear()
+            self._times.append(at)
+            self._lsns.append(lsn)
+            if len(self._times) > self._length:
+                drop = len(self._times) - self._length
+                del self._times[:drop], self._lsns[:drop]
+
+    def age(self, lsn: int, now: float) -> float:
+        """Seconds for which WAL after position ``lsn`` has existed (0.0 when the primary never
+        was past it): dated between the two records around ``lsn``, as if the WAL between them
+        had been written at an even rate, so that the error is a fraction of one batch. Between
+        records more than :data:`MAX_INTERPOLATED_SECONDS` apart (the gap between two runs)
+        the later one is taken, and WAL older than the first record is dated at the first
+        record: lower bounds, never a lag that was not there."""
+        with self._lock:
+            i = bisect.bisect_right(self._lsns, lsn)
+            if i >= len(self._lsns):
+                return 0.0
+            written = self._times[i]
+            if i > 0 and written - self._times[i - 1] <= MAX_INTERPOLATED_SECONDS:
+                t0, l0, l1 = self._times[i - 1], self._lsns[i - 1], self._lsns[i]
+                written = t0 + (written - t0) * (lsn - l0) / max(l1 - l0, 1)
+            return max(now - written, 0.0)
+
+
+def standby_lag(standby: Standby, history: WalHistory, now: float) -> float | None:
+    """A standby's lag in seconds: the larger of its ``replay_lag`` and the age of the oldest
+    WAL it has not replayed (:meth:`WalHistory.age`); None when this role cannot see it."""
+    if not standby.visible:
+        return None
+    lag = standby.replay_lag or 0.0
+    if standby.replay_lsn is not None:
+        lag = max(lag, history.age(standby.replay_lsn, now))
+    return lag
+
+
+class Measure(Protocol):
+    """Takes a :class:`Sample` of the server (may raise; the pacer then does not wait)."""
+
+    def __call__(self) -> Sample: ...
+
+
+class Pacer:
+    """Decides, before each batch, whether and how long a run waits; then waits.
+
+    Args:
+        measure: takes a :class:`Sample`; an exception skips pacing for that batch.
+        max_replica_lag: seconds a standby may be behind (None: no replica pacing).
+        busy_share: fraction of wall time batches may take while other sessions are busy
+            (1.0: no load pacing).
+        clock: monotonic seconds.
+        wait: waits up to the given seconds; returns True when the run is told to stop.
+        throttled: called with ``(reason, seconds)`` after each wait.
+        history: the primary's WAL positions (shared by the runs of one database).
+        max_pause: without a time budget, the longest wait for a standby (seconds).
+        told: the warnings already logged (``replica_lag_unknown``, ``load_unknown``,
+            ``pacing_sample_failed``), shared by the runs of one database so that each is
+            logged once per process.
+    """
+
+    def __init__(
+        self,
+        measure: Measure,
+        *,
+        max_replica_lag: float | None,
+        busy_share: float,
+        clock: Callable[[], float] = time.monotonic,
+        wait: Callable[[float], bool],
+        throttled: Callable[[str, float], None] = lambda reason, seconds: None,
+        history: WalHistory | None = None,
+        max_pause: float = MAX_PAUSE_SECONDS,
+        told: set[str] | None = None,
+    ) -> None:
+        self.measure = measure
+        self.max_replica_lag = max_replica_lag
+        self.busy_share = busy_share
+        self.clock = clock
+        self.wait = wait
+        self.throttled = throttled
+        self.history = history or WalHistory()
+        self.max_pause = max_pause
+        self.peak_lag = 0.0
+        self.waited: dict[str, float] = dict.fromkeys(REASONS, 0.0)
+        # Warnings already logged (shared by the runs of one database: logged once).
+        self._told: set[str] = told if told is not None else set()
+
+    def _sample(self) -> Sample | None:
+        try:
+            s = self.measure()
+        except Exception as exc:  # a failed measurement never fails the sweep
+            self._once("pacing_sample_failed", error=str(exc))
+            return None
+        if s.wal_lsn is not None:
+            self.history.record(self.clock(), s.wal_lsn)
+        if self.max_replica_lag is not None and any(not sb.visible for sb in s.standbys):
+            self._once(
+                "replica_lag_unknown",
+                standbys=[sb.name for sb in s.standbys if not sb.visible],
+                fix="GRANT pg_monitor TO the reaper role (reaper/sql/grants.sql)",
+            )
+        if self.busy_share < 1.0 and s.hidden_sessions:
+            self._once(
+                "load_unknown",
+                hidden_sessions=s.hidden_sessions,
+                fix="GRANT pg_monitor TO the reaper role (reaper/sql/grants.sql)",
+            )
+        return s
+
+    def _once(self, event: str, **fields: Any) -> None:
+        if event not in self._told:
+            self._told.add(event)
+            log.warning(event, **fields)
+
+    def lag(self, sample: Sample) -> tuple[float, str | None]:
+        """``(seconds, standby)``: the furthest-behind visible standby of ``sample``."""
+        now = self.clock()
+        worst, name = 0.0, None
+        for sb in sample.standbys:
+            lag = standby_lag(sb, self.history, now)
+            if lag is not None and lag > worst:
+                worst, name = lag, sb.name
+        self.peak_lag = max(self.peak_lag, worst)
+        return worst, name
+
+    def _spend(self, reason: str, seconds: float) -> bool:
+        """Wait ``seconds`` for ``reason``; True when told to stop."""
+        t0 = self.clock()
+        stopped = self.wait(seconds)
+        waited = max(self.clock() - t0, 0.0)
+        self.waited[reason] += waited
+        self.throttled(reason, waited)
+        return stopped
+
+    def __call__(self, last_batch_seconds: float | None, deadline: float | None) -> str | None:
+        """Before a batch: wait while a standby is too far behind, then for the load.
+
+        Args:
+            last_batch_seconds: how long the batch before took (None: this is the first).
+            deadline: monotonic time at which the run's budget ends (None: no time budget).
+
+        Returns:
+            ``replica_lag`` when the run must end still waiting for a standby (its budget or
+            :data:`MAX_PAUSE_SECONDS` ran out), else None (go on, or check the budget).
+        """
+        sample = self._sample()
+        if sample is None:
+            return None
+        if self.max_replica_lag is not None:
+            paused_at = self.clock()
+            limit = paused_at + self.max_pause
+            if deadline is not None:
+                limit = min(limit, deadline)
+            lag, name = self.lag(sample)
+            if lag > self.max_replica_lag:
+                log.info("replica_lag_pause", standby=name, lag_seconds=round(lag, 3),
+                         max_replica_lag_seconds=self.max_replica_lag)
+            while lag > self.max_replica_lag:
+                left = limit - self.clock()
+                if left <= 0:
+                    return Reason.REPLICA_LAG.value
+                poll = min(REPLICA_POLL_SECONDS, self.max_replica_lag / 10, left)
+                if self._spend(Reason.REPLICA_LAG, poll):
+                    return None
+                sample = self._sample()
+                if sample is None:
+                    return None
+                lag, name = self.lag(sample)
+                if lag <= self.max_replica_lag:
+                    log.info("replica_lag_resume", lag_seconds=round(lag, 3),
+                             paused_seconds=round(self.clock() - paused_at, 3))
+        if self.busy_share < 1.0 and sample.busy_sessions and last_batch_seconds:
+            pause = last_batch_seconds * (1.0 - self.busy_share) / self.busy_share
+            if deadline is not None:
+                pause = min(pause, deadline - self.clock())
+            if pause > 0:
+                self._spend(Reason.LOAD, pause)
+        return None
+
+
+# One history of WAL positions per database handle, shared by its runs (a daemon's): a run
+# that starts while a standby is behind already knows how old the WAL it lacks is. With it,
+# the warnings already logged for that database.
+_HISTORIES: weakref.WeakKeyDictionary[Any, tuple[WalHistory, set[str]]] = (
+    weakref.WeakKeyDictionary()
+)
+_HISTORIES_LOCK = threading.Lock()
+
+
+class _SampleSource(Protocol):
+    def pacing_sample(self, busy_window: float) -> Sample: ...
+
+
+def for_run(
+    db: object,
+    session: _SampleSource,
+    settings: Settings,
+    sweep: str,
+    metrics: Metrics | None,
+    stop: threading.Event | None,
+) -> Pacer | None:
+    """The pacer of one run of ``sweep`` on ``session`` (None when both pacers are off).
+
+    Waits end early when ``stop`` is set; each wait is added to ``metrics``'
+    ``reaper_throttled_seconds_total{sweep,reason}``.
+    """
+    lag = settings.max_replica_lag
+    if lag is None and settings.busy_share >= 1.0:
+        return None
+    with _HISTORIES_LOCK:
+        state = _HISTORIES.get(db)
+        if state is None:
+            state = _HISTORIES[db] = (WalHistory(), set())
+    history, told = state
+    event = stop or threading.Event()
+
+    def throttled(reason: str, seconds: float) -> None:
+        if metrics is not None:
+            metrics.throttled(sweep, reason, seconds)
+
+    return Pacer(
+        lambda: session.pacing_sample(BUSY_WINDOW_SECONDS),
+        max_replica_lag=None if lag is None else lag.total_seconds(),
+        busy_share=settings.busy_share,
+        wait=event.wait,
+        throttled=throttled,
+        history=history,
+        told=told,
+    )

@@ -1,0 +1,211 @@
+"""Every bad input is one line on stderr naming the setting and the fix, and exit code 2.
+
+The table is generated from the settings' own definitions (:data:`reaper.settings.SETTING_FIELDS`
+and the kind each declares through its metavar): a new setting is covered by adding it. Each
+setting gets every wrong value of its kind, plus the ones every setting must refuse (a TOML
+date, time, array or table; NaN and infinity; control characters; bytes that are not UTF-8),
+from each source: a flag, a REAPER_* variable, a TOML key. Odd config files (a directory, a
+device, a FIFO, a huge file) are refused the same way, without hanging.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reaper.cli import main
+from reaper.settings import EXPECTED, MAX_CONFIG_BYTES, SETTING_FIELDS
+from tests.support import reaper_executable, run_reaper
+
+# Checked before any connection: the DSN points nowhere (port 1 refuses at once).
+UNREACHABLE = "postgresql://postgres@127.0.0.1:1/postgres"
+
+# Wrong values by kind (a setting's metavar), as TOML source and as flag/variable text.
+TOML_BAD_EVERY = [
+    "2024-01-01", "2024-01-01T00:00:00Z", "2024-01-01T00:00:00", "07:30:00", "[1, 2]",
+    '["30d"]', '{ host = "x" }', "nan", "inf", "-inf", '"a\\u0007b"', '"x\\ny"',
+]
+TOML_BAD = {
+    "ROWS": ["2.7", "-5", "1e3", "10000000000000", '"many"', "true", "0.0001"],
+    "DURATION": ["-1", '"-1h"', '"5"', '"1000000d"', "true", "5", '"1e400d"'],
+    "FRACTION": ["1.5", "-0.1", '"half"', "true"],
+    "DSN": ["5", "true", "1.5"],
+    "HOST:PORT": ["9465", '":99999"', '"nowhere"'],
+    "auto|heap|index": ['"fast"', "1"],
+    "drop|detach|off": ['"delete"', "1", "true"],
+    "FILE": ["5", "true"],
+    "ZONE": ['"+09"', '"Mars/Base"', "9"],
+    None: ['"maybe"', "2", "1.5"],
+}
+TEXT_BAD_EVERY = ["a\x07b", "x\ny", "\x1b[31mred", "\udcff\udcfe"]
+TEXT_BAD = {
+    "ROWS": ["2.7", "-5", "nan", "inf", "1e3", "9" * 5000, "many", "0x10"],
+    "DURATION": ["5", "-1h", "nan", "inf", "2024-01-01", "9" * 400 + "d", "1h 30m"],
+    "FRACTION": ["1.5", "nan", "inf", "-0.1", "half"],
+    "DSN": [],
+    "HOST:PORT": [":99999", "nowhere", ":-1"],
+    "auto|heap|index": ["fast"],
+    "drop|detach|off": ["delete", "DROP"],
+    "FILE": [],
+    "ZONE": ["+09", "Mars/Base", "UTC+1"],
+    None: ["maybe", "2"],
+}
+# Optional counts and durations take 0 as "none"; every other setting refuses it too.
+OPTIONAL_ZERO = {"max_rows_per_run", "max_seconds_per_run", "check_interval", "interval",
+                 "seq_scan_max_rows", "jitter", "heap_walk_threshold", "max_replica_lag"}
+
+
+def _cases(kind_values: dict[object, list[str]], every: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for f in SETTING_FIELDS:
+        kind = f.metadata["metavar"]
+        for value in [*every, *kind_values[kind]]:
+            out.append((f.name, value))
+    return out
+
+
+def _one_line(capsys: pytest.CaptureFixture[str], code: object, *words: str) -> str:
+    out, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1, err
+    line = lines[0]
+    assert line.startswith("reaper: ") and "Traceback" not in err, err
+    for w in words:
+        assert w in line, line
+    assert out == ""
+    return line
+
+
+def _run(argv: list[str]) -> object:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return exc.value.code
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in list(os.environ):
+        if k.startswith(("REAPER_", "PG")):
+            monkeypatch.delenv(k)
+    monkeypatch.setenv("REAPER_DSN", UNREACHABLE)
+
+
+def test_every_setting_kind_is_covered() -> None:
+    kinds = {f.metadata["metavar"] for f in SETTING_FIELDS}
+    # A setting of a new kind: add its wrong values here, and its fix to EXPECTED.
+    assert kinds <= set(TOML_BAD) and kinds <= set(TEXT_BAD) and kinds <= set(EXPECTED)
+
+
+@pytest.mark.parametrize(("name", "toml_value"), _cases(TOML_BAD, TOML_BAD_EVERY))
+def test_a_bad_toml_value_is_one_line_and_exit_2(
+    name: str, toml_value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if name == "dsn":
+        monkeypatch.delenv("REAPER_DSN")  # the variable would win over the file
+    config = tmp_path / "reaper.toml"
+    config.write_text(f"{name} = {toml_value}\n")
+    code = _run(["check", "--config", str(config)])
+    line = _one_line(capsys, code, f"key {name}")
+    assert "expected" in line or "e.g." in line, line
+
+
+@pytest.mark.parametrize(("name", "text"), _cases(TEXT_BAD, TEXT_BAD_EVERY))
+def test_a_bad_flag_is_one_line_and_exit_2(
+    name: str, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    flag = "--" + name.replace("_", "-")
+    code = _run(["check", f"{flag}={text}"])
+    line = _one_line(capsys, code, flag)
+    assert "expected" in line or "e.g." in line, line
+
+
+@pytest.mark.parametrize(("name", "text"), _cases(TEXT_BAD, TEXT_BAD_EVERY))
+def test_a_bad_variable_is_one_line_and_exit_2(
+    name: str, text: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    var = "REAPER_" + name.upper()
+    # A string with lone surrogates is how Python hands over bytes that were not UTF-8.
+    monkeypatch.setenv(var, text)
+    code = _run(["check"])
+    _one_line(capsys, code, var)
+
+
+@pytest.mark.parametrize("name", [f.name for f in SETTING_FIELDS if f.name not in OPTIONAL_ZERO
+                                  and f.metadata["metavar"] in ("ROWS", "DURATION")])
+def test_zero_is_refused_where_it_means_nothing(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _run(["check", f"--{name.replace('_', '-')}=0"])
+    _one_line(capsys, code, name.replace("_", "-"))
+
+
+@pytest.mark.parametrize(
+    ("key", "toml_value"),
+    [("batch_size", "2.7"), ("batch_size", "nan"), ("interval", "2024-01-01"),
+     ("retention", "[1]"), ("retention", '{ cutoff = 2024-01-01 }'), ("enabled", '"maybe"'),
+     ("strategy", "inf"), ("table", '"a\\u0000b"'), ("after", '["x\\u0007"]'),
+     ("max_seconds_per_run", "07:00:00")],
+)
+def test_a_bad_sweep_table_value_is_one_line_and_exit_2(
+    key: str, toml_value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "reaper.toml"
+    config.write_text(f"[sweeps.nodes_silent]\n{key} = {toml_value}\n")
+    _one_line(capsys, _run(["check", "--config", str(config)]), "[sweeps.nodes_silent]", key)
+
+
+def test_non_utf8_bytes_in_the_environment_from_a_real_process() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("REAPER_", "PG"))}
+    benv = {k.encode(): v.encode() for k, v in env.items()}
+    benv[b"REAPER_NODE_RETENTION"] = b"30\xffd"
+    benv[b"REAPER_DSN"] = UNREACHABLE.encode()
+    proc = subprocess.run(
+        [reaper_executable(), "check"], env=benv, capture_output=True, timeout=30, check=False
+    )
+    err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    assert proc.returncode == 2 and len(err) == 1, proc.stderr
+    assert "REAPER_NODE_RETENTION" in err[0] and "UTF-8" in err[0]
+
+
+def _odd_files(tmp_path: Path) -> dict[str, Path]:
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.toml"
+    with huge.open("w") as fh:
+        fh.write("# padding\n" * (MAX_CONFIG_BYTES // 10 + 1))
+    (tmp_path / "dir.toml").mkdir()
+    return {"fifo": fifo, "huge": huge, "directory": tmp_path / "dir.toml",
+            "device": Path("/dev/zero"), "null": Path("/dev/null")}
+
+
+@pytest.mark.parametrize("kind", ["fifo", "huge", "directory", "device", "null"])
+def test_an_odd_config_file_is_one_line_and_never_hangs(kind: str, tmp_path: Path) -> None:
+    path = _odd_files(tmp_path)[kind]
+    # A real process: a FIFO that blocked open() would hang it, and the timeout would fail.
+    run = run_reaper("check", "--config", str(path), env={"REAPER_DSN": UNREACHABLE}, timeout=20)
+    assert run.code == 2, run.stderr
+    assert len(run.stderr_lines) == 1, run.stderr
+    assert str(path) in run.stderr_lines[0] or "--config" in run.stderr_lines[0]
+
+
+MARKUP = '[bold]x[/bold] [/] :x: [link=http://e.test]y[/link] \\[z]'
+
+
+def test_text_from_the_database_is_printed_literally(capsys: pytest.CaptureFixture[str]) -> None:
+    """Names and server messages are text, never rich markup or emoji codes."""
+    from reaper.cli import print_results, print_status
+    from reaper.runner import SweepResult
+    from reaper.status import SweepStatus
+
+    print_results([SweepResult("s", MARKUP, MARKUP, outcome="failure", error=MARKUP)],
+                  dry_run=False)
+    print_status([SweepStatus("s", MARKUP, "r", error=MARKUP)])
+    out = capsys.readouterr().out
+    joined = "".join(line.strip(" │|") for line in out.splitlines())
+    assert out.count(MARKUP) >= 1 and "❌" not in out, out
+    assert MARKUP.replace(" ", "") in joined.replace(" ", ""), out

@@ -1,0 +1,315 @@
+"""A declared predicate can only delete by age and can run no code.
+
+Against a real PostgreSQL: a predicate with a branch true regardless of age is refused at
+load (exit 2, one line naming the part); a predicate that names a function, operator, type or
+relation that could run code is refused by the server's catalog before any statement
+evaluates it, in run-once, --dry-run, status, check and the daemon's gauges; the function never
+runs (its side effect is asserted absent) and every row stays.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from prometheus_client import CollectorRegistry
+
+from reaper.daemon import Daemon
+from reaper.predicate import PredicateError, check
+from reaper.settings import build_settings
+from reaper.sweeps import BUILTIN_SWEEPS, configured_sweeps
+from tests.ops_helpers import apply_grants
+from tests.support import keys, run_reaper
+
+OLD = "now() - interval '90 days'"
+
+
+def _seed(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(
+        "INSERT INTO nodes (peer_id, enrolled_at, expires_at, banned) VALUES"
+        f" ('garbage-old', {OLD}, NULL, false),"
+        f" ('keep-old-banned', {OLD}, NULL, true),"
+        " ('keep-young', now() - interval '1 day', NULL, false),"
+        " ('keep-young-banned', now() - interval '1 day', NULL, true)"
+    )
+
+
+def _config(tmp_path: Path, predicate: str, extra: str = "") -> Path:
+    path = tmp_path / f"reaper-{uuid.uuid4().hex[:6]}.toml"
+    escaped = predicate.replace("\\", "\\\\").replace('"', '\\"')
+    path.write_text(
+        "[sweeps.members]\n"
+        'table = "nodes"\n'
+        'reason = "stale"\n'
+        f'predicate = "{escaped}"\n'
+        'retention = "30d"\n' + extra
+    )
+    return path
+
+
+ALL_NODES = {"garbage-old", "keep-old-banned", "keep-young", "keep-young-banned"}
+
+
+# -- the rule, from the parse tree -------------------------------------------------------------
+
+REFUSED_SHAPES = [
+    # (predicate, the part the message names)
+    ("enrolled_at < %(cutoff)s OR true", "`TRUE` is not bounded"),
+    ("%(cutoff)s IS NOT NULL", "`%(cutoff)s IS NOT NULL`"),
+    ("enrolled_at < %(cutoff)s OR NOT banned", "`NOT banned` is not bounded"),
+    ("enrolled_at < %(cutoff)s + interval '100 years'", "wraps a cutoff"),
+    ("enrolled_at < greatest(%(cutoff)s, now())", "wraps a cutoff"),
+    ("enrolled_at < %(cutoff)s::date + 36500", "wraps a cutoff"),
+    ("NOT (enrolled_at >= %(cutoff)s)", "`NOT enrolled_at >= %(cutoff)s`"),
+    ("(enrolled_at < %(cutoff)s) IS NOT FALSE", "IS NOT FALSE"),
+    ("CASE WHEN banned THEN false ELSE enrolled_at < %(cutoff)s OR true END", "CASE WHEN"),
+    ("coalesce(enrolled_at < %(cutoff)s, true)", "COALESCE("),
+    ("now() < %(cutoff)s", "names no column of nodes"),
+    ("'-infinity'::timestamptz < %(cutoff)s", "names no column of nodes"),
+    ("(SELECT min(enrolled_at) FROM nodes) < %(cutoff)s", "compares a subquery"),
+    ("enrolled_at > %(cutoff)s", "`enrolled_at > %(cutoff)s`"),
+    ("enrolled_at = %(cutoff)s OR true", "`enrolled_at = %(cutoff)s`"),
+    ("enrolled_at < %(cutoff)s AND %(cutoff)s IS NOT NULL", "`%(cutoff)s IS NOT NULL`"),
+    ("enrolled_at OPERATOR(pg_catalog.<) %(cutoff)s", "OPERATOR(pg_catalog.<)"),
+    ("(enrolled_at < %(cutoff)s OR banned) OR peer_id LIKE 'k%%'", "`banned` is not bounded"),
+    ("enrolled_at < %(cutoff)s OR (banned AND peer_id IS NOT NULL)", "is not bounded"),
+]
+
+
+@pytest.mark.parametrize(("predicate", "part"), REFUSED_SHAPES)
+def test_unbounded_shapes_are_refused_by_the_parser(predicate: str, part: str) -> None:
+    with pytest.raises(PredicateError) as info:
+        check(predicate, "nodes", {"cutoff"})
+    message = str(info.value)
+    assert part in message, message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    "predicate",
+    [
+        "enrolled_at < %(cutoff)s",
+        "enrolled_at <= %(cutoff)s AND NOT banned",
+        "%(cutoff)s > enrolled_at",
+        "%(cutoff)s >= enrolled_at AND NOT banned",
+        "nodes.enrolled_at < %(cutoff)s OR (banned AND expires_at < %(cutoff)s)",
+        "(expires_at < %(cutoff)s OR (expires_at IS NULL AND enrolled_at < %(cutoff)s))"
+        " AND NOT banned",
+        "coalesce(expires_at, enrolled_at) < %(cutoff)s",
+        "date_trunc('day', enrolled_at) < %(cutoff)s",
+        "enrolled_at < %(cutoff)s AND peer_id IN (SELECT peer_id FROM nodes WHERE banned)",
+    ],
+)
+def test_bounded_shapes_are_accepted(predicate: str) -> None:
+    check(predicate, "nodes", {"cutoff"})
+
+
+def test_every_builtin_predicate_follows_the_rule() -> None:
+    for sweep in BUILTIN_SWEEPS:
+        check(sweep.predicate, sweep.table, set(sweep.cutoffs))
+
+
+@pytest.mark.parametrize(
+    ("predicate", "part"),
+    [
+        ("enrolled_at < %(cutoff)s OR true", "`TRUE` is not bounded"),
+        ("%(cutoff)s IS NOT NULL", "%(cutoff)s IS NOT NULL"),
+    ],
+)
+def test_o01_cli_refuses_an_unbounded_predicate(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path, predicate: str, part: str
+) -> None:
+    """O01: `OR true` and `%(cutoff)s IS NOT NULL` are refused, exit 2, one line; every row
+    (banned members included) stays, dry run or not."""
+    _seed(conn)
+    config = _config(tmp_path, predicate)
+    for args in (("run-once",), ("run-once", "--dry-run"), ("status",), ("check",)):
+        run = run_reaper(*args, "--config", str(config), env={"REAPER_DSN": dsn})
+        assert run.code == 2, (args, run.stderr)
+        assert len(run.stderr_lines) == 1, run.stderr
+        assert "[sweeps.members] predicate" in run.stderr and part in run.stderr
+    assert keys(conn, "nodes") == ALL_NODES
+
+
+# -- the allow-list, from the server's catalog -----------------------------------------------
+
+SETUP = """
+CREATE TABLE secrets (id int PRIMARY KEY);
+INSERT INTO secrets SELECT generate_series(1, 10);
+CREATE TABLE side_effects (what text);
+-- Owned by the superuser that runs the tests; EXECUTE is PUBLIC's by default.
+CREATE FUNCTION public.innocent(peer text) RETURNS boolean SECURITY DEFINER
+LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM secrets;
+    INSERT INTO side_effects VALUES ('innocent ran');
+    RETURN false;
+END $$;
+CREATE FUNCTION public.is_old(ts timestamptz) RETURNS timestamptz STABLE
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO side_effects VALUES ('is_old ran');
+    RETURN ts;
+END $$;
+CREATE FUNCTION public.noisy_eq(a text, b text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO side_effects VALUES ('noisy_eq ran');
+    RETURN a = b;
+END $$;
+CREATE OPERATOR public.=== (FUNCTION = public.noisy_eq, LEFTARG = text, RIGHTARG = text);
+CREATE FUNCTION public.upper(text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO side_effects VALUES ('shadowing upper ran');
+    RETURN pg_catalog.upper($1);
+END $$;
+CREATE FUNCTION public.check_peer(text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO side_effects VALUES ('domain check ran');
+    RETURN true;
+END $$;
+CREATE DOMAIN public.peer AS text CHECK (public.check_peer(VALUE));
+CREATE VIEW public.banned_peers AS SELECT peer_id FROM nodes WHERE banned AND innocent(peer_id);
+"""
+
+REFUSED_BY_CATALOG = [
+    # (predicate, the object the message names)
+    ("enrolled_at < %(cutoff)s AND NOT innocent(peer_id)", "function innocent(text)"),
+    ("enrolled_at < %(cutoff)s AND NOT public.innocent(peer_id)", "public.innocent"),
+    ("is_old(enrolled_at) < %(cutoff)s", "function is_old(timestamp with time zone)"),
+    ("enrolled_at < %(cutoff)s AND peer_id === 'garbage-old'", "operator ===(text,text)"),
+    ("enrolled_at < %(cutoff)s AND upper(peer_id) <> ''", "function public.upper(text)"),
+    ("enrolled_at < %(cutoff)s AND peer_id::peer IS NOT NULL", "type peer"),
+    ("enrolled_at < %(cutoff)s AND random() < 2", "is volatile"),
+    ("enrolled_at < %(cutoff)s AND clock_timestamp() > enrolled_at",
+     "function clock_timestamp(), which is volatile"),
+    ("enrolled_at < %(cutoff)s AND peer_id NOT IN (SELECT peer_id FROM banned_peers)",
+     "relation \"banned_peers\""),
+]
+
+
+@pytest.fixture
+def armed(conn: psycopg.Connection[Any]) -> None:
+    _seed(conn)
+    conn.execute(SETUP)
+
+
+def _untouched(conn: psycopg.Connection[Any]) -> None:
+    assert [r[0] for r in conn.execute("SELECT what FROM side_effects")] == []
+    assert conn.execute("SELECT count(*) FROM secrets").fetchone() == (10,)
+    assert keys(conn, "nodes") == ALL_NODES
+
+
+@pytest.mark.usefixtures("armed")
+@pytest.mark.parametrize(("predicate", "named"), REFUSED_BY_CATALOG)
+def test_functions_outside_the_allow_list_are_refused_before_any_evaluation(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path, predicate: str, named: str
+) -> None:
+    config = _config(tmp_path, predicate)
+    commands: tuple[tuple[str, ...], ...] = (("run-once", "--dry-run"), ("run-once",))
+    if predicate == REFUSED_BY_CATALOG[0][0]:
+        commands += (("status",), ("check",))
+    for args in commands:
+        run = run_reaper(*args, "--config", str(config), env={"REAPER_DSN": dsn})
+        assert run.code == 2, (args, run.code, run.stderr)
+        assert len(run.stderr_lines) == 1, run.stderr
+        assert "[sweeps.members] predicate" in run.stderr, run.stderr
+        assert named in run.stderr, run.stderr
+    _untouched(conn)
+
+
+@pytest.mark.usefixtures("armed")
+def test_security_definer_dry_run_as_the_least_privileged_role(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """The repro: a SECURITY DEFINER function in a predicate, `run-once --dry-run` as the
+    role of grants.sql (which cannot even read `secrets`): refused, and `secrets` is whole."""
+    reaper_dsn = apply_grants(dsn)
+    assert conn.execute("SELECT has_table_privilege('reaper', 'secrets', 'SELECT')").fetchone() \
+        == (False,)
+    config = _config(tmp_path, "enrolled_at < %(cutoff)s AND NOT innocent(peer_id)")
+    run = run_reaper(
+        "run-once", "--dry-run", "--config", str(config), env={"REAPER_DSN": reaper_dsn}
+    )
+    assert run.code == 2, run.stderr
+    assert "function innocent(text)" in run.stderr and "SECURITY DEFINER" in run.stderr
+    _untouched(conn)
+
+
+@pytest.mark.usefixtures("armed")
+def test_daemon_gauges_refuse_without_evaluating(
+    dsn: str, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = build_settings(
+        {"dsn": dsn, "listen": "127.0.0.1:0"},
+        {"sweeps": {"members": {
+            "table": "nodes", "reason": "stale", "retention": "30d",
+            "predicate": "enrolled_at < %(cutoff)s AND NOT innocent(peer_id)",
+        }}},
+    )
+    sweeps = [s for s in configured_sweeps(settings) if s.name == "members"]
+    daemon = Daemon(settings, sweeps, registry=CollectorRegistry())
+    daemon.db.open()
+    try:
+        daemon.refresh_gauges()
+        result = daemon.run_sweep_now("members")
+    finally:
+        daemon.stop(timedelta(seconds=5))
+    out = capsys.readouterr()
+    assert "backlog_failed" in out.out + out.err
+    assert "function innocent(text)" in out.out + out.err
+    assert result is not None and result.outcome == "failure"
+    assert "function innocent(text)" in (result.error or "")
+    _untouched(conn)
+
+
+def test_allowed_builtins_run(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """Built-in stable and immutable functions, casts to built-in types, LIKE, IN, and a
+    subquery over a table are allowed, and the sweep deletes exactly the old unbanned row."""
+    _seed(conn)
+    predicate = (
+        "date_trunc('hour', enrolled_at) < %(cutoff)s AND lower(peer_id) LIKE 'garbage-%%'"
+        " AND peer_id NOT IN (SELECT peer_id FROM nodes n WHERE n.banned)"
+        " AND length(peer_id::text) > 0 AND extract(epoch FROM enrolled_at) > 0"
+    )
+    config = _config(tmp_path, predicate)
+    dry = run_reaper("run-once", "--dry-run", "--json", "--sweep", "members",
+                     "--config", str(config), env={"REAPER_DSN": dsn})
+    assert dry.code == 0, dry.stderr
+    assert dry.json()[0]["rows"] == 1
+    run = run_reaper("run-once", "--sweep", "members", "--config", str(config),
+                     env={"REAPER_DSN": dsn})
+    assert run.code == 0, run.stderr
+    assert keys(conn, "nodes") == ALL_NODES - {"garbage-old"}
+
+
+def test_builtin_sweeps_pass_the_catalog(dsn: str, make_settings: Callable[..., Any]) -> None:
+    from reaper.db import Database
+    from reaper.runner import check_predicates
+
+    settings = make_settings()
+    with Database.from_settings(settings) as db:
+        check_predicates(db, BUILTIN_SWEEPS)
+
+
+
+@pytest.mark.usefixtures("armed")
+def test_the_daemon_refuses_to_start(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """`reaper run` checks every predicate against the catalog before its first run: exit 2."""
+    config = _config(tmp_path, "enrolled_at < %(cutoff)s AND NOT innocent(peer_id)")
+    run = run_reaper(
+        "run", "--config", str(config), "--listen", "127.0.0.1:0",
+        env={"REAPER_DSN": dsn}, timeout=60,
+    )
+    assert run.code == 2, run.stderr
+    assert "function innocent(text)" in run.stderr
+    _untouched(conn)
