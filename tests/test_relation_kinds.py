@@ -12,6 +12,8 @@ table and why; ``reaper check`` reports it.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +220,16 @@ def test_a_view_is_refused(
         "CREATE VIEW events AS SELECT * FROM events_base;"
     )
     seed(conn, "events_base", 10, 10)
-    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events", "is a view")
+    config = write_config(tmp_path, "events")
+    assert_refused(capsys, dsn, config, "events", "is a view")
+    # The daemon refuses to start too (it would otherwise run until stopped).
+    proc = subprocess.run(
+        [sys.executable, "-m", "reaper", "run", "--listen", "127.0.0.1:0", "--config",
+         str(config), "--dsn", dsn],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("reaper: sweep events: table events")
     assert ages(conn, "events_base") == (10, 10)
 
 
