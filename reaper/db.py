@@ -796,6 +796,13 @@ class Session:
                     f"table {table} {where} {why}; reaper deletes only from ordinary tables "
                     "(and the partitions and inheritance children of one)"
                 )
+            if r["delete_rule"]:
+                where = "has" if r["declared"] else f"covers {r['schema']}.{r['name']}, which has"
+                raise errors.RelationRefused(
+                    f"table {table} {where} a rule ON DELETE: a rule rewrites a DELETE into "
+                    "other statements, so the rows a batch selected would not be the rows it "
+                    "deletes; drop the rule or sweep the table the rule writes to"
+                )
             stats = TableStats(
                 int(r["estimated_rows"]), int(r["analyzed_blocks"]), int(r["blocks"])
             )

@@ -290,3 +290,47 @@ def test_a_partitioned_table_with_a_foreign_partition_is_refused(
     assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
                    "covers public.events_remote, which is a foreign table")
     assert ages(conn, "events_local") == (10, 10)
+
+
+@pytest.mark.parametrize("rule", [
+    # Rewritten into a delete of another table: the batch's rows stay, others go.
+    "DO INSTEAD DELETE FROM victim WHERE victim.id = old.id",
+    # Kept, plus a delete of another table that the predicate never saw.
+    "DO ALSO DELETE FROM victim WHERE victim.id = old.id OR true",
+    # Rewritten into nothing: the run would report rows it never deleted.
+    "DO INSTEAD NOTHING",
+])
+def test_a_table_with_a_delete_rule_is_refused(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], rule: str,
+) -> None:
+    conn.execute(
+        "CREATE TABLE victim (id bigint, logged_at timestamptz NOT NULL);"
+        "CREATE TABLE events (id bigint, logged_at timestamptz NOT NULL);"
+        f"CREATE RULE events_delete AS ON DELETE TO events {rule};"
+    )
+    seed(conn, "victim", 0, 10)
+    seed(conn, "events", 10, 10)
+    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
+                   "has a rule ON DELETE")
+    assert ages(conn, "events") == (10, 10)
+    assert ages(conn, "victim") == (0, 10)
+
+
+def test_an_inheritance_child_with_a_delete_rule_is_refused(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    conn.execute(
+        "CREATE TABLE victim (id bigint, logged_at timestamptz NOT NULL);"
+        "CREATE TABLE events (id bigint, logged_at timestamptz NOT NULL);"
+        "CREATE TABLE events_a () INHERITS (events);"
+        "CREATE RULE events_a_delete AS ON DELETE TO events_a"
+        " DO INSTEAD DELETE FROM victim WHERE victim.id = old.id;"
+    )
+    seed(conn, "victim", 0, 10)
+    seed(conn, "events_a", 10, 10)
+    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
+                   "covers public.events_a, which has a rule ON DELETE")
+    assert ages(conn, "events_a") == (10, 10)
+    assert ages(conn, "victim") == (0, 10)
