@@ -379,6 +379,7 @@ EXPECTED = {
     "FILE": 'a file path in quotes, e.g. "/etc/reaper/web.yml"',
     "ZONE": 'an IANA time zone name in quotes, e.g. "UTC" or "Asia/Seoul"',
     "auto|heap|index": 'one of "auto", "heap" or "index"',
+    "drop|detach|off": 'one of "drop", "detach" or "off"',
     None: "true or false",
 }
 # Longest raw value quoted back in an error message (the line stays one readable line).
