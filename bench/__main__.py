@@ -242,6 +242,9 @@ def b1_verdict(runs: list[Run]) -> str:
     text = (f"Targets: (c)/(a) = {c.seconds / a.seconds:.2f}x (target <= 1.25x); "
             f"(b)/(c) = {b.seconds / c.seconds:.2f}x (target >= 3x); "
             f"(c) batch p99 = {p99 * 1000:.0f} ms (target <= 100 ms).")
+    waited = (c.extra.get("throttled") or {}).get("load")
+    if waited is not None:
+        text += f" (c) waited {waited:.2f} s for live traffic (none runs here: target 0)."
     if len(runs) > 3:
         d = runs[3]
         text += (f" Plain block ranges without row locks (d) take "

@@ -253,30 +253,43 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
              lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples)),
             ("reaper_backlog_rows without the index settings, limit 1,000", capped,
              dict(params, limit=1000), False, lambda rows: rows[0][0]),
-            ("reaper_backlog_rows (backlog_rows.sql as the daemon runs it), limit 1,000", capped,
+            ("reaper_backlog_rows (backlog_rows.sql as the daemon runs it), limit 1,000 "
+             "(the default --backlog-limit)", capped,
              dict(params, limit=1000), True, lambda rows: rows[0][0]),
             ("reaper_backlog_rows, limit 10,000", capped,
              dict(params, limit=10_000), True, lambda rows: rows[0][0]),
-            ("reaper_backlog_rows, limit 100,000 (the default --backlog-limit)", capped,
+            ("reaper_backlog_rows, limit 100,000 (the former default)", capped,
              dict(params, limit=100_000), True, lambda rows: rows[0][0]),
             ("backlog: count, uncapped (count_eligible.sql, the dry run)",
              stmts.count_eligible, params, False, lambda rows: rows[0][0]),
             ("COUNT(*) of the table", compose("count_table", REQUESTS), None, False,
              lambda rows: rows[0][0]),
         ]
+        # A query past GAUGE_TIMEOUT_MS is cut off and reported once, not repeated.
+        conn.execute(f"SET statement_timeout = {GAUGE_TIMEOUT_MS}")
         for label, stmt, p, index_only, value_of in queries:
-            samples, value = [], None
+            samples: list[float] = []
+            value = None
             for _ in range(repeat):
                 t0 = time.perf_counter()
-                with conn.transaction():
-                    if index_only:
-                        conn.execute(no_seqscan)
-                    # Never a prepared statement: its plan would outlive the settings.
-                    rows = conn.execute(stmt, p, prepare=False).fetchall()
+                try:
+                    with conn.transaction():
+                        if index_only:
+                            conn.execute(no_seqscan)
+                        # Never a prepared statement: its plan would outlive the settings.
+                        rows = conn.execute(stmt, p, prepare=False).fetchall()
+                except psycopg.errors.QueryCanceled:
+                    samples.append((time.perf_counter() - t0) * 1000)
+                    value = f"cut off after {GAUGE_TIMEOUT_MS / 1000:g} s"
+                    break
                 samples.append((time.perf_counter() - t0) * 1000)
                 value = value_of(rows)
             out.append((label, samples, value))
     return out
+
+
+# B5: a gauge query still running after this is cancelled and reported as cut off.
+GAUGE_TIMEOUT_MS = 5000
 
 
 def crossover(server: Server, rows: int, fractions: list[tuple[int, int]],
@@ -411,6 +424,7 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
                   ) -> list[tuple[str, list[float], Any]]:
     """B5, as ``reaper run`` refreshes its gauges (reaper.daemon): every gauge's own call on a
     reaper Session, at the default settings, on ``template`` (ms samples and the last value)."""
+    from reaper import errors
     from reaper.db import Database
     from reaper.runner import compute_cutoffs
     from reaper.settings import build_settings
@@ -418,11 +432,10 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
 
     settings = build_settings({"dsn": server.dsn_of(template)})
     sweep = sweep_named(REQUESTS)
-    stmts = SweepStatements(sweep.table, sweep.predicate, since=sweep.since,
-                            cutoff_param=next(iter(sweep.cutoffs)))
     tables = sorted({s.table for s in BUILTIN_SWEEPS})
     out: list[tuple[str, list[float], Any]] = []
     with Database.from_settings(settings, max_connections=1) as db, db.session() as session:
+        stmts = SweepStatements(session.check_predicate(sweep))  # as the daemon does
         params: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, None))
         calls: list[tuple[str, Callable[[], Any]]] = [
             ("reaper_storage_rows (all swept tables)",
@@ -434,10 +447,17 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
              lambda: round(session.backlog_oldest_seconds(stmts, params) or 0.0)),
         ]
         for label, call in calls:
-            samples, value = [], None
+            samples: list[float] = []
+            value = None
             for _ in range(repeat):
                 t0 = time.perf_counter()
-                value = call()
+                try:
+                    value = call()
+                except errors.DatabaseError as exc:
+                    # As the daemon would: the gauge keeps its last value, the failure is logged.
+                    samples.append((time.perf_counter() - t0) * 1000)
+                    value = f"failed: {exc}"
+                    break
                 samples.append((time.perf_counter() - t0) * 1000)
             out.append((label, samples, value))
     return out

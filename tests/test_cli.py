@@ -8,6 +8,7 @@ rows removes every garbage-* row and keeps every keep-* row.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
@@ -208,10 +209,14 @@ def test_each_strategy_gives_the_same_end_result(dsn, conn, strategy) -> None:
 
 def test_a_password_never_appears(dsn, conn, tmp_path) -> None:
     """Not on a successful run with debug logs, not in the metrics file, not when a sweep
-    fails. (The test servers trust local connections, so the password is accepted unused.)"""
+    fails. A role of its own whose password is SECRET, so the password is used where the
+    server asks for one (and accepted unused where it trusts)."""
     demo.seed(dsn, small_sizes())
     conn.execute(sql.SQL("DROP TABLE routers"))
-    with_password = make_conninfo(dsn, password=SECRET)
+    role = f"reaper_secret_{uuid.uuid4().hex[:8]}"
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN SUPERUSER PASSWORD {}").format(
+        sql.Identifier(role), sql.Literal(SECRET)))
+    with_password = make_conninfo(dsn, user=role, password=SECRET)
     metrics_file = tmp_path / "reaper.prom"
     for args in (["--metrics-file", str(metrics_file)], ["--json"]):
         run = run_reaper(
@@ -223,6 +228,7 @@ def test_a_password_never_appears(dsn, conn, tmp_path) -> None:
     assert SECRET not in metrics_file.read_text()
     run = run_reaper("run-once", "--dsn", with_password, "--dry-run")
     assert SECRET not in run.stdout + run.stderr
+    conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 def test_an_error_with_brackets_is_printed_as_it_is(capsys) -> None:

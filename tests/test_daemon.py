@@ -196,9 +196,11 @@ def test_a_run_is_skipped_while_another_session_holds_its_lock(make_daemon, dsn,
     assert value(daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="skipped") == 1
     assert value(daemon, "reaper_sweep_runs_total", sweep="bootstrap_tokens",
                  outcome="skipped") == 1
-    # Released at the end of the run: no reaper session holds an advisory lock now.
+    # Released at the end of the run: no reaper session holds an advisory lock now (in this
+    # test's database: other tests' daemons share the server).
     assert scalar(conn, "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-                        "WHERE l.locktype = 'advisory' AND a.application_name = 'reaper'") == 0
+                        "WHERE l.locktype = 'advisory' AND a.application_name = 'reaper' "
+                        "AND a.datname = current_database()") == 0
 
 
 def test_the_advisory_lock_probe_passes_on_a_direct_connection(make_daemon) -> None:

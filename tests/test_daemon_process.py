@@ -182,10 +182,12 @@ def sigterm_mid_sweep(
     next is in flight; (seconds from SIGTERM to exit, the process)."""
     seed_routers(conn, garbage=400)
     conn.execute(SLOW_TRIGGER % row_seconds)
+    # --busy-share 1: batches back to back, so that the next is in flight when SIGTERM lands
+    # (this test's own polling would otherwise count as live traffic, and reaper would wait).
     reaper = start_reaper(
         ["run", "--listen", f"127.0.0.1:{free_port()}", "--dsn", dsn, "--jitter", "0",
          "--batch-size", str(batch), "--strategy", "index", "--shutdown-timeout",
-         shutdown_timeout], tmp_path,
+         shutdown_timeout, "--busy-share", "1"], tmp_path,
     )
     wait_for("a batch committed", lambda: count(conn, "routers", "router_id", "garbage-%") < 400)
     t0 = time.monotonic()
@@ -306,6 +308,8 @@ def pgbouncer(dsn: str) -> Iterator[Any]:
     if str(target.get("host", "/")).startswith("/"):
         # pgserver listens on a socket in a directory only its own user may enter.
         pytest.skip("the PgBouncer tests need a server on TCP (REAPER_TEST_DSN)")
+    # A server that asks for a password gets the test's own (PGPASSWORD, or the DSN's).
+    password = target.get("password") or os.environ.get("PGPASSWORD")
     procs: list[subprocess.Popen[bytes]] = []
     work = Path(tempfile.mkdtemp(prefix="reaper-pgb-"))
     work.chmod(0o777)
@@ -316,7 +320,8 @@ def pgbouncer(dsn: str) -> Iterator[Any]:
         ini = work / f"{pool_mode}.ini"
         ini.write_text(
             "[databases]\n"
-            f"* = host={target.get('host', 'localhost')} port={target.get('port', 5432)}\n"
+            f"* = host={target.get('host', 'localhost')} port={target.get('port', 5432)}"
+            + (f" password={password}" if password else "") + "\n"
             "[pgbouncer]\n"
             f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {work}/users.txt\npool_mode = {pool_mode}\n"

@@ -62,11 +62,13 @@ def _no_process_left() -> Iterator[None]:
 
 
 def lock_holder(conn: psycopg.Connection[Any]) -> int | None:
-    """The server process holding router_leases' advisory lock, if any."""
+    """The server process holding router_leases' advisory lock in the test's database, if any
+    (other tests' daemons share the server and take the same key in their databases)."""
     return scalar(  # type: ignore[no-any-return]
         conn,
         "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
-        " AND ((classid::bigint << 32) | objid::bigint) = %s",
+        " AND ((classid::bigint << 32) | objid::bigint) = %s"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         ROUTER_LOCK,
     )
 
@@ -94,20 +96,22 @@ def outage(
 ) -> None:
     """Silence the network while a router_leases run holds its lock, then bring it back;
     assert what a user sees (see the module docstring)."""
+    def failures() -> list[dict[str, Any]]:
+        return [e for e in reaper.events("sweep_failed") if e["sweep"] == "router_leases"]
+
     holder = wait_for("a run holding its lock", lambda: lock_holder(observer), limit=90)
-    failed_before = len(reaper.events("sweep_failed"))
+    failed_before = len(failures())
     go_silent()
     silent_at = time.monotonic()
     try:
-        wait_for(
-            "sweep_failed", lambda: len(reaper.events("sweep_failed")) > failed_before,
-            limit=SILENT_FAILS_WITHIN_SECONDS + 30,
-        )
+        # The run in flight fails (the other sweeps' runs may fail first, on their checkout).
+        wait_for("router_leases' sweep_failed", lambda: len(failures()) > failed_before,
+                 limit=SILENT_FAILS_WITHIN_SECONDS + 30)
         failed_after = time.monotonic() - silent_at
         print(f"\nsweep_failed {failed_after:.1f} s after the network went silent")
         assert failed_after <= SILENT_FAILS_WITHIN_SECONDS
-        failure = [e for e in reaper.events("sweep_failed") if e["sweep"] == "router_leases"]
-        assert failure and failure[-1]["error_type"] == "ConnectionFailed", failure
+        failure = failures()[-1]
+        assert failure["error_type"] == "ConnectionFailed", failure
         # The daemon keeps serving: metrics always, liveness always, readiness says no.
         status, body = http_get(port, "/metrics")
         assert status == 200 and "reaper_sweep_runs_total" in body
@@ -300,6 +304,7 @@ def test_readiness_follows_a_database_that_refuses_writes(make_daemon, conn) -> 
     daemon = make_daemon(["router_leases"])
     port = daemon.http.port
     wait_for("ready", lambda: http_get(port, "/readyz")[0] == 200)
+    wait_for("the first scheduled run", lambda: daemon.state("router_leases").runs >= 1)
     dbname = conn.info.dbname
     conn.execute(f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = on')
     seed_routers(conn, garbage=3)  # this session predates the change: it may still write
@@ -402,9 +407,15 @@ def run_once(dsn: str, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def seed_stale_nodes(conn: psycopg.Connection[Any], n: int) -> None:
+    """``n`` stale nodes, and as many live ones (a sweep refuses to empty a whole table)."""
     conn.execute(
         "INSERT INTO nodes (peer_id, enrolled_at) SELECT 'stale-' || i,"
         " now() - interval '40 days' FROM generate_series(1, %s) i",
+        (n,),
+    )
+    conn.execute(
+        "INSERT INTO nodes (peer_id, enrolled_at) SELECT 'live-' || i, now()"
+        " FROM generate_series(1, %s) i",
         (n,),
     )
 

@@ -61,7 +61,8 @@ def test_paused_standby_stops_the_sweep_until_it_replays_again() -> None:
             seed_nodes(conn, garbage=60_000, keep=1_000)
         replica.wait_streaming(pair.primary)
         settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 200,
-                                   "max_replica_lag": "1s", "busy_share": 1})
+                                   "max_replica_lag": "1s", "busy_share": 1,
+                                   "max_eligible_fraction": 1})
         registry = CollectorRegistry()
         metrics = Metrics(BUILTIN_SWEEPS, registry)
         assert throttled(registry, "replica_lag") == 0.0  # the label set exists from the start
@@ -109,7 +110,8 @@ def test_paused_run_ends_at_its_budget_and_says_why() -> None:
         replica.wait_streaming(pair.primary)
         replica.set_replay(pair.standby, paused=True)
         settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 200,
-                                   "max_replica_lag": "500ms", "max_seconds_per_run": "4s"})
+                                   "max_replica_lag": "500ms", "max_seconds_per_run": "4s",
+                                   "max_eligible_fraction": 1})
         with Database.from_settings(settings) as db:
             t0 = time.monotonic()
             result = run_sweep(db, NODES_SILENT, settings)
@@ -132,7 +134,7 @@ def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
 ) -> None:
     seed_nodes(conn, garbage=5_000, keep=100)
     settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 500,
-                               "busy_share": 0.25})
+                               "busy_share": 0.25, "max_eligible_fraction": 1})
     registry = CollectorRegistry()
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     with Database.from_settings(settings) as db:

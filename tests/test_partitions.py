@@ -19,6 +19,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from reaper import checks
+from reaper import partitions as partitions_module
 from reaper.db import Database
 from reaper.errors import ConfigError
 from reaper.metrics import Metrics
@@ -106,7 +107,7 @@ def table_exists(conn: psycopg.Connection[Any], name: str) -> bool:
 
 
 def events_settings(
-    dsn: str, retention: str = STRADDLE, predicate: str = "created_at < %(cutoff)s",
+    dsn: str, retention: Any = STRADDLE, predicate: str = "created_at < %(cutoff)s",
     sweep_values: dict[str, Any] | None = None, **values: Any,
 ) -> tuple[Settings, Sweep]:
     body = {"table": "events", "reason": "expired", "predicate": predicate,
@@ -228,8 +229,8 @@ def test_upper_bound_equal_to_the_cutoff_drops_a_microsecond_past_does_not(
 
 
 @pytest.mark.parametrize(("predicate", "extra"), [
-    # The OR arm deletes a new failed row; nothing proves a partition by the bound alone.
-    ("created_at < %(cutoff)s OR status = 'failed'",
+    # The OR arm (a status, a shorter cutoff) deletes a new failed row; an OR proves nothing.
+    ("created_at < %(cutoff)s OR (status = 'failed' AND created_at < %(failed)s)",
      [("go-new-failed", datetime(2026, 5, 1, tzinfo=UTC), "failed")]),
     # The AND keeps an old pending row, in a partition wholly past the cutoff.
     ("created_at < %(cutoff)s AND status = 'done'",
@@ -245,7 +246,9 @@ def test_a_predicate_with_other_conditions_never_drops(
         add(conn, key, at, status)
     expected = {k for k in keys(conn) if k.startswith("stay-")}
     before_partitions = partitions(conn)
-    settings, sweep = events_settings(dsn, predicate=predicate)
+    retention: Any = {"cutoff": STRADDLE, "failed": "30d"} if "failed)" in predicate \
+        else STRADDLE
+    settings, sweep = events_settings(dsn, predicate=predicate, retention=retention)
     result, metrics = sweep_once(db, settings, sweep)
     assert partitions(conn) == before_partitions
     assert result.partitions == []
@@ -304,12 +307,15 @@ def test_drops_that_would_empty_the_table_wait_for_an_explicit_opt_in(
     conn.execute("ANALYZE events")
     settings, sweep = events_settings(dsn)
     with structlog.testing.capture_logs() as logs:
-        run_sweep(db, sweep, settings, now=NOW, dry_run=True)
-        result, _ = sweep_once(db, settings, sweep)
-    assert "events_2025_06" in partitions(conn)
-    assert result.partitions == []
+        dry = run_sweep(db, sweep, settings, now=NOW, dry_run=True)
+    assert dry.partitions == []
     refused = [e for e in logs if e["event"] == "partition_drop_refused"]
     assert refused and "max_eligible_fraction" in refused[0]["reason"]
+    # A real run stops before its first drop or delete.
+    result = run_sweep(db, sweep, settings, now=NOW)
+    assert result.outcome == "failure" and "max_eligible_fraction" in (result.error or "")
+    assert "events_2025_06" in partitions(conn)
+    assert result.partitions == []
 
     settings, sweep = events_settings(dsn, sweep_values={"max_eligible_fraction": 1})
     conn.execute("INSERT INTO events (key, created_at) SELECT 'go-' || i, "
@@ -628,3 +634,21 @@ def test_metrics_start_at_zero_for_every_declared_table(dsn: str) -> None:
     for table in ("events", "nodes", "routers"):
         assert counter(metrics, "reaper_dropped_partitions_total", table=table) == 0
 
+
+
+def test_a_large_partition_reports_the_catalog_estimate(
+    dsn: str, conn: psycopg.Connection[Any], db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every partition counts as large: its rows are the catalog's estimate (exact after the
+    # ANALYZE of seed()), not a scan of the whole partition.
+    monkeypatch.setattr(partitions_module, "EXACT_COUNT_MAX_BYTES", 0)
+    create_events(conn)
+    seed(conn, STRADDLE_CUTOFF)
+    settings, sweep = events_settings(dsn)
+    with structlog.testing.capture_logs() as logs:
+        result, metrics = sweep_once(db, settings, sweep)
+    lines = [e for e in logs if e["event"] == "partition_dropped"]
+    assert len(lines) == 6
+    assert all(e["rows_source"] == "estimate" and e["rows"] == 5 for e in lines)
+    assert counter(metrics, "reaper_deleted_rows_total", table="events",
+                   reason="expired") == result.rows

@@ -298,3 +298,18 @@ def test_builtin_sweeps_pass_the_catalog(dsn: str, make_settings: Callable[..., 
     with Database.from_settings(settings) as db:
         check_predicates(db, BUILTIN_SWEEPS)
 
+
+
+@pytest.mark.usefixtures("armed")
+def test_the_daemon_refuses_to_start(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """`reaper run` checks every predicate against the catalog before its first run: exit 2."""
+    config = _config(tmp_path, "enrolled_at < %(cutoff)s AND NOT innocent(peer_id)")
+    run = run_reaper(
+        "run", "--config", str(config), "--listen", "127.0.0.1:0",
+        env={"REAPER_DSN": dsn}, timeout=60,
+    )
+    assert run.code == 2, run.stderr
+    assert "function innocent(text)" in run.stderr
+    _untouched(conn)

@@ -133,6 +133,19 @@ def panels() -> list[dict[str, Any]]:
                       f"reaper_sweep_duration_seconds_bucket{{{SEL}}}[$__rate_interval])))",
                       "p99 {{sweep}}", "B")],
               unit="s", x=0, y=34),
+        panel(11, "Rows left although eligible, by table and reason",
+              "rate(reaper_skipped_rows_total): rows a sweep left (locked by a writer, a delete "
+              "past statement_timeout, a foreign key). Locked rows go next run; the others need "
+              "a look (the log names them).",
+              [target('sum by (table, reason) (rate(reaper_skipped_rows_total{job=~"$job"}'
+                      "[$__rate_interval]))", "{{table}} {{reason}}")],
+              unit="rowsps", x=0, y=42),
+        panel(12, "Partitions removed",
+              "increase(reaper_dropped_partitions_total): partitions wholly past the cutoff, "
+              "dropped (or detached) instead of deleted row by row.",
+              [target('sum by (table) (increase(reaper_dropped_partitions_total{job=~"$job"}'
+                      "[$__rate_interval]))", "{{table}}")],
+              unit="short", x=12, y=42, draw="bars"),
         panel(10, "Failing checks",
               "reaper_check_failures: failing findings of the last `reaper check` the daemon "
               "ran, by sweep and check (sweep=\"*\": server and connection).",
