@@ -514,6 +514,14 @@ class _Deleter:
         return BatchRows(deleted, 1, tid)
 
 
+# Heap-walk ranges are sized to hold this fraction of a batch's row limit: a range that holds
+# more than the limit is deleted, rolled back and redone by tuple id (heap_batch.sql), about
+# three times the cost of the plain range delete, so a range aimed at the limit itself
+# overshoots on every other batch (bench B1 at a fill of 1.0: 5.8x one plain DELETE, every
+# batch redone). At 0.8 the usual variation of garbage per block stays under the limit.
+RANGE_FILL = 0.8
+
+
 def _walk_heap(
     deleter: _Deleter,
     target_seconds: float,
@@ -531,7 +539,7 @@ def _walk_heap(
     progress = deleter.progress
     stats = hs.heap.stats
     end = stats.blocks
-    size = deleter.sizer.size
+    size = deleter.sizer.size * RANGE_FILL
     if stats.rows_per_block > 0:
         fraction = estimated_fraction if estimated_fraction else 1.0
         garbage_per_block = max(stats.rows_per_block * fraction, 1e-3)
@@ -574,7 +582,7 @@ def _walk_heap(
         # Resize the next range: toward the next limit's rows and target_seconds, at most 2x
         # either way per step so one odd range (a run of live rows, a checkpoint) cannot swing
         # it wildly. A range without garbage grows (when it was quick) and never shrinks.
-        want = deleter.limit()
+        want = deleter.limit() * RANGE_FILL
         if rows.selected >= limit:
             # Capped: the density is known from where the batch stopped; a range sized by
             # it holds about one batch (no damping: a range far too large for the garbage in
