@@ -989,7 +989,7 @@ def _after(value: Any) -> tuple[str, ...]:
 def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
     parsers: dict[str, Callable[[Any], Any]] = {
         "enabled": scalar(_bool),
-        "batch_size": scalar(_optional_positive_int),
+        "batch_size": scalar(_positive_int),
         "interval": scalar(_optional_interval),
         "max_rows_per_run": scalar(_optional_positive_int),
         "max_seconds_per_run": scalar(_optional_positive_duration),
