@@ -26,7 +26,9 @@ parser, libpg_query) and must be one boolean expression over the sweep's table:
 What the parser cannot know (what a function or operator name resolves to) is asked of the
 server's catalog (:func:`verify`): only built-in (``pg_catalog``, created by initdb),
 immutable or stable functions and operators that are not SECURITY DEFINER may appear, casts
-only to built-in types, subqueries only over tables. Statements are composed only from a
+only to built-in types, no cast with a user function between types a built-in value can
+take, columns (read anywhere, subqueries included) only of built-in types that are not
+domains, subqueries only over tables. Statements are composed only from a
 :class:`CheckedPredicate`, which only :func:`verify` builds.
 """
 
@@ -668,9 +670,12 @@ def verify(
     every function, operator, cast type and relation it and ``since`` name: each must be
     built in (``pg_catalog``, created by initdb), immutable or stable, not SECURITY DEFINER
     (operators: their functions), casts only to built-in types (a domain's CHECK runs code),
-    subqueries only over tables (a view runs its owner's code). Every candidate of an
-    unqualified name visible on the search path counts: a user function that shadows a
-    built-in one is refused too.
+    subqueries only over tables (a view runs its owner's code), every column read of a
+    built-in type that is not a domain, and no cast with a user function between types a
+    built-in value can take (it applies implicitly). Every candidate of an unqualified name
+    visible on the search path counts when it could take the predicate's (built-in)
+    operands: a user function that shadows a built-in one is refused too; one on an
+    extension's own types (citext) is not.
 
     Raises:
         PredicateError: one line naming the offending part or object.
