@@ -244,7 +244,8 @@ def run_once(
     with db:
         if report_missing_tables(db, sweeps, settings):
             sys.exit(EXIT_FAILED)
-        refuse_unsweepable(db, sweeps)
+        with db.session() as session:
+            refuse_unsweepable(session, sweeps)
         check_predicates(db, sweeps)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
@@ -427,16 +428,21 @@ def run(config_path: Path | None, **raw: Any) -> None:
 def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]) -> None:
     """Exit 2 (RelationRefused, PredicateRefused) when a sweep's table is a relation reaper
     cannot delete from or its predicate is refused by the server's catalog; a database that
-    cannot be reached now is left to the daemon, which waits for it (and checks each
-    predicate before its first statement)."""
+    cannot be read now (down, or behind a proxy the daemon refuses itself) is left to the
+    daemon, which waits for it or says why (and checks each predicate before its first
+    statement). The relation check takes one connection of its own, no pool."""
     db = open_database(settings)
+    try:
+        with db.dedicated_session() as session:
+            refuse_unsweepable(session, sweeps)
+    except errors.DatabaseError:
+        return
     try:
         db.check_connection()
     except errors.ConnectionFailed:
         return
     try:
         with db:
-            refuse_unsweepable(db, sweeps)
             check_predicates(db, sweeps)
     except errors.ConnectionFailed:
         return
@@ -750,7 +756,8 @@ def status_command(
     with db:
         if report_missing_tables(db, sweeps, settings):
             sys.exit(EXIT_FAILED)
-        refuse_unsweepable(db, sweeps)
+        with db.session() as session:
+            refuse_unsweepable(session, sweeps)
         check_predicates(db, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:

@@ -377,6 +377,7 @@ class HeapStatements:
             return sql.SQL(sqlfiles.engine(name)).format(**parts)
 
         self.heap_batch = compose("heap_batch")
+        self.heap_range_batch = compose("heap_range_batch")
         self.index_batch = compose("index_batch")
         self.heap_first_victim = compose("heap_first_victim")
         self.index_first_victim = compose("index_first_victim")
@@ -485,6 +486,10 @@ class SweepStatements:
                 need += [(h.heap.qualified, p) for p in ("SELECT", "DELETE")]
         need += [(t, "SELECT") for t in self.tables_read[1:]]
         return need
+
+
+class _OverLimit(Exception):
+    """A whole-range batch found more victims than its limit; it was rolled back."""
 
 
 _RV = TypeVar("_RV")
@@ -791,6 +796,13 @@ class Session:
                     f"table {table} {where} {why}; reaper deletes only from ordinary tables "
                     "(and the partitions and inheritance children of one)"
                 )
+            if r["delete_rule"]:
+                where = "has" if r["declared"] else f"covers {r['schema']}.{r['name']}, which has"
+                raise errors.RelationRefused(
+                    f"table {table} {where} a rule ON DELETE: a rule rewrites a DELETE into "
+                    "other statements, so the rows a batch selected would not be the rows it "
+                    "deletes; drop the rule or sweep the table the rule writes to"
+                )
             stats = TableStats(
                 int(r["estimated_rows"]), int(r["analyzed_blocks"]), int(r["blocks"])
             )
@@ -909,7 +921,12 @@ class Session:
         """
         p = dict(params, first_tid=tid_text(first), end_tid=tid_text((end_block, 0)),
                  limit=limit, skip=[tid_text(t) for t in skip])
-        return self._batch(hs.heap_batch, p, stmts)
+        # The whole range first (heap_range_batch.sql: the cheapest form), rolled back when it
+        # held more than ``limit`` victims; then the range's first ``limit`` victims.
+        try:
+            return self._batch(hs.heap_range_batch, p, stmts, at_most=limit)
+        except _OverLimit:
+            return self._batch(hs.heap_batch, p, stmts)
 
     def delete_index_batch(
         self,
@@ -971,7 +988,10 @@ class Session:
         stmts: SweepStatements,
         *,
         index: bool = False,
+        at_most: int | None = None,
     ) -> BatchRows:
+        """Run one batch statement in its own transaction; with ``at_most``, roll it back
+        (raising _OverLimit) when it deleted more rows than that."""
         self._require_own_session()
         with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
             cur.execute(sql.SQL(sqlfiles.engine("batch_settings")),
@@ -980,7 +1000,9 @@ class Session:
                 cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
             cur.execute(stmt, params)
             row = cur.fetchone()
-        assert row is not None
+            assert row is not None
+            if at_most is not None and int(row[0]) > at_most:
+                raise _OverLimit  # rolls the transaction back: nothing was deleted
         return BatchRows(int(row[0]), int(row[1]), parse_tid(row[2]) if row[2] else None)
 
     def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:

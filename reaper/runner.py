@@ -661,6 +661,13 @@ def _walk_heap(
         # either way per step so one odd range (a run of live rows, a checkpoint) cannot swing
         # it wildly. A range without garbage grows (when it was quick) and never shrinks.
         want = deleter.limit()
+        if rows.selected >= limit:
+            # Capped: the density is known from where the batch stopped; a range sized by
+            # it holds about one batch (no damping: a range far too large for the garbage in
+            # it would be deleted and rolled back again, heap_range_batch.sql).
+            span = min(max(math.ceil(want * covered / rows.selected), MIN_BLOCKS_PER_BATCH),
+                       MAX_BLOCKS_PER_BATCH)
+            continue
         if rows.selected:
             scale = want * covered / rows.selected / max(span, 1)
             if seconds > 0:
@@ -881,7 +888,7 @@ def _delete(
         result.strategy = settings.strategy_for(sweep.name)
 
 
-def refuse_unsweepable(db: Database, sweeps: Iterable[Sweep]) -> None:
+def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:
     """Check, before any sweep runs, that every sweep's table is one reaper can delete from
     (an ordinary table, or a partitioned or inheritance parent whose every member is one).
 
@@ -890,16 +897,15 @@ def refuse_unsweepable(db: Database, sweeps: Iterable[Sweep]) -> None:
     Raises:
         RelationRefused: the first sweep whose table is a view, a foreign table, a
             materialized view ... or covers one; the message names the table and why.
-        ConnectionFailed: the database cannot be reached.
+        DatabaseError: the catalog could not be read.
     """
-    with db.session() as session:
-        for sweep in sweeps:
-            try:
-                session.heaps(sweep.table)
-            except errors.ObjectMissing:
-                continue
-            except errors.RelationRefused as exc:
-                raise errors.RelationRefused(f"sweep {sweep.name}: {exc}") from None
+    for sweep in sweeps:
+        try:
+            session.heaps(sweep.table)
+        except errors.ObjectMissing:
+            continue
+        except errors.RelationRefused as exc:
+            raise errors.RelationRefused(f"sweep {sweep.name}: {exc}") from None
 
 
 def run_sweeps(

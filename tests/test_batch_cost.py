@@ -272,8 +272,8 @@ def seed_ephemeral_tokens(
 def test_the_request_predicate_asks_each_token_by_its_primary_key(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
-    """The ephemeral arm probes bootstrap_tokens' primary key once a row: no list of every
-    ephemeral token searched for each request."""
+    """A row is tested against the ephemeral arm by one probe of bootstrap_tokens' primary
+    key before the list of ephemeral tokens (which only the index scan on token_id uses)."""
     seed_ephemeral_tokens(conn, 2000, 2000, 20)
     predicate = SWEEPS["enrollment_requests"].predicate
     plan = "\n".join(
@@ -284,7 +284,8 @@ def test_the_request_predicate_asks_each_token_by_its_primary_key(
         ).fetchall()
     )
     assert "Index Scan using bootstrap_tokens_pkey on bootstrap_tokens" in plan, plan
-    assert "ANY" not in plan and "ARRAY" not in plan, plan
+    (filter_line,) = [line for line in plan.splitlines() if "Filter:" in line and "ANY" in line]
+    assert filter_line.index("SubPlan") < filter_line.index("ANY"), filter_line
 
 
 @pytest.mark.slow

@@ -62,11 +62,13 @@ def _no_process_left() -> Iterator[None]:
 
 
 def lock_holder(conn: psycopg.Connection[Any]) -> int | None:
-    """The server process holding router_leases' advisory lock, if any."""
+    """The server process holding router_leases' advisory lock in the test's database, if any
+    (other tests' daemons share the server and take the same key in their databases)."""
     return scalar(  # type: ignore[no-any-return]
         conn,
         "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1"
-        " AND ((classid::bigint << 32) | objid::bigint) = %s",
+        " AND ((classid::bigint << 32) | objid::bigint) = %s"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
         ROUTER_LOCK,
     )
 
@@ -302,6 +304,7 @@ def test_readiness_follows_a_database_that_refuses_writes(make_daemon, conn) -> 
     daemon = make_daemon(["router_leases"])
     port = daemon.http.port
     wait_for("ready", lambda: http_get(port, "/readyz")[0] == 200)
+    wait_for("the first scheduled run", lambda: daemon.state("router_leases").runs >= 1)
     dbname = conn.info.dbname
     conn.execute(f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = on')
     seed_routers(conn, garbage=3)  # this session predates the change: it may still write
@@ -404,9 +407,15 @@ def run_once(dsn: str, *extra: str) -> subprocess.CompletedProcess[str]:
 
 
 def seed_stale_nodes(conn: psycopg.Connection[Any], n: int) -> None:
+    """``n`` stale nodes, and as many live ones (a sweep refuses to empty a whole table)."""
     conn.execute(
         "INSERT INTO nodes (peer_id, enrolled_at) SELECT 'stale-' || i,"
         " now() - interval '40 days' FROM generate_series(1, %s) i",
+        (n,),
+    )
+    conn.execute(
+        "INSERT INTO nodes (peer_id, enrolled_at) SELECT 'live-' || i, now()"
+        " FROM generate_series(1, %s) i",
         (n,),
     )
 

@@ -19,6 +19,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from reaper import checks
+from reaper import partitions as partitions_module
 from reaper.db import Database
 from reaper.errors import ConfigError
 from reaper.metrics import Metrics
@@ -633,3 +634,21 @@ def test_metrics_start_at_zero_for_every_declared_table(dsn: str) -> None:
     for table in ("events", "nodes", "routers"):
         assert counter(metrics, "reaper_dropped_partitions_total", table=table) == 0
 
+
+
+def test_a_large_partition_reports_the_catalog_estimate(
+    dsn: str, conn: psycopg.Connection[Any], db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every partition counts as large: its rows are the catalog's estimate (exact after the
+    # ANALYZE of seed()), not a scan of the whole partition.
+    monkeypatch.setattr(partitions_module, "EXACT_COUNT_MAX_BYTES", 0)
+    create_events(conn)
+    seed(conn, STRADDLE_CUTOFF)
+    settings, sweep = events_settings(dsn)
+    with structlog.testing.capture_logs() as logs:
+        result, metrics = sweep_once(db, settings, sweep)
+    lines = [e for e in logs if e["event"] == "partition_dropped"]
+    assert len(lines) == 6
+    assert all(e["rows_source"] == "estimate" and e["rows"] == 5 for e in lines)
+    assert counter(metrics, "reaper_deleted_rows_total", table="events",
+                   reason="expired") == result.rows

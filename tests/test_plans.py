@@ -152,9 +152,10 @@ def test_index_batch_uses_an_index_on_the_swept_table(big_db: Settings, sweep: S
     assert used & indexes_of(big_db, sweep.table), shape
 
 
+@pytest.mark.parametrize("which", ["heap_batch", "heap_range_batch"])
 @pytest.mark.parametrize("sweep", BUILTIN_SWEEPS, ids=lambda s: s.name)
-def test_heap_batch_reads_a_block_range(big_db: Settings, sweep: Sweep) -> None:
-    nodes = explain(big_db, sweep, "heap_batch")
+def test_heap_batch_reads_a_block_range(big_db: Settings, sweep: Sweep, which: str) -> None:
+    nodes = explain(big_db, sweep, which)
     shape = describe(nodes)
     on_table = [n for n in nodes if n.get("Relation Name") == sweep.table]
     assert any(n["Node Type"] == "Tid Range Scan" for n in on_table), shape

@@ -12,6 +12,8 @@ table and why; ``reaper check`` reports it.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +220,16 @@ def test_a_view_is_refused(
         "CREATE VIEW events AS SELECT * FROM events_base;"
     )
     seed(conn, "events_base", 10, 10)
-    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events", "is a view")
+    config = write_config(tmp_path, "events")
+    assert_refused(capsys, dsn, config, "events", "is a view")
+    # The daemon refuses to start too (it would otherwise run until stopped).
+    proc = subprocess.run(
+        [sys.executable, "-m", "reaper", "run", "--listen", "127.0.0.1:0", "--config",
+         str(config), "--dsn", dsn],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("reaper: sweep events: table events")
     assert ages(conn, "events_base") == (10, 10)
 
 
@@ -279,3 +290,47 @@ def test_a_partitioned_table_with_a_foreign_partition_is_refused(
     assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
                    "covers public.events_remote, which is a foreign table")
     assert ages(conn, "events_local") == (10, 10)
+
+
+@pytest.mark.parametrize("rule", [
+    # Rewritten into a delete of another table: the batch's rows stay, others go.
+    "DO INSTEAD DELETE FROM victim WHERE victim.id = old.id",
+    # Kept, plus a delete of another table that the predicate never saw.
+    "DO ALSO DELETE FROM victim WHERE victim.id = old.id OR true",
+    # Rewritten into nothing: the run would report rows it never deleted.
+    "DO INSTEAD NOTHING",
+])
+def test_a_table_with_a_delete_rule_is_refused(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], rule: str,
+) -> None:
+    conn.execute(
+        "CREATE TABLE victim (id bigint, logged_at timestamptz NOT NULL);"
+        "CREATE TABLE events (id bigint, logged_at timestamptz NOT NULL);"
+        f"CREATE RULE events_delete AS ON DELETE TO events {rule};"
+    )
+    seed(conn, "victim", 0, 10)
+    seed(conn, "events", 10, 10)
+    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
+                   "has a rule ON DELETE")
+    assert ages(conn, "events") == (10, 10)
+    assert ages(conn, "victim") == (0, 10)
+
+
+def test_an_inheritance_child_with_a_delete_rule_is_refused(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    conn.execute(
+        "CREATE TABLE victim (id bigint, logged_at timestamptz NOT NULL);"
+        "CREATE TABLE events (id bigint, logged_at timestamptz NOT NULL);"
+        "CREATE TABLE events_a () INHERITS (events);"
+        "CREATE RULE events_a_delete AS ON DELETE TO events_a"
+        " DO INSTEAD DELETE FROM victim WHERE victim.id = old.id;"
+    )
+    seed(conn, "victim", 0, 10)
+    seed(conn, "events_a", 10, 10)
+    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
+                   "covers public.events_a, which has a rule ON DELETE")
+    assert ages(conn, "events_a") == (10, 10)
+    assert ages(conn, "victim") == (0, 10)

@@ -8,8 +8,9 @@
 -- a bare FROM would reach the same tuple ids in every child.
 -- No row lock (FOR UPDATE needs the UPDATE privilege): a row a writer holds fails the batch
 -- at the transaction's short lock_timeout (batch_settings.sql), and the runner splits it.
--- The DELETE re-checks the predicate, as a sub-select so that no index on it can replace the
--- Tid Scan: under READ COMMITTED, a row that a concurrent transaction changed is re-read in
+-- The predicate is written as a sub-select, so that no index on it can replace the TID Range
+-- Scan of the victims nor the Tid Scan of the DELETE (a walk reads each block once). The
+-- DELETE re-checks it: under READ COMMITTED, a row that a concurrent transaction changed is re-read in
 -- its committed version and the predicate decides on that version (a member refreshed
 -- meanwhile is no longer a victim).
 -- {heap}, {alias} and {predicate} are composed by reaper.db; the predicate's parameters are
@@ -18,7 +19,7 @@ WITH victims AS MATERIALIZED (
     SELECT ctid FROM ONLY {heap} AS {alias}
     WHERE ctid >= %(first_tid)s::tid AND ctid < %(end_tid)s::tid
       AND ctid <> ALL (%(skip)s::tid[])
-      AND ({predicate})
+      AND (SELECT ({predicate}))
     ORDER BY ctid
     LIMIT %(limit)s
 ), gone AS (

@@ -4,6 +4,6 @@
 SELECT ctid::text AS victim FROM ONLY {heap} AS {alias}
 WHERE ctid >= %(first_tid)s::tid AND ctid < %(end_tid)s::tid
   AND ctid <> ALL (%(skip)s::tid[])
-  AND ({predicate})
+  AND (SELECT ({predicate}))
 ORDER BY ctid
 LIMIT 1
