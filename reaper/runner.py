@@ -485,25 +485,30 @@ def ledger_of(db: Database) -> DeletionLedger:
 def refuse_table_window(
     sweep: Sweep, measure: EligibleMeasure, threshold: float, window: _TableWindow
 ) -> None:
-    """The full-table interlock across runs: stop a run before its first delete when the rows
-    already deleted from the table in its window plus the rows eligible now reach
-    ``threshold`` of the table's rows at the window's start (a table of FULL_TABLE_MIN_ROWS
-    rows or more then). ``threshold`` 1 is the opt-in.
+    """The full-table interlock across runs: once this process deleted rows from the table in
+    the window, stop a run before its first delete when the rows it would leave (rows now
+    minus rows eligible now) are at most ``1 - threshold`` of the table's rows at the
+    window's start (a table of FULL_TABLE_MIN_ROWS rows or more then). Without inserts
+    meanwhile that is (deleted in the window + eligible now) / rows at the start >=
+    ``threshold``; rows inserted since count as rows kept, so a busy table whose rows come and
+    go many times a day is not refused. ``threshold`` 1 is the opt-in.
 
     Raises:
         FullTableRefused: one line naming the sweep, the figures and the setting.
     """
     if threshold >= 1.0 or window.rows < FULL_TABLE_MIN_ROWS or not window.deleted:
         return
-    fraction = (window.deleted + measure.eligible) / window.rows
-    if fraction < threshold:
+    left = max(0.0, measure.rows - measure.eligible)
+    if left / window.rows > 1.0 - threshold:
         return
     raise errors.FullTableRefused(
         f"sweep {sweep.name}: {window.deleted:,} rows already deleted from {sweep.table} by "
-        f"this process plus about {measure.eligible:,.0f} eligible now make {fraction:.1%} "
-        f"of its {window.rows:,.0f} rows, at or above max_eligible_fraction {threshold:g}; "
-        f"nothing was deleted. If that is meant, set max_eligible_fraction = 1 in "
-        f"[sweeps.{sweep.name}] (or --max-eligible-fraction / REAPER_MAX_ELIGIBLE_FRACTION)"
+        f"this process, and about {measure.eligible:,.0f} of the {measure.rows:,.0f} left "
+        f"are eligible: the run would leave {left / window.rows:.1%} of its "
+        f"{window.rows:,.0f} rows, so {1 - left / window.rows:.1%} would be gone, at or above "
+        f"max_eligible_fraction {threshold:g}; nothing was deleted. If that is meant, set "
+        f"max_eligible_fraction = 1 in [sweeps.{sweep.name}] (or --max-eligible-fraction / "
+        "REAPER_MAX_ELIGIBLE_FRACTION)"
     )
 
 

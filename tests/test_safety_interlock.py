@@ -198,6 +198,7 @@ def test_halves_in_one_invocation_are_judged_together(
     assert by_name["half_b"]["outcome"] == "failure" and by_name["half_b"]["rows"] == 0
     error = by_name["half_b"]["error"]
     assert "950 rows already deleted from public.big" in error, error
+    assert "100.0% would be gone" in error, error
     assert "max_eligible_fraction 0.95" in error and "\n" not in error
     assert _big(conn) == 950
     # A new invocation is a new window: 950 rows, below the floor, may go.
@@ -252,3 +253,31 @@ def test_runs_under_the_threshold_together_go_on(
         second = run_sweep(db, sweeps["half_b"], settings)
     assert first.rows == 950 and second.outcome == "success" and second.rows == 475
     assert _big(conn) == 475
+
+
+def test_a_busy_table_is_not_refused_for_its_churn(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """10,000 young rows; twelve times, 1,000 old rows arrive and a run deletes them: 12,000
+    rows deleted in the window, more than the table ever held, and every run goes on (the
+    table keeps 10,000 rows throughout)."""
+    conn.execute(
+        "CREATE TABLE busy (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL);"
+        "INSERT INTO busy (created_at) SELECT now() FROM generate_series(1, 10000);"
+    )
+    settings = build_settings({"dsn": dsn}, {"sweeps": {"busy": {
+        "table": "busy", "reason": "old", "retention": "30d",
+        "predicate": "created_at < %(cutoff)s",
+    }}})
+    (sweep,) = [s for s in configured_sweeps(settings) if s.name == "busy"]
+    with Database.from_settings(settings) as db:
+        for _ in range(12):
+            conn.execute(
+                "INSERT INTO busy (created_at)"
+                " SELECT now() - interval '60 days' FROM generate_series(1, 1000);"
+                "ANALYZE busy"
+            )
+            result = run_sweep(db, sweep, settings)
+            assert result.outcome == "success" and result.rows == 1000, result.error
+    got = conn.execute("SELECT count(*) FROM busy").fetchone()
+    assert got == (10000,)
