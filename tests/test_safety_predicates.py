@@ -477,6 +477,13 @@ def test_an_extension_on_user_types_does_not_refuse_built_in_names(
         ("CREATE FUNCTION public.strpos(text, text) RETURNS int LANGUAGE sql"
          " AS 'SELECT 1'", "enrolled_at < %(cutoff)s AND strpos(peer_id, 'o') > 0",
          "strpos(text,text), which is not built in"),
+        ("CREATE DOMAIN peer_name AS text;"
+         " CREATE FUNCTION peer_eq(peer_name[], peer_name[]) RETURNS boolean LANGUAGE sql"
+         " AS 'SELECT true';"
+         " CREATE OPERATOR public.@> (FUNCTION = peer_eq, LEFTARG = peer_name[],"
+         " RIGHTARG = peer_name[])",
+         "enrolled_at < %(cutoff)s AND ARRAY[peer_id] @> ARRAY['x']",
+         "@>(peer_name[],peer_name[]), which is not built in"),
     ],
 )
 def test_a_user_operator_or_function_on_built_in_types_is_still_refused(

@@ -14,9 +14,13 @@
 -- refused (an implicit cast applies without being written). One row per refused object.
 WITH applicable AS (
     -- Types a built-in value can be passed as: built in, domains (a base value coerces to
-    -- them), or the target of an implicit cast from a built-in type.
+    -- them), arrays of those (an array coerces element by element), or the target of an
+    -- implicit cast from a built-in type.
     SELECT t.oid FROM pg_type t
     WHERE t.oid < 16384 OR t.typtype = 'd'
+       OR t.typcategory = 'A' AND EXISTS (SELECT FROM pg_type e
+                                         WHERE e.oid = t.typelem
+                                           AND (e.oid < 16384 OR e.typtype = 'd'))
        OR EXISTS (SELECT FROM pg_cast c
                   WHERE c.casttarget = t.oid AND c.castsource < 16384 AND c.castcontext = 'i')
 )
@@ -57,7 +61,7 @@ WHERE o.oprname = ANY (%(operators)s::name[])
   AND (o.oid < 16384 AND n.nspname = 'pg_catalog' AND v.why IS NOT NULL
        OR (o.oid >= 16384 OR n.nspname <> 'pg_catalog')
           AND (o.oprleft = 0 OR o.oprleft IN (SELECT oid FROM applicable))
-          AND o.oprright IN (SELECT oid FROM applicable))
+          AND (o.oprright = 0 OR o.oprright IN (SELECT oid FROM applicable)))
 UNION ALL
 SELECT format('type %%s', t.name), 'is not a built-in type (a domain''s CHECK can run code)'
 FROM unnest(%(types)s::text[]) AS t(name)
