@@ -533,7 +533,7 @@ class CatalogObjects:
         operators: operator names (``<``, ``~~``, ``@>``).
         types: type names of casts, as SQL text for ``to_regtype``.
         relations: relations its subqueries read, quoted for ``to_regclass``.
-        table: the swept table, as written (for ``to_regclass``).
+        table: the swept table, each part quoted for ``to_regclass``.
         columns: column names it reads (of the table or of a subquery's relations).
         all_columns: it reads every column of those relations (``*``, a whole-row
             reference).
@@ -654,8 +654,8 @@ def catalog_objects(table: str, predicate: str, since: str = "") -> CatalogObjec
     # A bare name that is a relation's is a whole-row reference: every column is read.
     all_columns = all_columns or any(c in row_names for c in columns)
     return CatalogObjects(
-        tuple(functions), tuple(operators), tuple(types), tuple(relations), table,
-        tuple(columns), all_columns,
+        tuple(functions), tuple(operators), tuple(types), tuple(relations),
+        _quoted(*table.split(".", 1)), tuple(columns), all_columns,
     )
 
 
