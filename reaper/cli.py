@@ -519,8 +519,9 @@ def print_results(
         if r.error:
             console.print(Text.assemble((r.sweep, "red"), ": ", r.error))
         for h in r.holders:
+            # One line however long: who holds the lock is what an operator greps for.
             console.print(Text.assemble((r.sweep, "yellow"), ": skipped, lock held by ",
-                                        h.describe()))
+                                        h.describe()), soft_wrap=True)
 
 
 def dependants_notes(sweeps: Sequence[Sweep], counts: Mapping[str, int]) -> list[str]:
@@ -826,7 +827,8 @@ def print_status(
     console = _console()
     for r in rows:
         for h in r.lock_holders:
-            console.print(Text.assemble((r.sweep, "yellow"), ": lock held by ", h.describe()))
+            console.print(Text.assemble((r.sweep, "yellow"), ": lock held by ", h.describe()),
+                          soft_wrap=True)
     counts = {r.sweep: r.backlog_rows for r in rows if r.backlog_rows is not None}
     for note in dependants_notes(sweeps, counts):
         console.print(f"note: {note}")

@@ -271,6 +271,9 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
                     row = w.execute(
                         "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper'"
                         " AND datname = current_database() AND wait_event = 'PgSleep'"
+                        # The batch's DELETE, not the block sample that measures the table
+                        # first (its pause would let the request in before the batch's snapshot).
+                        " AND query ILIKE '%%DELETE%%'"
                     ).fetchone()
                     if row and row[0]:
                         add_request(w, "raced-request", token_id=raced, created_at=NOW)
