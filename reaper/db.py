@@ -831,6 +831,9 @@ class Session:
                 "operators": list(objects.operators),
                 "types": list(objects.types),
                 "relations": list(objects.relations),
+                "table": objects.table,
+                "columns": list(objects.columns),
+                "all_columns": objects.all_columns,
             },
         )
         return [(str(r["what"]), str(r["why"])) for r in rows]

@@ -18,13 +18,17 @@ parser, libpg_query) and must be one boolean expression over the sweep's table:
   cutoff. Every branch of a top-level OR (ORs nest) holds, as an AND-ed conjunct, a
   comparison ``<expression over the table's columns> < %(NAME)s`` (or ``<=``, or the mirrored
   ``%(NAME)s > expression``) whose parameter side is a bare cutoff parameter and whose other
-  side names a column of the table, with no subquery and no parameter. A cutoff parameter
+  side is a bare column of the table, or coalesce/greatest/least of such forms, or
+  ``CASE WHEN condition THEN form END`` without ELSE (no constant, arithmetic, cast or
+  function: each could move a row's age to anything). A cutoff parameter
   appears nowhere else: not under NOT, IS, CASE, COALESCE or a function, not in arithmetic.
 
 What the parser cannot know (what a function or operator name resolves to) is asked of the
 server's catalog (:func:`verify`): only built-in (``pg_catalog``, created by initdb),
 immutable or stable functions and operators that are not SECURITY DEFINER may appear, casts
-only to built-in types, subqueries only over tables. Statements are composed only from a
+only to built-in types, no cast with a user function between types a built-in value can
+take, columns (read anywhere, subqueries included) only of built-in types that are not
+domains, subqueries only over tables. Statements are composed only from a
 :class:`CheckedPredicate`, which only :func:`verify` builds.
 """
 
@@ -400,7 +404,54 @@ def _bounding(node: ast.Node, table: str, names: Sequence[str]) -> bool:
             f"compares `{_sql(column_side, names)}` with a cutoff, which names no column of "
             f"{table}: it does not depend on a row's age"
         )
+    bad = _unshifted(column_side, table)
+    if bad is not None:
+        raise PredicateError(
+            f"compares `{_sql(column_side, names)}` with a cutoff, and `{_sql(bad, names)}` "
+            "can shift a row's age (a constant, arithmetic, a cast or a function); the side "
+            "compared with a cutoff must be a bare column of the table, or coalesce/greatest/"
+            "least of such columns, or CASE WHEN ... THEN column END (no ELSE)"
+        )
     return True
+
+
+def _is_null(node: object) -> bool:
+    return isinstance(node, ast.A_Const) and bool(getattr(node, "isnull", False))
+
+
+def _unshifted(node: ast.Node, table: str) -> ast.Node | None:
+    """None when ``node`` is a value some row holds in a column of ``table``, unchanged (or
+    NULL, which matches nothing): a bare column of the table; coalesce, greatest or least
+    whose arguments are all such forms; ``CASE WHEN cond THEN form ... END`` without ELSE
+    (each result such a form, a row the conditions leave out is NULL). Else the first part
+    that is none of those (a constant, arithmetic, a cast or a function can move a row's
+    age to anything)."""
+    table_names = {table.lower(), table.rsplit(".", 1)[-1].lower()}
+    if isinstance(node, ast.ColumnRef):
+        fields = [getattr(f, "sval", None) for f in node.fields or ()]
+        if fields and all(isinstance(f, str) for f in fields) and (
+            len(fields) == 1 or ".".join(str(f) for f in fields[:-1]).lower() in table_names
+        ):
+            return None
+        return node
+    if isinstance(node, ast.CoalesceExpr | ast.MinMaxExpr):
+        for arg in node.args or ():
+            bad = _unshifted(arg, table)
+            if bad is not None:
+                return bad
+        return None
+    if isinstance(node, ast.CaseExpr):
+        if node.defresult is not None and not _is_null(node.defresult):
+            return node.defresult
+        for when in node.args or ():
+            result = getattr(when, "result", None)
+            if _is_null(result):
+                continue
+            bad = _unshifted(result, table) if isinstance(result, ast.Node) else node
+            if bad is not None:
+                return bad
+        return None
+    return node
 
 
 def _conjuncts(node: ast.Node) -> list[ast.Node]:
@@ -482,12 +533,19 @@ class CatalogObjects:
         operators: operator names (``<``, ``~~``, ``@>``).
         types: type names of casts, as SQL text for ``to_regtype``.
         relations: relations its subqueries read, quoted for ``to_regclass``.
+        table: the swept table, each part quoted for ``to_regclass``.
+        columns: column names it reads (of the table or of a subquery's relations).
+        all_columns: it reads every column of those relations (``*``, a whole-row
+            reference).
     """
 
     functions: tuple[str, ...]
     operators: tuple[str, ...]
     types: tuple[str, ...]
     relations: tuple[str, ...]
+    table: str = ""
+    columns: tuple[str, ...] = ()
+    all_columns: bool = False
 
 
 class Catalog(Protocol):
@@ -549,6 +607,9 @@ def catalog_objects(table: str, predicate: str, since: str = "") -> CatalogObjec
     operators: list[str] = list(_IMPLICIT_OPERATORS)
     types: list[str] = []
     relations: list[str] = []
+    columns: list[str] = []
+    row_names: set[str] = set()
+    all_columns = False
 
     def add(bucket: list[str], value: str) -> None:
         if value not in bucket:
@@ -580,7 +641,22 @@ def catalog_objects(table: str, predicate: str, since: str = "") -> CatalogObjec
         elif isinstance(node, ast.RangeVar):
             parts = [p for p in (node.schemaname, node.relname) if p]
             add(relations, _quoted(*(str(p) for p in parts)))
-    return CatalogObjects(tuple(functions), tuple(operators), tuple(types), tuple(relations))
+            row_names.add(str(node.relname))
+            if node.alias is not None:
+                row_names.add(str(node.alias.aliasname))
+        elif isinstance(node, ast.ColumnRef):
+            fields = [getattr(f, "sval", None) for f in node.fields or ()]
+            if not fields or not isinstance(fields[-1], str):
+                all_columns = True  # t.* or *
+            else:
+                add(columns, fields[-1])
+    row_names.update({table.rsplit(".", 1)[-1], table.rsplit(".", 1)[-1].lower()})
+    # A bare name that is a relation's is a whole-row reference: every column is read.
+    all_columns = all_columns or any(c in row_names for c in columns)
+    return CatalogObjects(
+        tuple(functions), tuple(operators), tuple(types), tuple(relations),
+        _quoted(*table.split(".", 1)), tuple(columns), all_columns,
+    )
 
 
 def verify(
@@ -594,9 +670,12 @@ def verify(
     every function, operator, cast type and relation it and ``since`` name: each must be
     built in (``pg_catalog``, created by initdb), immutable or stable, not SECURITY DEFINER
     (operators: their functions), casts only to built-in types (a domain's CHECK runs code),
-    subqueries only over tables (a view runs its owner's code). Every candidate of an
-    unqualified name visible on the search path counts: a user function that shadows a
-    built-in one is refused too.
+    subqueries only over tables (a view runs its owner's code), every column read of a
+    built-in type that is not a domain, and no cast with a user function between types a
+    built-in value can take (it applies implicitly). Every candidate of an unqualified name
+    visible on the search path counts when it could take the predicate's (built-in)
+    operands: a user function that shadows a built-in one is refused too; one on an
+    extension's own types (citext) is not.
 
     Raises:
         PredicateError: one line naming the offending part or object.
@@ -612,7 +691,8 @@ def verify(
         what, why = refused[0]
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         raise PredicateError(
-            f"uses {what}, which {why}{more}; only built-in, side-effect-free functions and "
-            "operators may appear (pg_catalog, immutable or stable, not SECURITY DEFINER)"
+            f"uses {what}, which {why}{more}; only built-in, side-effect-free functions, "
+            "operators and casts, over columns of built-in types, may appear (pg_catalog, "
+            "immutable or stable, not SECURITY DEFINER)"
         )
     return CheckedPredicate(table, predicate, since, tuple(cutoffs), _TOKEN)

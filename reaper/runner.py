@@ -15,6 +15,7 @@ import math
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,9 +34,11 @@ from reaper.db import (
     Session,
     SweepStatements,
     advisory_lock_key,
+    regclass_text,
     utc_instant,
 )
 from reaper.metrics import SKIP_REASONS, Metrics
+from reaper.predicate import CheckedPredicate
 from reaper.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.sweeps import Sweep, retention_of
 
@@ -421,6 +424,94 @@ def refuse_full_table(sweep: Sweep, measure: EligibleMeasure, threshold: float) 
     )
 
 
+# How long the daemon judges a table's deletions together (seconds): a table of N rows at the
+# window's start loses at most max_eligible_fraction of N in that window, however many sweeps
+# or runs share the work. A run-once invocation is one window (its Database lives that long).
+LEDGER_WINDOW_SECONDS = 24 * 3600.0
+
+
+@dataclass
+class _TableWindow:
+    """One table's window: when it began (monotonic seconds), its rows then (projected from
+    the sample), and the rows deleted from it since by any sweep of this process."""
+
+    started: float
+    rows: float
+    deleted: int = 0
+
+
+class DeletionLedger:
+    """Per table, the rows deleted in the current window of LEDGER_WINDOW_SECONDS, shared by
+    every run on one :class:`Database` (one per process): the full-table interlock judges
+    the table, not one run, so splitting the work over sweeps or runs does not get past it.
+    """
+
+    def __init__(self, window_seconds: float = LEDGER_WINDOW_SECONDS) -> None:
+        self.window_seconds = window_seconds
+        self._tables: dict[str, _TableWindow] = {}
+        self._lock = threading.Lock()
+
+    def window(self, table: str, rows: float) -> _TableWindow:
+        """``table``'s current window; a new one (its size ``rows``) when there was none or
+        the last is older than the window."""
+        with self._lock:
+            now = time.monotonic()
+            entry = self._tables.get(table)
+            if entry is None or now - entry.started >= self.window_seconds:
+                entry = self._tables[table] = _TableWindow(now, rows)
+            return entry
+
+    def record(self, table: str, rows: int) -> None:
+        """Count ``rows`` deleted from ``table`` in its current window."""
+        with self._lock:
+            entry = self._tables.get(table)
+            if entry is not None:
+                entry.deleted += rows
+
+
+_LEDGERS: weakref.WeakKeyDictionary[Database, DeletionLedger] = weakref.WeakKeyDictionary()
+_LEDGERS_LOCK = threading.Lock()
+
+
+def ledger_of(db: Database) -> DeletionLedger:
+    """The :class:`DeletionLedger` of ``db`` (made on first use, lives as long as ``db``)."""
+    with _LEDGERS_LOCK:
+        ledger = _LEDGERS.get(db)
+        if ledger is None:
+            ledger = _LEDGERS[db] = DeletionLedger()
+        return ledger
+
+
+def refuse_table_window(
+    sweep: Sweep, measure: EligibleMeasure, threshold: float, window: _TableWindow
+) -> None:
+    """The full-table interlock across runs: once this process deleted rows from the table in
+    the window, stop a run before its first delete when the rows it would leave (rows now
+    minus rows eligible now) are at most ``1 - threshold`` of the table's rows at the
+    window's start (a table of FULL_TABLE_MIN_ROWS rows or more then). Without inserts
+    meanwhile that is (deleted in the window + eligible now) / rows at the start >=
+    ``threshold``; rows inserted since count as rows kept, so a busy table whose rows come and
+    go many times a day is not refused. ``threshold`` 1 is the opt-in.
+
+    Raises:
+        FullTableRefused: one line naming the sweep, the figures and the setting.
+    """
+    if threshold >= 1.0 or window.rows < FULL_TABLE_MIN_ROWS or not window.deleted:
+        return
+    left = max(0.0, measure.rows - measure.eligible)
+    if left / window.rows > 1.0 - threshold:
+        return
+    raise errors.FullTableRefused(
+        f"sweep {sweep.name}: {window.deleted:,} rows already deleted from {sweep.table} by "
+        f"this process, and about {measure.eligible:,.0f} of the {measure.rows:,.0f} left "
+        f"are eligible: the run would leave {left / window.rows:.1%} of its "
+        f"{window.rows:,.0f} rows, so {1 - left / window.rows:.1%} would be gone, at or above "
+        f"max_eligible_fraction {threshold:g}; nothing was deleted. If that is meant, set "
+        f"max_eligible_fraction = 1 in [sweeps.{sweep.name}] (or --max-eligible-fraction / "
+        "REAPER_MAX_ELIGIBLE_FRACTION)"
+    )
+
+
 class _Deleter:
     """One heap's batches: row limits from the sizer, a failing batch split until the row
     that fails is alone, that row skipped (its tuple id left out of every later batch of the
@@ -682,7 +773,10 @@ def run_sweep(
                 if not dry_run:
                     progress.pace = pacing.for_run(db, session, settings, sweep.name, metrics, stop)
                 try:
-                    _sweep_batches(session, sweep, settings, result, progress, now, bound)
+                    _sweep_batches(
+                        session, sweep, settings, result, progress, now, bound,
+                        ledger_of(db),
+                    )
                 finally:
                     result.unlocked_at = time.time()
                     if keys:
@@ -731,8 +825,10 @@ def _sweep_batches(
     progress: _Progress,
     now: datetime | None,
     bound: Any,
+    ledger: DeletionLedger | None = None,
 ) -> None:
-    """The body of a run, on one session: cutoffs, strategy, batches (results into ``result``)."""
+    """The body of a run, on one session: cutoffs, strategy, batches (results into ``result``).
+    ``ledger``: the rows deleted per table by this process (:func:`refuse_table_window`)."""
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
@@ -747,7 +843,36 @@ def _sweep_batches(
     # The full-table interlock sees the table whole, partitions that could be dropped included:
     # dropping every partition empties a table as surely as deleting every row.
     measure = measure_eligible(session, stmts, params)
-    refuse_full_table(sweep, measure, settings.max_eligible_fraction_for(sweep.name))
+    threshold = settings.max_eligible_fraction_for(sweep.name)
+    refuse_full_table(sweep, measure, threshold)
+    if ledger is None:
+        _delete(session, sweep, settings, result, progress, checked, stmts, params, measure)
+        return
+    # The table by oid: "big" and "public.big" are one table.
+    key = str(session.rows(
+        "SELECT %(t)s::regclass::oid AS oid", {"t": regclass_text(sweep.table)}
+    )[0]["oid"])
+    window = ledger.window(key, measure.rows)
+    refuse_table_window(sweep, measure, threshold, window)
+    before = result.rows
+    try:
+        _delete(session, sweep, settings, result, progress, checked, stmts, params, measure)
+    finally:
+        ledger.record(key, result.rows - before)
+
+
+def _delete(
+    session: Session,
+    sweep: Sweep,
+    settings: Settings,
+    result: SweepResult,
+    progress: _Progress,
+    checked: CheckedPredicate,
+    stmts: SweepStatements,
+    params: dict[str, Any],
+    measure: EligibleMeasure,
+) -> None:
+    """Partitions retired, then the batches of every heap (results into ``result``)."""
     partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
     if result.partitions:
         stmts = session.statements(checked)  # the heaps that remain

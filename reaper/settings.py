@@ -43,8 +43,8 @@ DEFAULT_BATCH_SIZE = 10_000
 DEFAULT_BATCH_TARGET_SECONDS = 0.05
 # A batch statement that runs longer than this is cancelled: a sweep never holds locks long.
 DEFAULT_STATEMENT_TIMEOUT = timedelta(seconds=10)
-# How long a batch may wait for a table lock (a migration's ACCESS EXCLUSIVE, say). Row locks
-# are never waited on at all (SKIP LOCKED).
+# How long a batch may wait for a lock: a table lock (a migration's ACCESS EXCLUSIVE, say) or a
+# row a writer holds (batches take no row lock of their own; the delete waits for the writer).
 DEFAULT_LOCK_TIMEOUT = timedelta(seconds=1)
 DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT = timedelta(seconds=60)
 # The heap walk takes over from the index when a block sample finds at least this fraction of
@@ -922,7 +922,7 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
         body = {k.replace("-", "_"): v for k, v in body.items()}
         if "key" in body:
             raise ConfigError(
-                f"{where}: remove 'key': reaper batches by tuple id (ctid), locked and "
+                f"{where}: remove 'key': reaper batches by tuple id (ctid), selected and "
                 "re-checked in one statement, so a sweep needs no key column"
             )
         unknown = set(body) - _SWEEP_KEYS
@@ -989,7 +989,7 @@ def _after(value: Any) -> tuple[str, ...]:
 def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
     parsers: dict[str, Callable[[Any], Any]] = {
         "enabled": scalar(_bool),
-        "batch_size": scalar(_optional_positive_int),
+        "batch_size": scalar(_positive_int),
         "interval": scalar(_optional_interval),
         "max_rows_per_run": scalar(_optional_positive_int),
         "max_seconds_per_run": scalar(_optional_positive_duration),

@@ -125,6 +125,10 @@ REJECTED = [
     ("key option", GOOD + 'key = "id"\n', "ctid"),
     ("unknown key", GOOD + 'retention_days = 3\n', "unknown key(s) retention_days"),
     ("bad strategy", GOOD + 'strategy = "fast"\n', "strategy"),
+    ("zero batch_size", GOOD + "batch_size = 0\n", "batch_size"),
+    ("zero batch_size as text", GOOD + 'batch_size = "0"\n', "batch_size"),
+    ("negative batch_size", GOOD + "batch_size = -5\n", "batch_size"),
+    ("zero global batch_size", "batch_size = 0\n" + GOOD, "batch_size"),
     ("bad after type", GOOD + "after = 3\n", "list of sweep names"),
     (
         "retention table for a single-cutoff predicate",
@@ -329,3 +333,12 @@ def test_the_installed_command_exits_2_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1
     assert "second statement" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [("--batch-size", "0"), ("--batch-size", "-1")])
+def test_a_zero_global_batch_size_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: tuple[str, ...]
+) -> None:
+    code, err = run_cli(tmp_path, capsys, GOOD, *args)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "batch" in err.lower(), err

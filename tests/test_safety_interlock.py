@@ -5,6 +5,7 @@ counts a failure), naming the sweep, the eligible fraction and the setting that 
 
 from __future__ import annotations
 
+import tomllib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,10 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from reaper.daemon import Daemon
+from reaper.db import Database
+from reaper.runner import run_sweep
 from reaper.settings import FULL_TABLE_MIN_ROWS, build_settings
-from reaper.sweeps import BUILTIN_SWEEPS
+from reaper.sweeps import BUILTIN_SWEEPS, configured_sweeps
 from tests.support import run_reaper
 
 
@@ -144,3 +147,137 @@ def test_the_daemon_logs_and_counts_a_failure(
     out = capsys.readouterr()
     assert "max_eligible_fraction" in out.out + out.err
     assert _count(conn, "garbage-") == 3000
+
+
+# -- the table's window: splitting the work over sweeps or runs does not get past it ---------
+
+BIG = """
+CREATE TABLE big (id int PRIMARY KEY, created_at timestamptz NOT NULL);
+INSERT INTO big SELECT i, now() - interval '60 days' FROM generate_series(1, 1900) i;
+ANALYZE big;
+"""
+
+HALVES = """
+[sweeps.half_a]
+table = "big"
+reason = "old"
+predicate = "created_at < %(cutoff)s AND id %% 2 = 0"
+retention = "30d"
+
+[sweeps.half_b]
+table = "public.big"
+reason = "old"
+predicate = "created_at < %(cutoff)s"
+retention = "30d"
+after = ["half_a"]
+"""
+
+
+def _big(conn: psycopg.Connection[Any]) -> int:
+    got = conn.execute("SELECT count(*) FROM big").fetchone()
+    assert got is not None
+    return int(got[0])
+
+
+def test_halves_in_one_invocation_are_judged_together(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """half_a deletes 950 of 1,900 rows (50%); half_b then sees 950 rows, under the
+    1,000-row floor alone, but 950 + 950 is 100% of the table at the invocation's start:
+    refused, 950 rows kept, exit 1."""
+    conn.execute(BIG)
+    config = tmp_path / "reaper.toml"
+    config.write_text(HALVES)
+    run = run_reaper(
+        "run-once", "--sweep", "half_a", "--sweep", "half_b", "--json", "--config",
+        str(config), env={"REAPER_DSN": dsn},
+    )
+    assert run.code == 1, run.stderr
+    by_name = {r["sweep"]: r for r in run.json()}
+    assert by_name["half_a"]["outcome"] == "success" and by_name["half_a"]["rows"] == 950
+    assert by_name["half_b"]["outcome"] == "failure" and by_name["half_b"]["rows"] == 0
+    error = by_name["half_b"]["error"]
+    assert "950 rows already deleted from public.big" in error, error
+    assert "100.0% would be gone" in error, error
+    assert "max_eligible_fraction 0.95" in error and "\n" not in error
+    assert _big(conn) == 950
+    # A new invocation is a new window: 950 rows, below the floor, may go.
+    again = run_reaper("run-once", "--sweep", "half_b", "--config", str(config),
+                       env={"REAPER_DSN": dsn})
+    assert again.code == 0, again.stderr
+    assert _big(conn) == 0
+
+
+def test_the_opt_in_lets_the_halves_empty_the_table(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    conn.execute(BIG)
+    config = tmp_path / "reaper.toml"
+    config.write_text(HALVES + "max_eligible_fraction = 1\n")
+    run = run_reaper("run-once", "--sweep", "half_a", "--sweep", "half_b", "--config",
+                     str(config), env={"REAPER_DSN": dsn})
+    assert run.code == 0, run.stderr
+    assert _big(conn) == 0
+
+
+def test_the_daemon_judges_runs_on_one_database_together(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Two runs on one Database (the daemon's shape): the second is refused; a run on a new
+    Database (a new process) starts a new window."""
+    conn.execute(BIG)
+    settings = build_settings({"dsn": dsn}, tomllib.loads(HALVES))
+    sweeps = {s.name: s for s in configured_sweeps(settings)}
+    with Database.from_settings(settings) as db:
+        first = run_sweep(db, sweeps["half_a"], settings)
+        second = run_sweep(db, sweeps["half_b"], settings)
+        third = run_sweep(db, sweeps["half_b"], settings)
+    assert first.outcome == "success" and first.rows == 950
+    assert second.outcome == "failure" and second.error_type == "FullTableRefused"
+    assert third.outcome == "failure" and second.rows == third.rows == 0
+    assert _big(conn) == 950
+
+
+def test_runs_under_the_threshold_together_go_on(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Deleted plus eligible under the threshold: the second run deletes."""
+    conn.execute(BIG)
+    settings = build_settings({"dsn": dsn}, tomllib.loads(
+        HALVES.replace("created_at < %(cutoff)s\"\nretention",
+                       "created_at < %(cutoff)s AND id %% 4 = 1\"\nretention")
+    ))
+    sweeps = {s.name: s for s in configured_sweeps(settings)}
+    with Database.from_settings(settings) as db:
+        first = run_sweep(db, sweeps["half_a"], settings)
+        second = run_sweep(db, sweeps["half_b"], settings)
+    assert first.rows == 950 and second.outcome == "success" and second.rows == 475
+    assert _big(conn) == 475
+
+
+def test_a_busy_table_is_not_refused_for_its_churn(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """10,000 young rows; twelve times, 1,000 old rows arrive and a run deletes them: 12,000
+    rows deleted in the window, more than the table ever held, and every run goes on (the
+    table keeps 10,000 rows throughout)."""
+    conn.execute(
+        "CREATE TABLE busy (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL);"
+        "INSERT INTO busy (created_at) SELECT now() FROM generate_series(1, 10000);"
+    )
+    settings = build_settings({"dsn": dsn}, {"sweeps": {"busy": {
+        "table": "busy", "reason": "old", "retention": "30d",
+        "predicate": "created_at < %(cutoff)s",
+    }}})
+    (sweep,) = [s for s in configured_sweeps(settings) if s.name == "busy"]
+    with Database.from_settings(settings) as db:
+        for _ in range(12):
+            conn.execute(
+                "INSERT INTO busy (created_at)"
+                " SELECT now() - interval '60 days' FROM generate_series(1, 1000);"
+                "ANALYZE busy"
+            )
+            result = run_sweep(db, sweep, settings)
+            assert result.outcome == "success" and result.rows == 1000, result.error
+    got = conn.execute("SELECT count(*) FROM busy").fetchone()
+    assert got == (10000,)

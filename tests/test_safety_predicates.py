@@ -9,6 +9,7 @@ runs (its side effect is asserted absent) and every row stays.
 
 from __future__ import annotations
 
+import tomllib
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -78,6 +79,21 @@ REFUSED_SHAPES = [
     ("enrolled_at OPERATOR(pg_catalog.<) %(cutoff)s", "OPERATOR(pg_catalog.<)"),
     ("(enrolled_at < %(cutoff)s OR banned) OR peer_id LIKE 'k%%'", "`banned` is not bounded"),
     ("enrolled_at < %(cutoff)s OR (banned AND peer_id IS NOT NULL)", "is not bounded"),
+    # The column side must be a row's own value: anything else can shift it to any age.
+    ("least(enrolled_at, '-infinity') < %(cutoff)s", "`'-infinity'` can shift a row's age"),
+    ("enrolled_at - interval '100 years' < %(cutoff)s", "can shift a row's age"),
+    ("(CASE WHEN peer_id <> '' THEN '-infinity'::timestamptz ELSE enrolled_at END)"
+     " < %(cutoff)s", "can shift a row's age"),
+    ("(CASE WHEN banned THEN enrolled_at ELSE '-infinity' END) < %(cutoff)s",
+     "can shift a row's age"),
+    ("coalesce(expires_at, '-infinity') < %(cutoff)s", "`'-infinity'` can shift"),
+    ("coalesce(expires_at, least(enrolled_at, now())) < %(cutoff)s", "`now()` can shift"),
+    ("greatest(expires_at, enrolled_at + interval '1 day') < %(cutoff)s", "can shift"),
+    ("enrolled_at::date < %(cutoff)s", "can shift a row's age"),
+    ("enrolled_at::timestamptz < %(cutoff)s", "can shift a row's age"),
+    ("date_trunc('day', enrolled_at) < %(cutoff)s", "can shift a row's age"),
+    ("-(-enrolled_at) < %(cutoff)s OR false", "can shift"),
+    ("enrolled_at < %(cutoff)s OR coalesce(expires_at, NULL) < %(cutoff)s", "can shift"),
 ]
 
 
@@ -101,7 +117,13 @@ def test_unbounded_shapes_are_refused_by_the_parser(predicate: str, part: str) -
         "(expires_at < %(cutoff)s OR (expires_at IS NULL AND enrolled_at < %(cutoff)s))"
         " AND NOT banned",
         "coalesce(expires_at, enrolled_at) < %(cutoff)s",
-        "date_trunc('day', enrolled_at) < %(cutoff)s",
+        "greatest(expires_at, nodes.enrolled_at) < %(cutoff)s",
+        "least(coalesce(expires_at, enrolled_at), greatest(enrolled_at, expires_at))"
+        " < %(cutoff)s",
+        "(CASE WHEN NOT banned THEN enrolled_at END) < %(cutoff)s",
+        "(CASE WHEN banned THEN NULL WHEN peer_id <> '' THEN enrolled_at ELSE NULL END)"
+        " < %(cutoff)s",
+        "enrolled_at < %(cutoff)s AND date_trunc('day', enrolled_at) < now()",
         "enrolled_at < %(cutoff)s AND peer_id IN (SELECT peer_id FROM nodes WHERE banned)",
     ],
 )
@@ -112,6 +134,17 @@ def test_bounded_shapes_are_accepted(predicate: str) -> None:
 def test_every_builtin_predicate_follows_the_rule() -> None:
     for sweep in BUILTIN_SWEEPS:
         check(sweep.predicate, sweep.table, set(sweep.cutoffs))
+
+
+def test_every_example_predicate_follows_the_rule() -> None:
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    checked = 0
+    for path in sorted(examples.glob("*.toml")):
+        for sweep in tomllib.loads(path.read_text()).get("sweeps", {}).values():
+            if "predicate" in sweep:
+                check(sweep["predicate"], sweep["table"], {"cutoff"})
+                checked += 1
+    assert checked >= 2
 
 
 @pytest.mark.parametrize(
@@ -181,7 +214,8 @@ REFUSED_BY_CATALOG = [
     # (predicate, the object the message names)
     ("enrolled_at < %(cutoff)s AND NOT innocent(peer_id)", "function innocent(text)"),
     ("enrolled_at < %(cutoff)s AND NOT public.innocent(peer_id)", "public.innocent"),
-    ("is_old(enrolled_at) < %(cutoff)s", "function is_old(timestamp with time zone)"),
+    ("enrolled_at < %(cutoff)s AND is_old(enrolled_at) < now()",
+     "function is_old(timestamp with time zone)"),
     ("enrolled_at < %(cutoff)s AND peer_id === 'garbage-old'", "operator ===(text,text)"),
     ("enrolled_at < %(cutoff)s AND upper(peer_id) <> ''", "function public.upper(text)"),
     ("enrolled_at < %(cutoff)s AND peer_id::peer IS NOT NULL", "type peer"),
@@ -275,7 +309,8 @@ def test_allowed_builtins_run(
     subquery over a table are allowed, and the sweep deletes exactly the old unbanned row."""
     _seed(conn)
     predicate = (
-        "date_trunc('hour', enrolled_at) < %(cutoff)s AND lower(peer_id) LIKE 'garbage-%%'"
+        "enrolled_at < %(cutoff)s AND date_trunc('hour', enrolled_at) < now()"
+        " AND lower(peer_id) LIKE 'garbage-%%'"
         " AND peer_id NOT IN (SELECT peer_id FROM nodes n WHERE n.banned)"
         " AND length(peer_id::text) > 0 AND extract(epoch FROM enrolled_at) > 0"
     )
@@ -313,3 +348,157 @@ def test_the_daemon_refuses_to_start(
     assert run.code == 2, run.stderr
     assert "function innocent(text)" in run.stderr
     _untouched(conn)
+
+
+# -- user types, casts and extensions --------------------------------------------------------
+
+USER_TYPES = """
+CREATE TABLE cast_effects (what text);
+CREATE TYPE wrap AS (t timestamptz);
+CREATE FUNCTION wrap_ts(wrap) RETURNS timestamptz VOLATILE LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO cast_effects VALUES ('wrap_ts ran');
+    RETURN '-infinity';
+END $$;
+CREATE CAST (wrap AS timestamptz) WITH FUNCTION wrap_ts(wrap) AS IMPLICIT;
+CREATE FUNCTION stamp_check(timestamptz) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO cast_effects VALUES ('domain check ran');
+    RETURN true;
+END $$;
+CREATE DOMAIN stamp AS timestamptz CHECK (stamp_check(VALUE));
+CREATE TABLE w (id int PRIMARY KEY, c wrap, created_at timestamptz, d stamp);
+INSERT INTO w SELECT i, ROW(now() - interval '1 day')::wrap, now() - interval '1 day',
+                     now() - interval '1 day'
+FROM generate_series(1, 20) i;
+TRUNCATE cast_effects;  -- the domain CHECK ran for each row inserted
+"""
+
+USER_TYPE_PREDICATES = [
+    # (predicate, the part the message names)
+    ("c < %(cutoff)s", "column w.c, which is of type wrap"),
+    ("c::timestamptz < %(cutoff)s", "can shift a row's age"),
+    ("created_at < %(cutoff)s AND c < now()", "column w.c, which is of type wrap"),
+    ("created_at < %(cutoff)s AND c::timestamptz < now()", "column w.c"),
+    ("created_at < %(cutoff)s AND (c).t < now()", "column w.c"),
+    ("created_at < %(cutoff)s AND d < now()", "column w.d, which is of type stamp"),
+    ("created_at < %(cutoff)s AND w IS NOT NULL", "column w.c"),
+    ("created_at < %(cutoff)s AND w::text <> ''", "column w.c"),
+    ("created_at < %(cutoff)s AND EXISTS (SELECT FROM w w2 WHERE w2.c < now())", "column w.c"),
+    ("created_at < %(cutoff)s AND EXISTS (SELECT * FROM w w2 WHERE w2.id = w.id)",
+     "column w.c"),
+    ("created_at < %(cutoff)s AND created_at::stamp IS NOT NULL", "type stamp"),
+]
+
+
+def _config_on(tmp_path: Path, table: str, predicate: str) -> Path:
+    path = tmp_path / f"reaper-{uuid.uuid4().hex[:6]}.toml"
+    escaped = predicate.replace("\\", "\\\\").replace('"', '\\"')
+    path.write_text(
+        f'[sweeps.members]\ntable = "{table}"\nreason = "stale"\n'
+        f'predicate = "{escaped}"\nretention = "30d"\nmax_eligible_fraction = 1\n'
+    )
+    return path
+
+
+def _refused_everywhere(dsn: str, config: Path, named: str) -> None:
+    for args in (("run-once", "--dry-run"), ("run-once",)):
+        run = run_reaper(*args, "--sweep", "members", "--config", str(config),
+                         env={"REAPER_DSN": dsn})
+        assert run.code == 2, (args, run.code, run.stderr)
+        assert len(run.stderr_lines) == 1, run.stderr
+        assert "[sweeps.members] predicate" in run.stderr and named in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize(("predicate", "named"), USER_TYPE_PREDICATES)
+def test_columns_of_user_types_are_refused_and_no_cast_runs(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path, predicate: str, named: str
+) -> None:
+    """A column of a user type (a composite with an implicit user cast, a domain whose CHECK
+    calls user code) is refused before any statement reads it: the cast never runs."""
+    conn.execute(USER_TYPES)
+    _refused_everywhere(dsn, _config_on(tmp_path, "w", predicate), named)
+    assert conn.execute("SELECT count(*) FROM cast_effects").fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM w").fetchone() == (20,)
+
+
+def test_a_user_cast_between_built_in_types_is_refused(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """A cast whose function is not built in, between types a built-in value has, applies
+    without being written: every predicate is refused while it exists."""
+    _seed(conn)
+    conn.execute(
+        "CREATE TABLE cast_effects (what text);"
+        "CREATE FUNCTION int_ts(int) RETURNS timestamptz VOLATILE LANGUAGE plpgsql AS $$"
+        " BEGIN INSERT INTO cast_effects VALUES ('int_ts ran'); RETURN '-infinity'; END $$;"
+        "CREATE CAST (int AS timestamptz) WITH FUNCTION int_ts(int) AS IMPLICIT;"
+    )
+    config = _config_on(tmp_path, "nodes", "enrolled_at < %(cutoff)s AND NOT banned")
+    _refused_everywhere(dsn, config, "cast (integer AS timestamp with time zone)")
+    assert conn.execute("SELECT count(*) FROM cast_effects").fetchone() == (0,)
+    assert keys(conn, "nodes") == ALL_NODES
+
+
+def _citext(conn: psycopg.Connection[Any]) -> None:
+    try:
+        conn.execute("CREATE EXTENSION citext SCHEMA public")
+    except psycopg.Error as exc:
+        pytest.skip(f"citext is not available: {exc}")
+
+
+def test_an_extension_on_user_types_does_not_refuse_built_in_names(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """citext in public adds operators =, <, ... and functions strpos, replace, ... on
+    citext: no built-in operand can take them, so they do not refuse a predicate."""
+    _citext(conn)
+    _seed(conn)
+    predicate = (
+        "enrolled_at < %(cutoff)s AND NOT banned AND strpos(peer_id, 'old') > 0"
+        " AND replace(peer_id, 'x', 'y') <> ''"
+    )
+    config = _config_on(tmp_path, "nodes", predicate)
+    run = run_reaper("run-once", "--config", str(config), "--sweep", "members",
+                     env={"REAPER_DSN": dsn})
+    assert run.code == 0, run.stderr
+    assert keys(conn, "nodes") == ALL_NODES - {"garbage-old"}
+
+
+@pytest.mark.parametrize(
+    ("setup", "predicate", "named"),
+    [
+        ("CREATE OPERATOR public.< (FUNCTION = ts_lt, LEFTARG = timestamptz,"
+         " RIGHTARG = timestamptz)", "enrolled_at < %(cutoff)s",
+         "<(timestamp with time zone,timestamp with time zone), which is not built"),
+        ("CREATE OPERATOR public.< (FUNCTION = ts_lt_any, LEFTARG = anyelement,"
+         " RIGHTARG = anyelement)", "enrolled_at < %(cutoff)s",
+         "operator <(anyelement,anyelement), which is not built in"),
+        ("CREATE FUNCTION public.strpos(text, text) RETURNS int LANGUAGE sql"
+         " AS 'SELECT 1'", "enrolled_at < %(cutoff)s AND strpos(peer_id, 'o') > 0",
+         "strpos(text,text), which is not built in"),
+        ("CREATE DOMAIN peer_name AS text;"
+         " CREATE FUNCTION peer_eq(peer_name[], peer_name[]) RETURNS boolean LANGUAGE sql"
+         " AS 'SELECT true';"
+         " CREATE OPERATOR public.@> (FUNCTION = peer_eq, LEFTARG = peer_name[],"
+         " RIGHTARG = peer_name[])",
+         "enrolled_at < %(cutoff)s AND ARRAY[peer_id] @> ARRAY['x']",
+         "@>(peer_name[],peer_name[]), which is not built in"),
+    ],
+)
+def test_a_user_operator_or_function_on_built_in_types_is_still_refused(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path, setup: str, predicate: str,
+    named: str,
+) -> None:
+    _citext(conn)
+    _seed(conn)
+    conn.execute(
+        "CREATE FUNCTION ts_lt(timestamptz, timestamptz) RETURNS boolean LANGUAGE sql"
+        " AS 'SELECT true';"
+        "CREATE FUNCTION ts_lt_any(anyelement, anyelement) RETURNS boolean LANGUAGE sql"
+        " AS 'SELECT true';"
+    )
+    conn.execute(setup)
+    config = _config_on(tmp_path, "nodes", predicate)
+    _refused_everywhere(dsn, config, named)
+    assert keys(conn, "nodes") == ALL_NODES
