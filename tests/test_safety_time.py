@@ -241,9 +241,12 @@ def test_b01_cli_sydney_in_the_dsn(dsn: str, conn: psycopg.Connection[Any]) -> N
         " ('garbage-60d30m', 'a', now() - interval '60 days' - interval '30 minutes')"
     )
     p = conninfo_to_dict(dsn)
+    # The URI form of the repro; an embedded server on a socket has no port: host and port go
+    # as query parameters then.
     sydney = (
-        f"postgresql://{p['user']}@{p['host']}:{p['port']}/{p['dbname']}?options="
-        + quote("-c TimeZone=Australia/Sydney")
+        f"postgresql://{p['user']}@/{p['dbname']}?host={quote(p['host'])}"
+        + (f"&port={p['port']}" if p.get("port") else "")
+        + "&options=" + quote("-c TimeZone=Australia/Sydney")
     )
     run = run_reaper(
         "run-once", "--sweep", "router_leases", "--node-retention", "60d",
