@@ -6,6 +6,7 @@ FROM python:3.11-slim-bookworm AS build
 WORKDIR /src
 COPY pyproject.toml README.md LICENSE ./
 COPY reaper ./reaper
+COPY sql ./sql
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
 
 FROM python:3.11-slim-bookworm

@@ -30,8 +30,10 @@ from bench.variants import (
 )
 from reaper import sqlfiles
 from reaper.db import SweepStatements, check_predicate_on
+from reaper.settings import DEFAULT_BACKLOG_LIMIT
 
 REQUESTS = "enrollment_requests"
+EPHEMERAL_REQUESTS = "enrollment_requests_ephemeral"
 
 
 def seed_requests(rows: int, num: int, den: int) -> Callable[[psycopg.Connection[Any]], None]:
@@ -251,11 +253,13 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
             ("backlog: block sample, 100 blocks x reltuples",
              stmts.sample_eligible, dict(params, percent=percent / 3), False,
              lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples)),
-            ("reaper_backlog_rows without the index settings, limit 1,000", capped,
-             dict(params, limit=1000), False, lambda rows: rows[0][0]),
-            ("reaper_backlog_rows (backlog_rows.sql as the daemon runs it), limit 1,000 "
-             "(the default --backlog-limit)", capped,
-             dict(params, limit=1000), True, lambda rows: rows[0][0]),
+            (f"reaper_backlog_rows without the index settings, limit {DEFAULT_BACKLOG_LIMIT:,}",
+             capped, dict(params, limit=DEFAULT_BACKLOG_LIMIT), False, lambda rows: rows[0][0]),
+            ("reaper_backlog_rows (backlog_rows.sql as the daemon runs it), limit "
+             f"{DEFAULT_BACKLOG_LIMIT:,} (the default --backlog-limit)", capped,
+             dict(params, limit=DEFAULT_BACKLOG_LIMIT), True, lambda rows: rows[0][0]),
+            ("reaper_backlog_rows, limit 1,000", capped,
+             dict(params, limit=1_000), True, lambda rows: rows[0][0]),
             ("reaper_backlog_rows, limit 10,000", capped,
              dict(params, limit=10_000), True, lambda rows: rows[0][0]),
             ("reaper_backlog_rows, limit 100,000 (the former default)", capped,
@@ -431,21 +435,25 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
     from reaper.sweeps import BUILTIN_SWEEPS
 
     settings = build_settings({"dsn": server.dsn_of(template)})
-    sweep = sweep_named(REQUESTS)
     tables = sorted({s.table for s in BUILTIN_SWEEPS})
     out: list[tuple[str, list[float], Any]] = []
     with Database.from_settings(settings, max_connections=1) as db, db.session() as session:
-        stmts = SweepStatements(session.check_predicate(sweep))  # as the daemon does
-        params: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, None))
         calls: list[tuple[str, Callable[[], Any]]] = [
             ("reaper_storage_rows (all swept tables)",
              lambda: sum(session.storage_rows(tables).values())),
-            (f"reaper_backlog_rows{{sweep=\"{REQUESTS}\"}} at the default --backlog-limit "
-             f"{settings.backlog_limit:,}",
-             lambda: session.backlog_rows(stmts, params, settings.backlog_limit)),
-            (f"reaper_backlog_oldest_seconds{{sweep=\"{REQUESTS}\"}}",
-             lambda: round(session.backlog_oldest_seconds(stmts, params) or 0.0)),
         ]
+        for name in (REQUESTS, EPHEMERAL_REQUESTS):
+            sweep = sweep_named(name)
+            stmts = SweepStatements(session.check_predicate(sweep))  # as the daemon does
+            params: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, None))
+            calls += [
+                (f"reaper_backlog_rows{{sweep=\"{name}\"}} at the default --backlog-limit "
+                 f"{settings.backlog_limit:,}",
+                 lambda s=stmts, p=params: session.backlog_rows(s, p, settings.backlog_limit)),
+                (f"reaper_backlog_oldest_seconds{{sweep=\"{name}\"}}",
+                 lambda s=stmts, p=params: round(session.backlog_oldest_seconds(
+                     s, p, settings.backlog_limit) or 0.0)),
+            ]
         for label, call in calls:
             samples: list[float] = []
             value = None

@@ -22,15 +22,29 @@ from typing import Any
 import structlog
 
 from reaper import errors, pacing, partitions, sqlfiles, sqlinfo
-from reaper.db import MIN_HEAP_WALK_VERSION, Database, Session, SweepStatements, regclass_text
+from reaper.db import (
+    MIN_HEAP_WALK_VERSION,
+    BrokenIndex,
+    Database,
+    ForeignKey,
+    IndexState,
+    Session,
+    SweepStatements,
+    TableColumn,
+    TableLeaf,
+    TableOwner,
+    WhoAmI,
+    regclass_text,
+)
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.runner import compute_cutoffs
 from reaper.settings import Settings
 from reaper.sweeps import Sweep
+from reaper.vocab import CheckName, CheckStatus
 
 log = structlog.get_logger("reaper.checks")
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
+PASS, WARN, FAIL = CheckStatus.PASS, CheckStatus.WARN, CheckStatus.FAIL
 # The oldest release reaper supports (the SQL it ships needs nothing newer; upstream ended
 # 13's support in November 2025); the heap walk needs TID range scans (14).
 MIN_SERVER_VERSION = 130000
@@ -44,7 +58,7 @@ class Finding:
 
     Attributes:
         sweep: the sweep it concerns, or ``*`` for the server and connection checks.
-        check: what was checked (``index``, ``plan`` ... : see :data:`reaper.metrics.SWEEP_CHECKS`).
+        check: what was checked (``index``, ``plan`` ... : see :class:`reaper.vocab.CheckName`).
         status: ``pass``, ``warn`` (worth knowing, not a failure) or ``fail``.
         subject: the object checked (a table, an index, a constraint, a privilege).
         detail: what was found, in one line.
@@ -52,8 +66,8 @@ class Finding:
     """
 
     sweep: str
-    check: str
-    status: str
+    check: CheckName
+    status: CheckStatus
     subject: str
     detail: str
     fix: str | None = None
@@ -129,71 +143,50 @@ def report(findings: Sequence[Finding], metrics: Metrics | None = None) -> None:
         metrics.set_check_failures((f.sweep, f.check) for f in findings if f.failed)
 
 
-def run_and_report(
-    db: Database,
-    sweeps: Sequence[Sweep],
-    settings: Settings,
-    metrics: Metrics | None = None,
-) -> list[Finding] | None:
-    """What the daemon runs at startup and every ``--check-interval``: :func:`run_checks`,
-    then :func:`report` (a log line per finding that is not a pass, the gauge).
-
-    Returns:
-        The findings; None when the checks could not run at all (the database is down: one
-        ``checks_not_run`` line; the gauge keeps its last values).
-    """
-    try:
-        findings = run_checks(db, sweeps, settings)
-    except errors.ReaperError as exc:
-        log.warning("checks_not_run", error=str(exc))
-        return None
-    report(findings, metrics)
-    return findings
-
-
 # -- the server and the connection ----------------------------------------------------------
 
 
 def _server_checks(session: Session) -> list[Finding]:
     out: list[Finding] = []
-    who = session.rows(sqlfiles.ops("whoami"))[0]
-    version = int(who["server_version"])
+    who = session.fetch(WhoAmI, sqlfiles.ops("whoami"))[0]
+    version = who.server_version
     shown = f"{version // 10000}.{version % 10000}"
     if version < MIN_SERVER_VERSION:
         out.append(
-            Finding(ALL_SWEEPS, "server_version", FAIL, f"PostgreSQL {shown}",
+            Finding(ALL_SWEEPS, CheckName.SERVER_VERSION, FAIL, f"PostgreSQL {shown}",
                     "reaper needs PostgreSQL 13 or later", "upgrade the server")
         )
     elif version < MIN_HEAP_WALK_VERSION:
         out.append(
-            Finding(ALL_SWEEPS, "server_version", WARN, f"PostgreSQL {shown}",
+            Finding(ALL_SWEEPS, CheckName.SERVER_VERSION, WARN, f"PostgreSQL {shown}",
                     "supported, but without TID range scans (PostgreSQL 14): every sweep "
                     "follows its index, never walks the heap")
         )
     else:
-        out.append(Finding(ALL_SWEEPS, "server_version", PASS, f"PostgreSQL {shown}",
+        out.append(Finding(ALL_SWEEPS, CheckName.SERVER_VERSION, PASS, f"PostgreSQL {shown}",
                            "supported (13 or later), heap walk available (14 or later)"))
-    role = str(who["role_name"])
-    if who["superuser"]:
+    role = who.role_name
+    if who.superuser:
         out.append(
-            Finding(ALL_SWEEPS, "role", WARN, role,
+            Finding(ALL_SWEEPS, CheckName.ROLE, WARN, role,
                     "connected as a superuser: the privilege checks prove nothing, and a "
-                    "mistake has no limit", "run reaper as the role of reaper/sql/grants.sql")
+                    "mistake has no limit",
+                    f"run reaper as the role of {sqlfiles.where('grants.sql')}")
         )
     else:
-        out.append(Finding(ALL_SWEEPS, "role", PASS, role, "not a superuser"))
-        database = str(who["database"])
-        if who["can_create_temp"]:
+        out.append(Finding(ALL_SWEEPS, CheckName.ROLE, PASS, role, "not a superuser"))
+        database = who.database
+        if who.can_create_temp:
             out.append(
-                Finding(ALL_SWEEPS, "role", WARN, f"TEMPORARY on database {database}",
+                Finding(ALL_SWEEPS, CheckName.ROLE, WARN, f"TEMPORARY on database {database}",
                         f"role {role} can create temporary tables (PUBLIC holds TEMPORARY on "
                         "the database by default)",
                         f"the database owner: REVOKE TEMPORARY ON DATABASE {database} FROM "
                         "PUBLIC (grant it back to the roles that need it)")
             )
-        if who["can_create_in_public"]:
+        if who.can_create_in_public:
             out.append(
-                Finding(ALL_SWEEPS, "role", WARN, "CREATE on schema public",
+                Finding(ALL_SWEEPS, CheckName.ROLE, WARN, "CREATE on schema public",
                         f"role {role} can create tables in schema public",
                         "the schema owner: REVOKE CREATE ON SCHEMA public FROM PUBLIC")
             )
@@ -207,19 +200,19 @@ def _pacing_check(session: Session, settings: Settings) -> Finding:
     sweeps run, unpaced."""
     subject = "pg_stat_replication, pg_stat_activity"
     if settings.max_replica_lag is None and settings.busy_share >= 1.0:
-        return Finding(ALL_SWEEPS, "pacing", PASS, subject, "pacing is off")
+        return Finding(ALL_SWEEPS, CheckName.PACING, PASS, subject, "pacing is off")
     sees_all = bool(session.scalar("SELECT pg_has_role('pg_read_all_stats', 'USAGE')"))
     sample = session.pacing_sample(pacing.BUSY_WINDOW_SECONDS)
     standbys = ", ".join(s.name for s in sample.standbys) or "none"
     if not sees_all:
         role = str(session.scalar("SELECT current_user::text"))
         return Finding(
-            ALL_SWEEPS, "pacing", WARN, subject,
+            ALL_SWEEPS, CheckName.PACING, WARN, subject,
             f"role {role} cannot read the standbys' replay positions (standbys: {standbys}) "
             "nor other roles' sessions: batches will not pause for replica lag or live traffic",
             f"GRANT pg_monitor TO {role}",
         )
-    return Finding(ALL_SWEEPS, "pacing", PASS, subject,
+    return Finding(ALL_SWEEPS, CheckName.PACING, PASS, subject,
                    f"standbys and sessions visible (standbys: {standbys})")
 
 
@@ -231,12 +224,12 @@ def _advisory_lock_check(db: Database) -> Finding:
     try:
         db.check_advisory_locks()
     except errors.LockNotHeld as exc:
-        return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject, str(exc),
+        return Finding(ALL_SWEEPS, CheckName.ADVISORY_LOCK, FAIL, subject, str(exc),
                        "connect reaper to PostgreSQL directly, or through a pool in session "
                        "mode with --session-pooler")
     except errors.DatabaseError as exc:
-        return Finding(ALL_SWEEPS, "advisory_lock", FAIL, subject, str(exc))
-    return Finding(ALL_SWEEPS, "advisory_lock", PASS, subject,
+        return Finding(ALL_SWEEPS, CheckName.ADVISORY_LOCK, FAIL, subject, str(exc))
+    return Finding(ALL_SWEEPS, CheckName.ADVISORY_LOCK, PASS, subject,
                    "held across transactions on one server session, exclusive to it")
 
 
@@ -246,33 +239,36 @@ def _advisory_lock_check(db: Database) -> Finding:
 def _sweep_checks(
     session: Session, sweep: Sweep, settings: Settings, now: datetime | None
 ) -> list[Finding]:
-    def finding(check: str, status: str, subject: str, detail: str,
+    def finding(check: CheckName, status: CheckStatus, subject: str, detail: str,
                 fix: str | None = None) -> Finding:
         return Finding(sweep.name, check, status, subject, detail, fix)
 
     out: list[Finding] = []
 
-    def guarded(check: str, subject: str, fn: Callable[[], Iterator[Finding]]) -> None:
+    def guarded(check: CheckName, subject: str, fn: Callable[[], Iterator[Finding]]) -> None:
         try:
             out.extend(fn())
         except (errors.DatabaseError, errors.ConfigError) as exc:
             out.append(finding(check, FAIL, subject, str(exc)))
 
     if not session.scalar(sqlfiles.ops("table_exists"), {"table": regclass_text(sweep.table)}):
-        out.append(finding("table", FAIL, sweep.table, "the table does not exist",
+        out.append(finding(CheckName.TABLE, FAIL, sweep.table, "the table does not exist",
                            "check the sweep's table name, or disable the sweep"))
         return out
-    out.append(finding("table", PASS, sweep.table, "exists"))
+    out.append(finding(CheckName.TABLE, PASS, sweep.table, "exists"))
     try:
         stmts = session.statements(session.check_predicate(sweep))
-        leaves = session.rows(sqlfiles.ops("table_leaves"), {"table": regclass_text(sweep.table)})
+        leaves = session.fetch(
+            TableLeaf, sqlfiles.ops("table_leaves"), {"table": regclass_text(sweep.table)}
+        )
     except (errors.DatabaseError, errors.RelationRefused) as exc:
-        out.append(finding("table", FAIL, sweep.table, str(exc)))
+        out.append(finding(CheckName.TABLE, FAIL, sweep.table, str(exc)))
         return out
-    relnames = {str(r["relname"]) for r in leaves}
-    guarded("columns", sweep.table, lambda: _columns(session, sweep, finding))
-    guarded("time_zone", sweep.table, lambda: _wall_times(session, sweep, settings, finding))
-    guarded("privileges", sweep.table, lambda: _privileges(session, stmts, finding))
+    relnames = {r.relname for r in leaves}
+    guarded(CheckName.COLUMNS, sweep.table, lambda: _columns(session, sweep, finding))
+    guarded(CheckName.TIME_ZONE, sweep.table,
+            lambda: _wall_times(session, sweep, settings, finding))
+    guarded(CheckName.PRIVILEGES, sweep.table, lambda: _privileges(session, stmts, finding))
 
     plan: dict[str, Any] | None = None
     params: dict[str, Any] = {}
@@ -284,20 +280,22 @@ def _sweep_checks(
         # left in the plan is one that no index can replace.
         plan = session.explain(stmts.index_plan, batch, index_batch=True, context=sweep.table)
     except errors.ObjectMissing as exc:
-        out.append(finding("columns", FAIL, sweep.table, f"the batch does not plan: {exc}",
+        out.append(finding(CheckName.COLUMNS, FAIL, sweep.table, f"the batch does not plan: {exc}",
                            "fix the predicate or the schema"))
     except (errors.DatabaseError, errors.ConfigError) as exc:
-        out.append(finding("plan", FAIL, sweep.table, f"the batch does not plan: {exc}"))
+        out.append(finding(CheckName.PLAN, FAIL, sweep.table, f"the batch does not plan: {exc}"))
 
     used = _indexes_used(plan, relnames) if plan is not None else []
-    guarded("index", sweep.table, lambda: _indexes(session, sweep, stmts, used, finding))
-    guarded("foreign_key_index", sweep.table, lambda: _foreign_keys(session, sweep, finding))
+    guarded(CheckName.INDEX, sweep.table, lambda: _indexes(session, sweep, stmts, used, finding))
+    guarded(CheckName.FOREIGN_KEY_INDEX, sweep.table,
+            lambda: _foreign_keys(session, sweep, finding))
     if plan is not None:
-        guarded("plan", sweep.table,
+        guarded(CheckName.PLAN, sweep.table,
                 lambda: _plan(sweep, settings, plan, used, leaves, finding))
     if params:
-        guarded("partitions", sweep.table, lambda: (
-            finding("partitions", *f) for f in partitions.check(session, sweep, settings, params)
+        guarded(CheckName.PARTITIONS, sweep.table, lambda: (
+            finding(CheckName.PARTITIONS, *f)
+            for f in partitions.check(session, sweep, settings, params)
         ))
     return out
 
@@ -306,16 +304,16 @@ _FindingFn = Callable[..., Finding]
 
 
 def _columns(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
-    have = {r["column_name"] for r in session.rows(sqlfiles.ops("table_columns"),
-                                                   {"table": regclass_text(sweep.table)})}
+    have = {r.column_name for r in session.fetch(TableColumn, sqlfiles.ops("table_columns"),
+                                                 {"table": regclass_text(sweep.table)})}
     used = sqlinfo.columns_used(sweep.table, sweep.predicate)
     missing = [c for c in used if c not in have]
     if missing:
-        yield finding("columns", FAIL, sweep.table,
+        yield finding(CheckName.COLUMNS, FAIL, sweep.table,
                       f"the predicate uses column(s) the table lacks: {', '.join(missing)}",
                       "fix the predicate or the schema (a migration renamed or dropped them?)")
     else:
-        yield finding("columns", PASS, sweep.table,
+        yield finding(CheckName.COLUMNS, PASS, sweep.table,
                       f"every column the predicate uses exists: {', '.join(used)}")
 
 
@@ -330,8 +328,10 @@ def _wall_times(
     """Warn about each column without time zone that the predicate compares with a cutoff:
     its values are wall times, and only timestamp_time_zone says in which zone."""
     types = {
-        r["column_name"]: r["base_type"]
-        for r in session.rows(sqlfiles.ops("table_columns"), {"table": regclass_text(sweep.table)})
+        r.column_name: r.base_type
+        for r in session.fetch(
+            TableColumn, sqlfiles.ops("table_columns"), {"table": regclass_text(sweep.table)}
+        )
     }
     compared: list[str] = []
     for expr in sqlinfo.cutoff_expressions(sweep.table, sweep.predicate):
@@ -343,7 +343,7 @@ def _wall_times(
         if kind is None:
             continue
         yield finding(
-            "time_zone", WARN, f"{relname}.{column}",
+            CheckName.TIME_ZONE, WARN, f"{relname}.{column}",
             f"column {column} of {sweep.table} is {kind}: reaper reads its values as wall "
             f"times in {zone} (timestamp_time_zone) when it compares them with a cutoff; if "
             "the application writes another zone's wall times, rows are kept or deleted "
@@ -363,20 +363,22 @@ def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -
             "SELECT": "to find the garbage",
             "DELETE": "to delete it",
         }[privilege]
-        yield finding("privileges", FAIL, f"{privilege} on {table}",
+        yield finding(CheckName.PRIVILEGES, FAIL, f"{privilege} on {table}",
                       f"role {role} lacks {privilege} on table {table} ({why})",
                       f"GRANT {privilege} ON {table} TO {role}")
     if not missing:
         held = ", ".join(f"{p} on {t}" for t, p in needed)
-        yield finding("privileges", PASS, stmts.table, f"role {role} holds {held}")
-    owner = session.rows(sqlfiles.ops("table_owner"), {"table": regclass_text(stmts.table)})
+        yield finding(CheckName.PRIVILEGES, PASS, stmts.table, f"role {role} holds {held}")
+    owner = session.fetch(
+        TableOwner, sqlfiles.ops("table_owner"), {"table": regclass_text(stmts.table)}
+    )
     superuser = session.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
-    if owner and owner[0]["acts_as_owner"] and not superuser:
-        yield finding("privileges", WARN, stmts.table,
+    if owner and owner[0].acts_as_owner and not superuser:
+        yield finding(CheckName.PRIVILEGES, WARN, stmts.table,
                       f"role {role} owns table {stmts.table} (or is a member of its owner "
-                      f"{owner[0]['owner']}): it may alter, truncate or drop it, whatever the "
+                      f"{owner[0].owner}): it may alter, truncate or drop it, whatever the "
                       "grants say",
-                      "connect as the role of reaper/sql/grants.sql")
+                      f"connect as the role of {sqlfiles.where('grants.sql')}")
 
 
 def _shipped(name: str) -> sqlinfo.IndexSpec | None:
@@ -400,64 +402,72 @@ def _indexes(
 ) -> Iterator[Finding]:
     names = list(sweep.indexes) or used
     reported: set[str] = set()
-    for row in session.rows(sqlfiles.ops("index_state"), {"names": names}) if names else []:
-        name = row["name"]
-        if not row["present"]:
+    states = (
+        session.fetch(IndexState, sqlfiles.ops("index_state"), {"names": names}) if names else []
+    )
+    for row in states:
+        name = row.name
+        if not row.present or row.index_name is None:
             spec = _shipped(name)
-            yield finding("index", FAIL, name, "does not exist: the sweep's batches scan instead",
+            yield finding(CheckName.INDEX, FAIL, name,
+                          "does not exist: the sweep's batches scan instead",
                           "reaper indexes ensure" if spec else f"create index {name}")
             continue
-        reported.add(row["index_name"])
-        if not row["valid"] or not row["ready"]:
+        reported.add(row.index_name)
+        if not row.valid or not row.ready:
             yield finding(
-                "index", FAIL, row["index_name"],
-                f"INVALID (indisvalid={row['valid']}, indisready={row['ready']}): left by an "
+                CheckName.INDEX, FAIL, row.index_name,
+                f"INVALID (indisvalid={row.valid}, indisready={row.ready}): left by an "
                 "interrupted CREATE INDEX CONCURRENTLY; the planner never uses it",
-                _repair(row["index_name"]),
+                _repair(row.index_name),
             )
         else:
-            yield finding("index", PASS, row["index_name"],
-                          f"valid and ready, on {row['table_name']}")
+            yield finding(CheckName.INDEX, PASS, row.index_name,
+                          f"valid and ready, on {row.table_name}")
     if not names:
-        yield finding("index", WARN, sweep.table,
+        yield finding(CheckName.INDEX, WARN, sweep.table,
                       "the sweep declares no index and its batch plan uses none")
     # An INVALID index on any table the sweep reads: writes still pay for it, the planner
     # never uses it, and it may be the one this sweep should be using.
     tables_read = [regclass_text(t) for t in stmts.tables_read]
-    for row in session.rows(sqlfiles.ops("broken_indexes"), {"tables": tables_read}):
-        if row["index_name"] in reported:
+    for broken in session.fetch(
+        BrokenIndex, sqlfiles.ops("broken_indexes"), {"tables": tables_read}
+    ):
+        if broken.index_name in reported:
             continue
-        if row["building"]:
-            yield finding("index", WARN, row["index_name"],
+        if broken.building:
+            yield finding(CheckName.INDEX, WARN, broken.index_name,
                           "being built right now by a CREATE INDEX CONCURRENTLY")
             continue
         yield finding(
-            "index", FAIL, row["index_name"],
-            f"INVALID index on {row['table_name']} (indisvalid={row['valid']}, "
-            f"indisready={row['ready']}): an interrupted CREATE INDEX CONCURRENTLY; the "
+            CheckName.INDEX, FAIL, broken.index_name,
+            f"INVALID index on {broken.table_name} (indisvalid={broken.valid}, "
+            f"indisready={broken.ready}): an interrupted CREATE INDEX CONCURRENTLY; the "
             "planner never uses it",
-            _repair(row["index_name"]),
+            _repair(broken.index_name),
         )
 
 
 def _foreign_keys(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
-    rows = session.rows(sqlfiles.ops("foreign_keys"), {"table": regclass_text(sweep.table)})
+    rows = session.fetch(
+        ForeignKey, sqlfiles.ops("foreign_keys"), {"table": regclass_text(sweep.table)}
+    )
     for row in rows:
-        cols = ", ".join(row["columns"])
-        subject = f"{row['referencing_table']} ({cols})"
-        if row["indexed"]:
-            yield finding("foreign_key_index", PASS, subject,
-                          f"{row['constraint_name']} references {sweep.table}; an index leads "
+        cols = ", ".join(row.columns)
+        subject = f"{row.referencing_table} ({cols})"
+        if row.indexed:
+            yield finding(CheckName.FOREIGN_KEY_INDEX, PASS, subject,
+                          f"{row.constraint_name} references {sweep.table}; an index leads "
                           "with its columns")
         else:
             yield finding(
-                "foreign_key_index", FAIL, subject,
-                f"{row['constraint_name']} references {sweep.table} and no valid index leads "
-                f"with {cols}: every deleted row makes PostgreSQL scan {row['referencing_table']}",
-                f"CREATE INDEX CONCURRENTLY ON {row['referencing_table']} ({cols})",
+                CheckName.FOREIGN_KEY_INDEX, FAIL, subject,
+                f"{row.constraint_name} references {sweep.table} and no valid index leads "
+                f"with {cols}: every deleted row makes PostgreSQL scan {row.referencing_table}",
+                f"CREATE INDEX CONCURRENTLY ON {row.referencing_table} ({cols})",
             )
     if not rows:
-        yield finding("foreign_key_index", PASS, sweep.table,
+        yield finding(CheckName.FOREIGN_KEY_INDEX, PASS, sweep.table,
                       "no foreign key references the table")
 
 
@@ -492,45 +502,45 @@ def _plan(
     settings: Settings,
     plan: dict[str, Any],
     used: list[str],
-    leaves: list[dict[str, Any]],
+    leaves: list[TableLeaf],
     finding: _FindingFn,
 ) -> Iterator[Finding]:
     subject = f"{sweep.table} (index batch)"
-    relnames = {str(r["relname"]) for r in leaves}
+    relnames = {r.relname for r in leaves}
     limit = settings.seq_scan_max_rows
 
     def scanned(p: dict[str, Any]) -> tuple[str, int, int]:
         """What ``p`` scans sequentially: a name for it, its estimated rows (-1: never
         analyzed), its heap blocks. A partitioned table's rows are its leaves'."""
-        hit = [r for r in leaves if r["relname"] in _seq_scans(p, relnames)]
+        hit = [r for r in leaves if r.relname in _seq_scans(p, relnames)]
         if not hit:
             return "", 0, 0
-        analyzed = [int(r["estimated_rows"]) for r in hit if r["estimated_rows"] >= 0]
+        analyzed = [r.estimated_rows for r in hit if r.estimated_rows >= 0]
         name = sweep.table if len(leaves) == 1 else (
-            f"{sweep.table} (partitions {', '.join(sorted(r['relname'] for r in hit))})"
+            f"{sweep.table} (partitions {', '.join(sorted(r.relname for r in hit))})"
         )
-        return name, (sum(analyzed) if analyzed else -1), sum(int(r["blocks"]) for r in hit)
+        return name, (sum(analyzed) if analyzed else -1), sum(r.blocks for r in hit)
 
     what, rows, blocks = scanned(plan)
     if not what:
         how = f"index {', '.join(used)}" if used else "no sequential scan"
-        yield finding("plan", PASS, subject, f"the batch reads {sweep.table} through {how}")
+        yield finding(CheckName.PLAN, PASS, subject, f"the batch reads {sweep.table} through {how}")
         return
     if rows < 0 and blocks == 0:
-        yield finding("plan", PASS, subject, f"Seq Scan of {what}, which is empty")
+        yield finding(CheckName.PLAN, PASS, subject, f"Seq Scan of {what}, which is empty")
         return
     if rows < 0:
-        yield finding("plan", WARN, subject,
+        yield finding(CheckName.PLAN, WARN, subject,
                       f"Seq Scan of {what}, never analyzed: its size is unknown",
                       f"ANALYZE {sweep.table}")
         return
     if rows <= limit:
-        yield finding("plan", PASS, subject,
+        yield finding(CheckName.PLAN, PASS, subject,
                       f"Seq Scan of {what}, small ({rows:,} rows <= seq_scan_max_rows "
                       f"{limit:,})")
         return
     yield finding(
-        "plan", FAIL, subject,
+        CheckName.PLAN, FAIL, subject,
         f"Seq Scan of {what} ({rows:,} rows > seq_scan_max_rows {limit:,}): no index serves "
         "the batch, which reads all of it every time",
         "reaper indexes ensure (or create an index that serves the predicate)",

@@ -10,29 +10,21 @@ database) failed, 2 bad usage or configuration, always with one line on stderr.
 from __future__ import annotations
 
 import json
-import logging
 import os
-import signal
 import sys
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
 import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
-from rich.console import Console
-from rich.text import Text
 
 from reaper import __version__, checks, errors, indexes, log, render, status
 from reaper.db import Database, dsn_has_password
 from reaper.metrics import Metrics
-from reaper.progress import SweepProgress
+from reaper.progress import IndexProgress, SweepProgress
 from reaper.runner import (
-    FAILURE,
-    SKIPPED,
-    SweepResult,
     check_predicates,
     refuse_unsweepable,
     run_sweep,
@@ -46,6 +38,7 @@ from reaper.settings import (
     reload_settings,
 )
 from reaper.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
+from reaper.vocab import IndexOutcome, Outcome
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # run-once: every sweep it was asked to run was skipped, its lock held by another session.
@@ -117,14 +110,17 @@ def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
     settings = build_settings(
         explicit, file_values, source=str(config_path or "config"), labels=labels
     )
-    global _dsn_on_command_line
+    global _dsn_on_command_line, _dsn_label
     _dsn_on_command_line = ctx is not None and "dsn" in explicit and \
         ctx.get_parameter_source("dsn") == click.core.ParameterSource.COMMANDLINE
+    _dsn_label = labels.get("dsn", "--dsn") if "dsn" in explicit else f"{config_path}: dsn"
     return settings
 
 
 # Set by load_settings: the DSN came from a flag, which every local user can read in `ps`.
 _dsn_on_command_line = False
+# Set by load_settings: where the DSN came from, to name it in an error (flag, variable, file).
+_dsn_label = "--dsn"
 _password_warned = False
 
 
@@ -144,8 +140,12 @@ def warn_if_password_on_command_line(settings: Settings) -> None:
 
 
 def open_database(settings: Settings) -> Database:
-    """A :class:`Database` configured from ``settings`` (not yet connected)."""
-    db = Database.from_settings(settings)
+    """A :class:`Database` configured from ``settings`` (not yet connected).
+
+    Raises:
+        ConfigError: the DSN does not parse; the message names where it came from.
+    """
+    db = Database.from_settings(settings, dsn_label=_dsn_label)
     warn_if_password_on_command_line(settings)
     return db
 
@@ -264,15 +264,21 @@ def run_once(
         if metrics_file is not None:
             _refresh_storage_rows(db, metrics, sweeps)
             metrics_written = _write_metrics(metrics, metrics_file)
+    if dry_run:
+        notes = render.dependants_notes(
+            sweeps, {r.sweep: r.rows for r in results if r.outcome != Outcome.FAILURE}
+        )
+        for r in results:
+            r.note = notes.get(r.sweep)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in results], indent=2))
     else:
-        print_results(results, dry_run=dry_run, wide=wide, sweeps=sweeps)
-    failed = any(r.outcome == FAILURE for r in results) or not metrics_written
+        render.print_results(results, dry_run=dry_run, wide=wide)
+    failed = any(r.outcome == Outcome.FAILURE for r in results) or not metrics_written
     if failed:
         sys.exit(EXIT_FAILED)
     # Nothing ran at all: a squatter on the lock keys must not look like a clean run.
-    sys.exit(EXIT_ALL_SKIPPED if results and all(r.outcome == SKIPPED for r in results)
+    sys.exit(EXIT_ALL_SKIPPED if results and all(r.outcome == Outcome.SKIPPED for r in results)
              else EXIT_OK)
 
 
@@ -384,45 +390,21 @@ def run(config_path: Path | None, **raw: Any) -> None:
     on which advisory locks do not hold.
     """
     from reaper.daemon import Daemon
+    from reaper.process import serve
 
     settings = load_settings(config_path, raw)
     sweeps = enabled_sweeps(settings, ())
     _refuse_unsweepable_if_reachable(settings, sweeps)
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
     warn_if_password_on_command_line(settings)
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        structlog.get_logger("reaper.cli").info(
-            "stop_requested", signal=signal.Signals(signum).name
-        )
-        daemon.request_stop()
-
-    # SIGHUP: re-read the config file under the same flags and variables; the work happens
-    # on this (main) thread, not in the handler.
+    # SIGHUP re-reads the config file under the same flags and variables.
     explicit = {k: v for k, v in raw.items() if v is not None}
-    reload_requested = threading.Event()
-
-    def on_hup(signum: int, _frame: Any) -> None:
-        reload_requested.set()
 
     def load() -> tuple[Settings, list[Sweep]]:
         new = reload_settings(config_path, explicit)
         return new, enabled_sweeps(new, ())
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGHUP, on_hup)
-    daemon.start()
-    while not daemon.exit_requested.wait(0.2):
-        if reload_requested.is_set():
-            reload_requested.clear()
-            structlog.get_logger("reaper.cli").info("reload_requested", signal="SIGHUP")
-            daemon.reload(load)
-    clean = daemon.stop()
-    if daemon.fatal:
-        click.echo(f"reaper: {daemon.fatal}", err=True)
-        _exit_now(daemon.fatal_exit_code, clean)
-    _exit_now(EXIT_OK, clean)
+    serve(daemon, load)
 
 
 def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]) -> None:
@@ -448,113 +430,12 @@ def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]
         return
 
 
-def _exit_now(code: int, clean: bool) -> None:
-    """Exit now, without waiting for threads: the sweeps have stopped (or, when ``clean`` is
-    False, had their statements cancelled) and the pool and the port are closed; what is left
-    is at most a readiness probe waiting on a dead host, which must not delay the exit."""
-    if not clean:
-        structlog.get_logger("reaper.cli").warning("exit_with_runs_in_flight")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    logging.shutdown()
-    os._exit(code)
-
-
 def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep]) -> None:
     try:
         with db.session() as session:
             metrics.set_storage_rows(session.storage_rows(sorted({s.table for s in sweeps})))
     except errors.DatabaseError as exc:
         structlog.get_logger("reaper.cli").warning("storage_rows_failed", error=str(exc))
-
-
-def print_results(
-    results: Sequence[SweepResult],
-    *,
-    dry_run: bool,
-    wide: bool = False,
-    sweeps: Sequence[Sweep] = (),
-) -> None:
-    """One row per sweep: sweep, table, reason, rows, batches, seconds, outcome."""
-    rows: list[list[render.Cell]] = []
-    for r in results:
-        colour = "green" if r.outcome == "success" else "red"
-        rows.append([
-            r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
-            Text(r.outcome, style=colour),
-        ])
-    render.print_table(
-        "reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""),
-        [
-            render.Column("sweep"), render.Column("table", optional=True),
-            render.Column("reason", optional=True),
-            render.Column("eligible" if dry_run else "deleted", right=True),
-            render.Column("batches", right=True), render.Column("seconds", right=True),
-            render.Column("outcome"),
-        ],
-        rows,
-        wide=wide,
-    )
-    console = _console()
-    if dry_run:
-        counts = {r.sweep: r.rows for r in results if r.outcome != FAILURE}
-        for note in dependants_notes(sweeps, counts):
-            console.print(f"note: {note}")
-    for r in results:
-        for p in r.partitions:
-            verb = {"drop": "dropped", "detach": "detached"}.get(p["action"], p["action"])
-            if dry_run:
-                console.print(
-                    f"{r.sweep}: would {p['action'].replace('_', ' ')} partition "
-                    f"{p['partition']} (~{p['estimated_rows']:,} rows, estimated)",
-                    highlight=False,
-                )
-            else:
-                console.print(
-                    f"{r.sweep}: {verb} partition {p['partition']} "
-                    f"({p['rows']:,} rows, {p['rows_source']})",
-                    highlight=False,
-                )
-    for r in results:
-        if r.error:
-            console.print(Text.assemble((r.sweep, "red"), ": ", r.error))
-        for h in r.holders:
-            # One line however long: who holds the lock is what an operator greps for.
-            console.print(Text.assemble((r.sweep, "yellow"), ": skipped, lock held by ",
-                                        h.describe()), soft_wrap=True)
-
-
-def dependants_notes(sweeps: Sequence[Sweep], counts: Mapping[str, int]) -> list[str]:
-    """What a count of eligible rows leaves out, in a dry run and in ``status``: a sweep that
-    runs after others (its ``after``) is counted against the table as it is now, while a real
-    run lets those sweeps delete first, which can make more of its rows eligible (a token
-    that only a stale request still references). One line per such sweep whose predecessors
-    have rows to delete.
-
-    Args:
-        sweeps: the sweeps counted.
-        counts: eligible rows by sweep name.
-    """
-    notes = []
-    for s in sweeps:
-        first = [name for name in s.after if counts.get(name, 0) > 0]
-        if first and s.name in counts:
-            rows = sum(counts[name] for name in first)
-            notes.append(
-                f"{s.name}: counted as its table is now; a real run first lets "
-                f"{' and '.join(first)} delete {rows:,} rows, which can make more of "
-                f"{s.table}'s rows eligible: the count cannot include those"
-            )
-    return notes
-
-
-def _console() -> Console:
-    """The console every line under a table goes through (the tables: reaper.render), as
-    wide as the terminal (off one, COLUMNS, else 80). Markup, emoji codes and highlighting are
-    off: names and server messages come from the database and the config, and are printed as
-    they are ("[bold]" or ":x:" in a table name is text). Colour goes through rich Text
-    styles."""
-    return render.make_console()
 
 
 _SWEEP_OPTION = click.option(
@@ -595,39 +476,13 @@ def check_command(
             {"ok": not failed, "findings": [f.as_dict() for f in findings]}, indent=2
         ))
     else:
-        colours = {checks.PASS: "green", checks.WARN: "yellow", checks.FAIL: "red"}
-        rows: list[list[render.Cell]] = [
-            [f.sweep, f.check, Text(f.status, style=colours[f.status]), f.subject, f.detail,
-             f.fix or ""]
-            for f in findings
-        ]
-        dropped = render.print_table(
-            "reaper check",
-            [render.Column("sweep"), render.Column("check"), render.Column("status"),
-             render.Column("subject", optional=True), render.Column("detail", optional=True),
-             render.Column("fix", optional=True)],
-            rows,
-            wide=wide,
-        )
-        console = _console()
-        if dropped:
-            # What a finding that did not pass says, and its fix, under the table.
-            for f in findings:
-                if f.status != checks.PASS:
-                    text = f"{f.subject}: {f.detail}" + (f" Fix: {f.fix}" if f.fix else "")
-                    console.print(Text.assemble(
-                        (f.status, colours[f.status]), f" {f.sweep} {f.check}: {text}"
-                    ))
-        console.print(Text.assemble(
-            f"{len(findings)} checks, ", (f"{len(failed)} failed", "red"),
-            f", {sum(f.status == checks.WARN for f in findings)} warnings",
-        ))
+        render.print_findings(findings, wide=wide)
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
 
 
 @cli.group("indexes")
 def indexes_group() -> None:
-    """The indexes the sweeps rely on (reaper/sql/indexes.sql)."""
+    """The indexes the sweeps rely on (sql/indexes.sql, shipped inside reaper)."""
 
 
 @indexes_group.command("ensure")
@@ -642,86 +497,28 @@ def indexes_ensure(
     time, under lock_timeout, guarded by an advisory lock; drop and rebuild any left INVALID
     by an interrupted build. Needs the tables' owner (DDL), not reaper's role.
 
-    Exit code 0 when every index is valid and ready afterwards (or, with --dry-run, always
-    0), 1 when a build failed or another run holds the lock.
+    Exit code 0 when every index is valid and ready afterwards (or, with --dry-run, 0 unless
+    the database has none of the sweeps' tables), 1 when a build failed, another run holds
+    the lock, or none of the tables exist there.
     """
     settings = load_settings(config_path, raw)
     db = open_database(settings)
     db.check_connection()
     live = sys.stderr.isatty() and not as_json and not dry_run
-    with db, _IndexProgress(live) as progress:
-        actions = indexes.ensure(
-            db, dry_run=dry_run,
-            on_progress=progress.update if live else None,
-            on_action=progress.action,
-        )
+    with db:
+        if report_missing_tables(db, BUILTIN_SWEEPS, settings):
+            sys.exit(EXIT_FAILED)
+        with IndexProgress(live) as progress:
+            actions = indexes.ensure(
+                db, dry_run=dry_run,
+                on_progress=progress.update if live else None,
+                on_action=progress.action,
+            )
     if as_json:
         click.echo(json.dumps([a.as_dict() for a in actions], indent=2))
     else:
-        title = "reaper indexes ensure" + (" (dry run: nothing built)" if dry_run else "")
-        rows: list[list[render.Cell]] = []
-        for a in actions:
-            c = {"failed": "red", "done": "green", "dry_run": "yellow"}.get(a.outcome, "")
-            outcome = Text(a.outcome, style=c)
-            rows.append([a.index, a.table, a.action, outcome, f"{a.seconds:.3f}",
-                         a.error or a.detail])
-        render.print_table(
-            title,
-            [render.Column("index"), render.Column("table", optional=True),
-             render.Column("action"), render.Column("outcome"),
-             render.Column("seconds", right=True, optional=True),
-             render.Column("detail", optional=True)],
-            rows,
-            wide=wide or any(a.outcome == "failed" for a in actions),
-        )
-        console = _console()
-        if dry_run:
-            for a in actions:
-                for stmt in a.statements:
-                    console.print(f"{stmt};")
-    sys.exit(EXIT_FAILED if any(a.outcome == "failed" for a in actions) else EXIT_OK)
-
-
-class _IndexProgress:
-    """A spinner and bar per build on a terminal, from pg_stat_progress_create_index."""
-
-    def __init__(self, live: bool) -> None:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.live = live
-        self._progress = Progress(
-            TextColumn("{task.description}", markup=False),
-            BarColumn(),
-            TextColumn("{task.fields[phase]}"),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            disable=not live,
-        )
-        self._tasks: dict[str, Any] = {}
-
-    def __enter__(self) -> _IndexProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
-
-    def action(self, action: indexes.IndexAction) -> None:
-        if self.live and action.action in (indexes.CREATE, indexes.REBUILD):
-            self._tasks[action.index] = self._progress.add_task(
-                f"{action.action} {action.index}", total=None, phase="starting"
-            )
-
-    def update(self, spec: Any, row: dict[str, Any]) -> None:
-        task = self._tasks.get(spec.name)
-        if task is None or not row:
-            return
-        # blocks while scanning the table, tuples while sorting and loading the index.
-        total, done = row.get("blocks_total") or 0, row.get("blocks_done") or 0
-        if not total:
-            total, done = row.get("tuples_total") or 0, row.get("tuples_done") or 0
-        self._progress.update(task, total=total or None, completed=done,
-                              phase=row.get("phase") or "")
+        render.print_index_actions(actions, dry_run=dry_run, wide=wide)
+    sys.exit(EXIT_FAILED if any(a.outcome == IndexOutcome.FAILED for a in actions) else EXIT_OK)
 
 
 @cli.command("status")
@@ -764,74 +561,8 @@ def status_command(
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))
     else:
-        print_status(rows, wide=wide, sweeps=sweeps)
+        render.print_status(rows, wide=wide, sweeps=sweeps)
     sys.exit(EXIT_FAILED if any(r.error for r in rows) else EXIT_OK)
-
-
-def _age(seconds: float | None) -> str:
-    from datetime import timedelta
-
-    if seconds is None:
-        return "-"
-    # An age of days shown to the second is noise: whole minutes past an hour.
-    step = 60 if seconds >= 3600 else 1
-    return format_duration(timedelta(seconds=round(seconds / step) * step))
-
-
-def _bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if size < 1024 or unit == "TB":
-            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
-def print_status(
-    rows: Sequence[status.SweepStatus], *, wide: bool = False, sweeps: Sequence[Sweep] = ()
-) -> None:
-    """One row per sweep: backlog, oldest eligible age, table rows, size, dead tuples, vacuum."""
-
-    def when(d: Any) -> str:
-        return d.strftime("%Y-%m-%d %H:%M") if d is not None else "never"
-
-    cells: list[list[render.Cell]] = []
-    for r in rows:
-        if r.error:
-            cells.append([r.sweep, r.table, Text(r.error, style="red"), *[""] * 6])
-            continue
-        backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
-        est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
-            else "never analyzed"
-        cells.append([
-            r.sweep, r.table, backlog, _age(r.oldest_eligible_age_seconds), est,
-            _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
-            when(r.last_vacuum), when(r.last_autovacuum),
-        ])
-    # A row that failed says why in its backlog cell: every column, so the reason is whole.
-    render.print_table(
-        "reaper status",
-        [
-            render.Column("sweep"), render.Column("table", optional=True),
-            render.Column("backlog", right=True), render.Column("oldest", right=True),
-            render.Column("est. rows", right=True), render.Column("size", right=True),
-            render.Column("dead rows", right=True),
-            render.Column("last vacuum", optional=True),
-            render.Column("last autovacuum", optional=True),
-        ],
-        cells,
-        wide=wide or any(r.error for r in rows),
-    )
-    console = _console()
-    for r in rows:
-        for h in r.lock_holders:
-            console.print(Text.assemble((r.sweep, "yellow"), ": lock held by ", h.describe()),
-                          soft_wrap=True)
-    counts = {r.sweep: r.backlog_rows for r in rows if r.backlog_rows is not None}
-    for note in dependants_notes(sweeps, counts):
-        console.print(f"note: {note}")
 
 
 def misplaced_option_hint(exc: click.ClickException, args: Sequence[str]) -> str | None:
@@ -874,6 +605,12 @@ def _commands(group: click.Group, prefix: str) -> list[tuple[str, click.Command]
     return out
 
 
+# Raised by click 8.2 and later for a group called without its command.
+_NO_ARGS_IS_HELP: type[click.ClickException] | None = getattr(
+    click.exceptions, "NoArgsIsHelpError", None
+)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """The ``reaper`` entry point: one line on stderr and exit 2 for bad usage or config,
     exit 1 when the database cannot be reached."""
@@ -886,6 +623,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(130)
     except click.ClickException as exc:
         ctx = getattr(exc, "ctx", None)
+        if _NO_ARGS_IS_HELP is not None and isinstance(exc, _NO_ARGS_IS_HELP) and ctx:
+            # `reaper` or `reaper indexes` alone: the command's help as it is (a command is
+            # missing, so the exit code says usage).
+            click.echo(ctx.get_help(), err=True)
+            sys.exit(EXIT_USAGE)
         hint = misplaced_option_hint(exc, sys.argv[1:] if argv is None else list(argv)) or (
             f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         )

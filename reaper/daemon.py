@@ -3,21 +3,16 @@
 One APScheduler 3.x ``BackgroundScheduler`` holds one job per sweep (its own interval,
 ``max_instances=1``, ``coalesce``, a finite misfire grace, a random delay of up to
 ``--jitter`` x interval), plus housekeeping jobs on their own executors so that sweeps can
-never starve them: the readiness probe (every :data:`READINESS_PROBE_SECONDS`), the gauge
-refresh (``reaper_backlog_*`` and ``reaper_storage_rows``, every ``--gauge-interval``) and a
-heartbeat that touches no database (every :data:`HEARTBEAT_SECONDS`, what /healthz reads).
+never starve them: the readiness probe (every
+:data:`reaper.health.READINESS_PROBE_SECONDS`), the gauge refresh (``reaper_backlog_*`` and
+``reaper_storage_rows``, every ``--gauge-interval``) and a heartbeat that touches no database
+(every :data:`reaper.health.HEARTBEAT_SECONDS`, what /healthz reads).
 
-/healthz is the process: the scheduler runs and its heartbeat is recent; it never depends on
-the database. /readyz is the work: the database answered the last probe within its bound,
-every swept table exists, and the server accepts writes (not a standby, not read-only).
-
-After each run the next one is chosen from what the run did:
-
-- it stopped at its budget (``--max-rows-per-run`` / ``--max-seconds-per-run``) with work
-  left: the next run starts at once, back to back while there is a backlog;
-- it failed: retry after ``--failure-backoff``, doubled per consecutive failure, capped at
-  ``--max-failure-backoff`` (the other sweeps keep their schedules);
-- otherwise: the normal interval.
+When a sweep runs next (backoff, back-to-back runs over a backlog, dependants brought forward)
+is decided by :mod:`reaper.policy`; what /healthz and /readyz answer by :mod:`reaper.health`;
+the backlog and table-size gauges are :mod:`reaper.gauges`; the signals and the main loop of
+the process are :mod:`reaper.process`. This module carries the decisions out: the jobs, the
+pool, the in-process order of the sweeps, reloads and the periodic checks.
 
 Across processes, each run holds its sweep's advisory lock (see :func:`reaper.runner.lock_keys`);
 inside one process a sweep waits for the run of a sweep it depends on rather than being
@@ -25,22 +20,19 @@ skipped by its own process's lock.
 
 The seam for reloading (SIGHUP) and startup checks: :meth:`Daemon.apply` swaps the settings
 and the sweeps and reschedules the jobs; :meth:`Daemon.start` / :meth:`Daemon.stop` are the
-lifecycle; the ``reaper run`` command only wires signals to them.
+lifecycle; :func:`reaper.process.serve` wires signals to them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import structlog
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
@@ -51,33 +43,23 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CollectorRegistry
 
-from reaper import checks, errors
+from reaper import checks, errors, policy
 from reaper.db import Database, Session, SweepStatements
+from reaper.gauges import GaugeRefresher
+from reaper.health import HEARTBEAT_SECONDS, READINESS_PROBE_SECONDS, Health, probe
 from reaper.http import HttpServer, make_app
 from reaper.metrics import Metrics
-from reaper.runner import FAILURE, SUCCESS, SweepResult, compute_cutoffs, run_sweep
+from reaper.policy import SweepState
+from reaper.runner import SweepResult, run_sweep
 from reaper.settings import Settings, changed_settings, format_duration
 from reaper.sweeps import Sweep
+from reaper.vocab import Outcome
 
 log = structlog.get_logger("reaper.daemon")
 
 # At most this many sweeps run at once in one process; more wait in the executor's queue. The
 # pool has two connections more, for the readiness probe and the gauge refresh.
 MAX_PARALLEL_SWEEPS = 4
-# The readiness probe asks the database every 5 s; /readyz fails when the last answer is
-# older than 3 probes plus a connect timeout (one slow probe is not an outage).
-READINESS_PROBE_SECONDS = 5.0
-READY_STALE_PROBES = 3
-# The readiness probe's statements each wait at most this long (reaper's watchdog), so one
-# probe ends within connect_timeout (the pool's checkout) + this, whatever the network does.
-PROBE_BOUND_SECONDS = 5.0
-# /healthz fails when the scheduler's heartbeat (a job that touches no database, every 5 s, on
-# an executor of its own) is older than this: the scheduler thread is gone or wedged. A
-# restart is what helps then.
-HEARTBEAT_SECONDS = 5.0
-HEALTHY_HEARTBEAT_AGE_SECONDS = 30.0
-# A run stopped at its budget is followed by the next one this soon: back to back.
-BACKLOG_RERUN_SECONDS = 0.0
 # The settings that shape the connection pool: a reload that changes one opens a new pool.
 DATABASE_FIELDS = (
     "dsn",
@@ -88,74 +70,12 @@ DATABASE_FIELDS = (
     "connect_timeout",
     "session_pooler",
 )
-BUDGET_STOPS = ("max_rows", "max_seconds")
 _SWEEPS_EXECUTOR, _PROBES_EXECUTOR, _HEARTBEAT_EXECUTOR = "sweeps", "probes", "heartbeat"
 # Checks that could not run (the database did not answer) are tried again this soon (seconds).
 CHECK_RETRY_SECONDS = 30.0
 _PROBE_JOB, _GAUGE_JOB, _CHECK_JOB = "_readiness_probe", "_gauge_refresh", "_checks"
 _HEARTBEAT_JOB = "_heartbeat"
-# Failures that say the database could not do the work (rather than one sweep's problem): they
-# make /readyz fail, and the sweeps they failed run again as soon as the probe sees it back.
-_OUTAGE_ERRORS = (
-    errors.ConnectionFailed.__name__,
-    errors.ReadOnlyDatabase.__name__,
-    errors.PrivilegeMissing.__name__,
-)
 
-
-def backoff_delay(failures: int, first: timedelta, cap: timedelta) -> timedelta:
-    """The wait before retrying a sweep after ``failures`` consecutive failures (>= 1):
-    ``first * 2 ** (failures - 1)``, at most ``cap``."""
-    if failures <= 0:
-        return timedelta(0)
-    # 2**40 x any positive first is past any sane cap; avoids overflow for long outages.
-    delay: timedelta = min(first * 2 ** min(failures - 1, 40), cap)
-    return delay
-
-
-@dataclass
-class SweepState:
-    """What the daemon remembers of a sweep between runs (a few fields: memory stays flat).
-
-    Attributes:
-        runs: runs finished (any outcome) since start.
-        failures: consecutive failures (0 after a success).
-        last: the last run's result.
-        next_delay: seconds from the end of the last run to the next, when the daemon chose
-            it (backlog: 0; failure: the backoff); None when the interval decides.
-    """
-
-    runs: int = 0
-    failures: int = 0
-    last: SweepResult | None = None
-    next_delay: float | None = None
-
-
-class _Health:
-    """Readiness and liveness, written by the probe and the sweeps, read by HTTP threads."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.ready = False
-        self.reason = "no database answer yet"
-        self.answered_at: float | None = None
-        self.heartbeat_at = time.monotonic()
-        self._reported: bool | None = None
-
-    def set(self, ready: bool, reason: str) -> bool:
-        """Record a probe's or a run's answer; log only the changes (an outage is one line
-        when it starts and one when it ends, not one per probe). Returns True when this
-        answer ends an outage (not ready before, ready now)."""
-        with self.lock:
-            self.ready, self.reason = ready, reason
-            if ready:
-                self.answered_at = time.monotonic()
-            changed, self._reported = self._reported is not ready, ready
-        if changed and ready:
-            log.info("database_ready")
-        elif changed:
-            log.warning("database_not_ready", reason=reason)
-        return changed and ready
 
 
 class Daemon:
@@ -198,7 +118,7 @@ class Daemon:
         # The last run of the checks (None: not run yet, or the database was unreachable).
         self.findings: list[checks.Finding] | None = None
         self._lock_checked = False
-        self._health = _Health()
+        self._health = Health()
         self._config_lock = threading.RLock()
         # In-process order: a sweep waits for a running sweep it depends on (or that depends on
         # it) instead of losing the advisory lock to its own process.
@@ -215,6 +135,12 @@ class Daemon:
             job_defaults={"max_instances": 1, "coalesce": True},
         )
         self._scheduler.add_listener(self._job_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
+        self.gauges = GaugeRefresher(
+            self.metrics,
+            lambda: (self.db, list(self._sweeps.values()), self._settings),
+            self._statements_for,
+            self._stop,
+        )
         self.http = HttpServer(
             settings.listen, make_app(registry, self.healthz, self.readyz),
             Path(settings.web_config_file) if settings.web_config_file else None,
@@ -233,8 +159,8 @@ class Daemon:
         return dict(self._sweeps)
 
     def state(self, sweep: str) -> SweepState:
-        """What the daemon remembers of ``sweep`` (a copy)."""
-        return dataclasses.replace(self._state[sweep])
+        """What the daemon remembers of ``sweep`` (:mod:`reaper.policy` decides from it)."""
+        return self._state[sweep]
 
     def next_run_time(self, sweep: str) -> datetime | None:
         """When ``sweep`` runs next (UTC), None when it is not scheduled."""
@@ -254,7 +180,7 @@ class Daemon:
             return
         now = datetime.now(UTC)
         self._scheduler.add_job(
-            self._heartbeat, IntervalTrigger(seconds=HEARTBEAT_SECONDS), id=_HEARTBEAT_JOB,
+            self._health.beat, IntervalTrigger(seconds=HEARTBEAT_SECONDS), id=_HEARTBEAT_JOB,
             executor=_HEARTBEAT_EXECUTOR, next_run_time=now, misfire_grace_time=1,
         )
         self._scheduler.add_job(
@@ -262,7 +188,7 @@ class Daemon:
             executor=_PROBES_EXECUTOR, next_run_time=now, misfire_grace_time=1,
         )
         self._scheduler.add_job(
-            self._refresh_gauges,
+            self.gauges.refresh,
             IntervalTrigger(seconds=self._settings.gauge_interval.total_seconds()),
             id=_GAUGE_JOB, executor=_PROBES_EXECUTOR, next_run_time=now,
             misfire_grace_time=max(1, int(self._settings.gauge_interval.total_seconds())),
@@ -493,7 +419,7 @@ class Daemon:
 
     def jitter_seconds(self, sweep: Sweep) -> float:
         """The largest random delay added to a run of ``sweep``: ``--jitter`` x interval."""
-        return self._interval(sweep).total_seconds() * self._settings.jitter
+        return policy.jitter_seconds(self._interval(sweep), self._settings.jitter)
 
     def _trigger(self, sweep: Sweep) -> IntervalTrigger:
         return IntervalTrigger(
@@ -501,12 +427,10 @@ class Daemon:
         )
 
     def _add_sweep_job(self, sweep: Sweep, *, first: bool) -> None:
-        # The first run comes within one jitter of the start: a restart does not wait a whole
-        # interval, and replicas started together spread out.
-        delay = random.uniform(0, self.jitter_seconds(sweep)) if first else 0.0
+        delay = policy.first_run_delay(self.jitter_seconds(sweep), random.uniform) if first else 0.0
         interval = self._interval(sweep).total_seconds()
         self._scheduler.add_job(
-            self._run_sweep,
+            self.run_sweep,
             self._trigger(sweep),
             args=[sweep.name],
             id=sweep.name,
@@ -526,7 +450,7 @@ class Daemon:
     def _in_order(self, sweep: Sweep) -> Iterator[bool]:
         """Hold the in-process locks of ``sweep`` and the scheduled sweeps it runs after
         (sorted, so two runs never wait on each other); yields False when a stop came first."""
-        names = sorted({sweep.name, *(a for a in sweep.after if a in self._sweeps)})
+        names = policy.order_locks(sweep.name, sweep.after, self._sweeps)
         held: list[threading.Lock] = []
         try:
             for name in names:
@@ -541,11 +465,10 @@ class Daemon:
             for lock in reversed(held):
                 lock.release()
 
-    def run_sweep_now(self, name: str) -> SweepResult | None:
-        """Run sweep ``name`` once, as its job does (tests, benchmarks); None when stopping."""
-        return self._run_sweep(name)
-
-    def _run_sweep(self, name: str) -> SweepResult | None:
+    def run_sweep(self, name: str) -> SweepResult | None:
+        """Run sweep ``name`` once, as its job does: after the runs of the sweeps it depends on
+        in this process, and reporting to the readiness state. None when stopping or when
+        ``name`` is not scheduled."""
         with self._working():
             sweep = self._sweeps.get(name)
             if sweep is None or self._stop.is_set():
@@ -556,53 +479,52 @@ class Daemon:
                 result = run_sweep(
                     self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop
                 )
-            if result.error_type in _OUTAGE_ERRORS:
+            if policy.is_outage(result.error_type):
                 self._health.set(False, result.error or "database unreachable")
-            elif result.outcome == SUCCESS and self._health.set(True, ""):
+            elif result.outcome == Outcome.SUCCESS and self._health.set(True, ""):
                 self._retry_after_outage()
             return result
 
     def _job_done(self, event: JobExecutionEvent) -> None:
         """After a sweep's run (scheduler thread or executor thread, after the job's instance
-        count went down): pick the next run from what this one did."""
+        count went down): ask the policy for the next run and schedule it."""
         name = event.job_id
         if name not in self._state or self._stop.is_set():
             return
         result: SweepResult | None = getattr(event, "retval", None)
-        if event.exception is not None:
+        crashed = event.exception is not None
+        if crashed:
             log.error("sweep_job_crashed", sweep=name, error=repr(event.exception))
         elif result is None:
             return
-        state = self._state[name]
-        state.runs += 1
-        state.last = result
-        sweep = self._sweeps.get(name)
-        if sweep is None:
+        if name not in self._sweeps:
             return
-        delay: float | None = None
-        if event.exception is not None or (result is not None and result.outcome == FAILURE):
-            state.failures += 1
-            backoff = backoff_delay(
-                state.failures, self._settings.failure_backoff, self._settings.max_failure_backoff
-            ).total_seconds()
-            delay = backoff * (1 + random.uniform(0, self._settings.jitter))
+        settings = self._settings
+        state, decision = policy.after_run(
+            self._state[name],
+            result,
+            crashed=crashed,
+            backoff=policy.Backoff(
+                settings.failure_backoff, settings.max_failure_backoff, settings.jitter
+            ),
+            dependants=policy.dependants(
+                name, {s.name: s.after for s in self._sweeps.values()}
+            ),
+            uniform=random.uniform,
+        )
+        self._state[name] = state
+        if decision.retry and decision.delay is not None:
             log.info("sweep_retry_scheduled", sweep=name, failures=state.failures,
-                     retry_in_seconds=round(delay, 3))
-        else:
-            state.failures = 0
-            if result and result.outcome == SUCCESS and result.stopped_by in BUDGET_STOPS:
-                delay = BACKLOG_RERUN_SECONDS
-                log.info("sweep_backlog_continues", sweep=name, stopped_by=result.stopped_by,
-                         rows=result.rows)
-        state.next_delay = delay
-        if delay is not None:
-            self._reschedule(name, delay)
-        if result and result.outcome == SUCCESS and result.rows:
-            # Rows this run deleted may have been all that kept rows of a later sweep alive
-            # (requests hold their tokens): bring the later sweeps' runs forward.
-            for later in self._sweeps.values():
-                if name in later.after:
-                    self._reschedule(later.name, 0.0)
+                     retry_in_seconds=round(decision.delay, 3))
+        elif decision.backlog and result is not None:
+            log.info("sweep_backlog_continues", sweep=name, stopped_by=result.stopped_by,
+                     rows=result.rows)
+        if decision.delay is not None:
+            self._reschedule(name, decision.delay)
+        # Rows this run deleted may have been all that kept rows of a later sweep alive
+        # (requests hold their tokens): bring the later sweeps' runs forward.
+        for later in decision.pull_forward:
+            self._reschedule(later, 0.0)
 
     def _reschedule(self, name: str, delay: float) -> None:
         with contextlib.suppress(JobLookupError, SchedulerNotRunningError):
@@ -615,58 +537,27 @@ class Daemon:
     def _tables(self) -> list[str]:
         return sorted({s.table for s in self._sweeps.values()})
 
-    def _heartbeat(self) -> None:
-        """What /healthz reads: the scheduler still starts jobs (no database involved)."""
-        self._health.heartbeat_at = time.monotonic()
-
     def _probe(self) -> None:
-        """Readiness: the database answers, every swept table exists, reaper's role holds the
-        privileges the batches need and the server accepts writes. The first answer also
-        checks that advisory locks can hold on this connection string (fatal when not). Each
-        statement waits at most :data:`PROBE_BOUND_SECONDS`."""
+        """The readiness probe's job (:func:`reaper.health.probe`). The first answer on a pool
+        also checks that advisory locks hold on this connection string: fatal when not."""
         # Not counted as work in flight: a probe holds nothing, and one stuck connecting to
         # a dead host must not hold up a shutdown.
         if self._stop.is_set():
             return
         try:
-            with self.db.session(bound=PROBE_BOUND_SECONDS) as session:
-                missing = session.missing_tables(self._tables())
-                refusal, stale = session.write_refusal()
-                lacking = [] if missing else session.missing_privileges(self._privileges(session))
-            if stale:
-                # An ALTER DATABASE/ROLE ... SET default_transaction_read_only since the pool
-                # connected: its sessions keep the old value, new ones get the new one.
-                log.info("database_settings_changed", action="renewing pooled connections")
-                self.db.renew_connections()
-            if not self._lock_checked:
-                self.db.check_advisory_locks()
-                self._lock_checked = True
+            answer = probe(
+                self.db, self._tables(), self._privileges, check_locks=not self._lock_checked
+            )
         except errors.LockNotHeld as exc:
             self.fatal = str(exc)
             log.critical("advisory_lock_does_not_hold", error=self.fatal)
             self._health.set(False, self.fatal)
             self.exit_requested.set()
             return
-        except errors.ConnectionFailed as exc:
-            # The pool only says it got no connection in time; a direct attempt tells why
-            # (refused, authentication, no such database), password scrubbed.
-            reason = str(exc)
-            try:
-                self.db.check_connection()
-            except errors.ConnectionFailed as direct:
-                reason = str(direct)
-            self._health.set(False, reason)
-            return
-        except errors.DatabaseError as exc:
-            self._health.set(False, str(exc))
-            return
-        if refusal is not None:
-            self._health.set(False, refusal)
-        elif missing:
-            self._health.set(False, f"missing tables: {', '.join(missing)}")
-        elif lacking:
-            what = ", ".join(f"{p} on table {t}" for t, p in lacking)
-            self._health.set(False, f"reaper's role lacks {what} (see reaper/sql/grants.sql)")
+        if answer.locks_checked:
+            self._lock_checked = True
+        if answer.problem is not None:
+            self._health.set(False, answer.problem)
         elif self._health.set(True, ""):
             self._retry_after_outage()
 
@@ -684,11 +575,7 @@ class Daemon:
         """The database is back: the sweeps whose last run failed on the outage (unreachable,
         read-only) run again now, spread over one jitter, instead of after their backoff."""
         with self._config_lock:
-            names = [
-                name for name, state in self._state.items()
-                if state.failures and state.last is not None
-                and state.last.error_type in _OUTAGE_ERRORS and name in self._sweeps
-            ]
+            names = policy.outage_retries(self._state, self._sweeps)
         for name in names:
             delay = random.uniform(0, self.jitter_seconds(self._sweeps[name]))
             log.info("sweep_retry_scheduled", sweep=name, reason="database_back",
@@ -703,70 +590,14 @@ class Daemon:
             self._statements[sweep.name] = stmts
         return stmts
 
-    def refresh_gauges(self) -> None:
-        """Set reaper_storage_rows (catalog estimate) and, per sweep, reaper_backlog_rows (an
-        index-served count up to --backlog-limit) and reaper_backlog_oldest_seconds. A sweep
-        whose query fails keeps its last values; the failure is logged."""
-        self._refresh_gauges()
-
-    def _refresh_gauges(self) -> None:
-        # Not counted as work in flight (see _probe).
-        if self._stop.is_set():
-            return
-        settings = self._settings
-        try:
-            with self.db.session() as session:
-                self.metrics.set_storage_rows(session.storage_rows(self._tables()))
-                for sweep in list(self._sweeps.values()):
-                    if self._stop.is_set():
-                        return
-                    try:
-                        cutoffs: dict[str, Any] = dict(
-                            compute_cutoffs(session, sweep, settings, None)
-                        )
-                        stmts = self._statements_for(session, sweep)
-                        rows = session.backlog_rows(stmts, cutoffs, settings.backlog_limit)
-                        oldest = (
-                            session.backlog_oldest_seconds(stmts, cutoffs, settings.backlog_limit)
-                            if rows else (0.0 if sweep.since else None)
-                        )
-                        self.metrics.set_backlog(sweep.name, rows, oldest)
-                    except errors.ConnectionFailed:
-                        raise
-                    except errors.ReaperError as exc:
-                        log.warning("backlog_failed", sweep=sweep.name, error=str(exc))
-        except errors.ReaperError as exc:
-            log.warning("gauges_failed", error=str(exc))
-
     # -- HTTP checks ---------------------------------------------------------------------
 
     def healthz(self) -> tuple[bool, str]:
-        """Alive: no fatal error, the scheduler runs and its heartbeat (a job that touches no
-        database) ran within :data:`HEALTHY_HEARTBEAT_AGE_SECONDS`. Never asks the
-        database: a database outage is /readyz's business, and a restart would not help."""
-        if self.fatal:
-            return False, self.fatal
-        if not self._scheduler.running:
-            return False, "the scheduler is not running"
-        age = time.monotonic() - self._health.heartbeat_at
-        if age > HEALTHY_HEARTBEAT_AGE_SECONDS:
-            return False, f"the scheduler has not run a job for {age:.0f}s"
-        return True, ""
+        """/healthz: alive (:meth:`reaper.health.Health.healthz`). Never asks the database."""
+        return self._health.healthz(fatal=self.fatal, scheduler_running=self._scheduler.running)
 
     def readyz(self) -> tuple[bool, str]:
-        """Ready: the database answered lately, every swept table exists, reaper's role holds
-        the privileges the batches need, and the server accepts writes (else False with the
-        reason: unreachable, a standby, default_transaction_read_only on, missing tables, a
-        missing privilege)."""
-        with self._health.lock:
-            ready, reason, answered = (
-                self._health.ready, self._health.reason, self._health.answered_at
-            )
-        if not ready:
-            return False, reason
-        stale = READY_STALE_PROBES * READINESS_PROBE_SECONDS + (
-            self._settings.connect_timeout.total_seconds()
-        )
-        if answered is None or time.monotonic() - answered > stale:
-            return False, f"no database answer for {stale:.0f}s"
-        return True, ""
+        """/readyz: ready (:meth:`reaper.health.Health.readyz`): the database answered lately,
+        every swept table exists, reaper's role holds the privileges the batches need, and
+        the server accepts writes; else False with the reason."""
+        return self._health.readyz(connect_timeout=self._settings.connect_timeout)

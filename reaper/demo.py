@@ -157,6 +157,13 @@ KEYS = {
 }
 
 
+def ephemeral_requests(sizes: Sizes) -> int:
+    """How many of the stale requests SEED writes are of an ephemeral token (one in ten,
+    resolved 19 hours ago): ``enrollment_requests_ephemeral``'s rows; the rest of
+    ``requests_stale`` are ``enrollment_requests``'."""
+    return sizes.requests_stale // 10
+
+
 def seed(dsn: str, sizes: Sizes | None = None) -> None:
     """Insert the audit's rows into the (empty) reference schema at ``dsn``, then ANALYZE, as
     autovacuum would have done on a table this old."""
@@ -291,13 +298,15 @@ def main(argv: list[str] | None = None) -> int:
         metrics_file = root / "reaper.prom"
         # The audit's requests are 99.7% garbage: more than the full-table interlock lets a
         # run delete unless told (docs/safety.md), which a first cleanup of a backlog is.
-        cmd = ["reaper", "run-once", "--max-eligible-fraction", "1",
+        # Warnings only: the table says what each sweep did (without the flag, a line per sweep
+        # on stderr says it again).
+        cmd = ["reaper", "--log-level", "warning", "run-once", "--max-eligible-fraction", "1",
                "--metrics-file", str(metrics_file)]
         print("\n$ " + " ".join(cmd))
         # The reaper script installed beside this interpreter (the virtual environment's).
         cmd[0] = shutil.which("reaper", path=str(Path(sys.executable).parent)) or "reaper"
         sys.stdout.flush()
-        env = dict(os.environ, REAPER_DSN=dsn, REAPER_LOG_LEVEL="warning")
+        env = dict(os.environ, REAPER_DSN=dsn)
         t0 = time.monotonic()
         proc = subprocess.run(cmd, env=env, check=False)
         print(f"run-once exited {proc.returncode} after {time.monotonic() - t0:.2f}s")

@@ -53,8 +53,23 @@ class ReadOnlyDatabase(DatabaseError):
     """The server is read-only (a standby, or a primary demoted by a failover)."""
 
 
-class StatementTimeout(DatabaseError):
-    """A statement ran past statement_timeout or waited past lock_timeout."""
+class StatementCanceled(DatabaseError):
+    """The server cancelled a statement (SQLSTATE 57014 or 55P03); nothing of it was kept.
+
+    Each cause has its own kind below; code that treats them alike catches this one."""
+
+
+class StatementTimeout(StatementCanceled):
+    """A statement ran past statement_timeout."""
+
+
+class LockTimeout(StatementCanceled):
+    """A statement waited past lock_timeout for a lock another session holds."""
+
+
+class QueryCanceled(StatementCanceled):
+    """A statement was cancelled on request: reaper stopping (a shutdown that ran out of
+    time), reaper's watchdog after the server went silent, or pg_cancel_backend()."""
 
 
 class ForeignKeyConflict(DatabaseError):

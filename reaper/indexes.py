@@ -1,6 +1,6 @@
 """``reaper indexes ensure``: build the indexes the sweeps rely on without blocking writers.
 
-Each index of ``reaper/sql/indexes.sql`` whose table exists is built with ``CREATE INDEX
+Each index of ``sql/indexes.sql`` whose table exists is built with ``CREATE INDEX
 CONCURRENTLY`` (writers go on; the build waits for them instead), one at a time, under the
 session's lock_timeout and without a statement_timeout (a build takes as long as the table
 needs). An index left INVALID by an interrupted build (a cancelled statement, a lost
@@ -24,8 +24,9 @@ from typing import Any
 import structlog
 
 from reaper import errors, sqlfiles, sqlinfo
-from reaper.db import Database, Session, regclass_text
+from reaper.db import Database, IndexLookup, Session, regclass_text
 from reaper.sqlinfo import IndexSpec
+from reaper.vocab import IndexOutcome, IndexStep
 
 log = structlog.get_logger("reaper.indexes")
 
@@ -35,7 +36,9 @@ LOCK_KEY = int.from_bytes(hashlib.sha256(b"reaper indexes ensure").digest()[:8],
 # How often the progress of a build is read from pg_stat_progress_create_index (seconds).
 PROGRESS_INTERVAL_SECONDS = 0.5
 
-PRESENT, CREATE, REBUILD, SKIP = "present", "create", "rebuild", "skip"
+PRESENT, CREATE, REBUILD, SKIP = (
+    IndexStep.PRESENT, IndexStep.CREATE, IndexStep.REBUILD, IndexStep.SKIP
+)
 
 
 @dataclass
@@ -54,9 +57,9 @@ class IndexAction:
 
     index: str
     table: str
-    action: str
+    action: IndexStep
     detail: str
-    outcome: str = "none"
+    outcome: IndexOutcome = IndexOutcome.NONE
     seconds: float = 0.0
     error: str | None = None
     statements: list[str] = field(default_factory=list)
@@ -83,22 +86,23 @@ ProgressFn = Callable[[IndexSpec, dict[str, Any]], None]
 def _inspect(session: Session, spec: IndexSpec) -> IndexAction:
     if not session.scalar(sqlfiles.ops("table_exists"), {"table": regclass_text(spec.table)}):
         return IndexAction(spec.name, spec.table, SKIP, f"table {spec.table} does not exist")
-    found = session.rows(
-        sqlfiles.ops("index_lookup"), {"table": regclass_text(spec.table), "name": spec.name}
+    found = session.fetch(
+        IndexLookup, sqlfiles.ops("index_lookup"),
+        {"table": regclass_text(spec.table), "name": spec.name},
     )
     if not found:
         return IndexAction(spec.name, spec.table, CREATE, "absent",
                            statements=[spec.concurrent_statement])
     row = found[0]
-    if row["valid"] and row["ready"]:
+    if row.valid and row.ready:
         return IndexAction(spec.name, spec.table, PRESENT, "valid and ready")
-    if row["building"]:
+    if row.building:
         return IndexAction(spec.name, spec.table, SKIP,
                            "another session is building it right now")
-    qualified = f"{row['schema_name']}.{row['index_name']}"
+    qualified = f"{row.schema_name}.{row.index_name}"
     return IndexAction(
         spec.name, spec.table, REBUILD,
-        f"INVALID (indisvalid={row['valid']}, indisready={row['ready']}): an interrupted build",
+        f"INVALID (indisvalid={row.valid}, indisready={row.ready}): an interrupted build",
         statements=[f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}", spec.concurrent_statement],
     )
 
@@ -134,7 +138,7 @@ def ensure(
             actions = [_inspect(session, s) for s in specs]
         for a in actions:
             if a.action in (CREATE, REBUILD):
-                a.outcome = "dry_run"
+                a.outcome = IndexOutcome.DRY_RUN
         return actions
     actions = []
     # No statement_timeout: a build takes as long as the table needs; lock_timeout still bounds
@@ -171,9 +175,9 @@ def _apply(
         if action.action == REBUILD:
             _drop_leftover(build, spec)
         _run_with_progress(db, build, spec, on_progress)
-        action.outcome = "done"
+        action.outcome = IndexOutcome.DONE
     except errors.DatabaseError as exc:
-        action.outcome, action.error = "failed", str(exc)
+        action.outcome, action.error = IndexOutcome.FAILED, str(exc)
         if isinstance(exc, errors.PrivilegeMissing):
             action.error += (
                 " (CREATE INDEX is DDL: run `reaper indexes ensure` as the tables' owner)"
@@ -186,16 +190,17 @@ def _apply(
         except errors.DatabaseError as drop_exc:
             bound.warning("index_leftover_not_dropped", error=str(drop_exc))
     action.seconds = time.monotonic() - started
-    if action.outcome == "done":
+    if action.outcome == IndexOutcome.DONE:
         bound.info("index_build_finished", seconds=round(action.seconds, 3))
 
 
 def _drop_leftover(session: Session, spec: IndexSpec) -> None:
-    for row in session.rows(
-        sqlfiles.ops("index_lookup"), {"table": regclass_text(spec.table), "name": spec.name}
+    for row in session.fetch(
+        IndexLookup, sqlfiles.ops("index_lookup"),
+        {"table": regclass_text(spec.table), "name": spec.name},
     ):
-        if not (row["valid"] and row["ready"]):
-            session.drop_index_concurrently(row["schema_name"], row["index_name"])
+        if not (row.valid and row.ready):
+            session.drop_index_concurrently(row.schema_name, row.index_name)
 
 
 def _run_with_progress(

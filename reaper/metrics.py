@@ -14,23 +14,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, writ
 
 from reaper.pacing import REASONS as THROTTLE_REASONS
 from reaper.sweeps import Sweep
+from reaper.vocab import SERVER_CHECKS, SWEEP_CHECKS, Outcome, SkipReason
 
-OUTCOMES = ("success", "failure", "skipped")
-# The checks of `reaper check` (the `check` label of reaper_check_failures). Those about the
-# server and the connection are labelled sweep="*"; the others run once per sweep.
-SERVER_CHECKS = ("server_version", "role", "advisory_lock", "pacing")
-SWEEP_CHECKS = (
-    "table",
-    "columns",
-    "privileges",
-    "index",
-    "foreign_key_index",
-    "plan",
-    "partitions",
-)
+# The checks of `reaper check` (the `check` label of reaper_check_failures): those about the
+# server and the connection (reaper.vocab.SERVER_CHECKS) are labelled sweep="*"; the others
+# (SWEEP_CHECKS) run once per sweep.
 ALL_SWEEPS = "*"
-# Why a row was skipped (reaper_skipped_rows_total's reason label; reaper.runner.SKIP_REASONS).
-SKIP_REASONS = ("locked", "timeout", "foreign_key", "error")
+# Why a row was skipped (reaper_skipped_rows_total's reason label).
+SKIP_REASONS = tuple(SkipReason)
 # Sweep runs last from milliseconds (nothing to delete) to many minutes (a first backlog).
 SWEEP_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 # Batches aim at DEFAULT_BATCH_TARGET_SECONDS (50 ms); statement_timeout caps them (10 s).
@@ -140,7 +131,7 @@ class Metrics:
             self.dropped_partitions.labels(table=s.table)
             for why in SKIP_REASONS:
                 self.skipped_rows.labels(table=s.table, reason=why)
-            for outcome in OUTCOMES:
+            for outcome in Outcome:
                 self.sweep_runs.labels(sweep=s.name, outcome=outcome)
             self.sweep_duration.labels(sweep=s.name)
             self.batch_duration.labels(sweep=s.name)
@@ -175,9 +166,9 @@ class Metrics:
     def sweep_finished(self, sweep: str, outcome: str, seconds: float) -> None:
         """Count one sweep run with its outcome and duration (seconds)."""
         self.sweep_runs.labels(sweep=sweep, outcome=outcome).inc()
-        if outcome != "skipped":
+        if outcome != Outcome.SKIPPED:
             self.sweep_duration.labels(sweep=sweep).observe(seconds)
-        if outcome == "success":
+        if outcome == Outcome.SUCCESS:
             self.last_success.labels(sweep=sweep).set_to_current_time()
 
     def set_storage_rows(self, rows: Mapping[str, int]) -> None:

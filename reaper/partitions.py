@@ -44,6 +44,7 @@ from reaper import errors, sqlfiles
 from reaper.db import MIN_HEAP_WALK_VERSION as MIN_CONCURRENT_DETACH_VERSION
 from reaper.db import Session, compose_relations, regclass_text
 from reaper.settings import FULL_TABLE_MIN_ROWS, Settings
+from reaper.vocab import CheckStatus, PartitionAction
 
 if TYPE_CHECKING:
     from reaper.metrics import Metrics
@@ -53,8 +54,7 @@ if TYPE_CHECKING:
 log = structlog.get_logger("reaper.partitions")
 
 # What a sweep does with a partition wholly past its cutoff (setting partition_action).
-DROP, DETACH, OFF = "drop", "detach", "off"
-ACTIONS = (DROP, DETACH, OFF)
+DROP, DETACH, OFF = PartitionAction.DROP, PartitionAction.DETACH, PartitionAction.OFF
 
 _PARAM = re.compile(r"%\((\w+)\)s")
 # A partition of at most this many heap bytes has its rows counted exactly before its detach
@@ -255,11 +255,11 @@ def droppable(p: Partition) -> bool:
 def _read_tree(
     session: Session, table: str, column: str | None, cutoff: datetime | None
 ) -> list[Partition]:
-    rows = session.rows(
+    return session.fetch(
+        Partition,
         sqlfiles.strip_comments(sqlfiles.read("partitions/tree.sql")),
         {"table": regclass_text(table), "column": column, "cutoff": cutoff},
     )
-    return [Partition(**r) for r in rows]
 
 
 def plan(
@@ -324,7 +324,7 @@ def plan(
             out.drop.append((p, estimate(p)))
     candidates = [p for p, _ in out.drop] + [p for p in out.pending if droppable(p)]
     if candidates:
-        obstacles = [str(r["format"]) for r in session.rows(
+        obstacles = [str(v) for v in session.values(
             sqlfiles.strip_comments(sqlfiles.read("partitions/obstacles.sql")),
             {"table": regclass_text(sweep.table)},
         )]
@@ -476,7 +476,7 @@ def _remove(
     rows, source = estimated, "estimate"
     try:
         # A partition too large to count within statement_timeout keeps the estimate.
-        with contextlib.suppress(errors.StatementTimeout):
+        with contextlib.suppress(errors.StatementCanceled):
             if exact:
                 rows = int(session.scalar(_statement("count_rows", partition=relation)))
                 source = "count"
@@ -521,7 +521,7 @@ def _remove(
 
 def check(
     session: Session, sweep: Sweep, settings: Settings, cutoffs: Mapping[str, datetime]
-) -> list[tuple[str, str, str, str | None]]:
+) -> list[tuple[CheckStatus, str, str, str | None]]:
     """``reaper check``'s findings on partition retention for ``sweep``, as
     ``(status, subject, detail, fix)`` with status ``pass``, ``warn`` or ``fail``: a
     detach left pending (fail: FINALIZE repairs it), partitions wholly past the cutoff that
@@ -535,27 +535,27 @@ def check(
     found = plan(session, sweep, cutoffs, settings)
     if not found.partitioned:
         return []
-    out: list[tuple[str, str, str, str | None]] = []
+    out: list[tuple[CheckStatus, str, str, str | None]] = []
     for p in found.pending:
-        out.append(("fail", p.name, f"a detach of {p.name} from {p.parent_qualified} was "
+        out.append((CheckStatus.FAIL, p.name, f"a detach of {p.name} from {p.parent_qualified} was "
                     "interrupted (detach pending); the next run finishes it",
                     f"ALTER TABLE {p.parent_qualified} DETACH PARTITION {p.name} FINALIZE"))
     names = ", ".join(p.name for p, _ in found.drop)
     if action == OFF:
-        out.append(("pass", sweep.table, "partition_action is off: rows are swept in batches",
-                    None))
+        out.append((CheckStatus.PASS, sweep.table,
+                    "partition_action is off: rows are swept in batches", None))
     elif found.refused is not None:
-        status = "fail" if "does not own" in found.refused else "warn"
+        status = CheckStatus.FAIL if "does not own" in found.refused else CheckStatus.WARN
         fix = (
             f"run reaper as the owner of {sweep.table} and its partitions, or set "
-            "partition_action = \"off\"" if status == "fail" else None
+            "partition_action = \"off\"" if status == CheckStatus.FAIL else None
         )
         out.append((status, sweep.table,
                     f"would {action} {names} but {found.refused}; their rows are swept in "
                     "batches", fix))
     elif found.drop:
-        out.append(("pass", sweep.table, f"would {action} {names} (wholly past the cutoff)",
-                    None))
+        out.append((CheckStatus.PASS, sweep.table,
+                    f"would {action} {names} (wholly past the cutoff)", None))
     else:
-        out.append(("pass", sweep.table, f"no partition dropped: {found.reason}", None))
+        out.append((CheckStatus.PASS, sweep.table, f"no partition dropped: {found.reason}", None))
     return out

@@ -1,8 +1,10 @@
-"""Progress of ``run-once``: a bar per sweep on a terminal (rows deleted of the estimated
+"""Progress on a terminal. ``run-once``: a bar per sweep (rows deleted of the estimated
 backlog, rate, elapsed), a ``sweep_progress`` log line every few seconds otherwise.
+``indexes ensure``: a spinner and bar per build.
 
-:func:`reaper.runner.run_sweep` calls ``on_batch`` after every batch; this module turns those
-calls into either display, so the engine knows nothing about terminals.
+:func:`reaper.runner.run_sweep` calls ``on_batch`` after every batch (and
+:func:`reaper.indexes.ensure` its ``on_progress``); this module turns those calls into a
+display, so the engine knows nothing about terminals.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from reaper.indexes import CREATE, REBUILD, IndexAction
 from reaper.runner import SweepResult
+from reaper.sqlinfo import IndexSpec
 
 log = structlog.get_logger("reaper.progress")
 
@@ -127,3 +131,50 @@ class SweepProgress:
         if self._progress is not None and self._task is not None:
             self._progress.update(self._task, completed=result.rows, total=result.rows)
             self._task = None
+
+
+class IndexProgress:
+    """A spinner and bar per build of ``reaper indexes ensure`` on a terminal, from
+    pg_stat_progress_create_index.
+
+    Args:
+        live: show them (stderr is a terminal); otherwise nothing is shown.
+    """
+
+    def __init__(self, live: bool) -> None:
+        self.live = live
+        self._progress = Progress(
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            TextColumn("{task.fields[phase]}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=not live,
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> IndexProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def action(self, action: IndexAction) -> None:
+        """``ensure``'s ``on_action``: a build (or rebuild) starts its bar."""
+        if self.live and action.action in (CREATE, REBUILD):
+            self._tasks[action.index] = self._progress.add_task(
+                f"{action.action} {action.index}", total=None, phase="starting"
+            )
+
+    def update(self, spec: IndexSpec, row: dict[str, Any]) -> None:
+        """``ensure``'s ``on_progress``: one reading of the build's progress."""
+        task = self._tasks.get(spec.name)
+        if task is None or not row:
+            return
+        # blocks while scanning the table, tuples while sorting and loading the index.
+        total, done = row.get("blocks_total") or 0, row.get("blocks_done") or 0
+        if not total:
+            total, done = row.get("tuples_total") or 0, row.get("tuples_done") or 0
+        self._progress.update(task, total=total or None, completed=done,
+                              phase=row.get("phase") or "")

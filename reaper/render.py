@@ -1,4 +1,6 @@
-"""Tables for people, at any width: every table reaper prints goes through :func:`print_table`.
+"""Tables for people, at any width: every table reaper prints goes through :func:`print_table`,
+and the tables of the commands (``run-once``, ``status``, ``check``, ``indexes ensure``) are
+built here from their results.
 
 A table fits the terminal (its width; off a terminal ``COLUMNS``, else 80 columns) by
 construction: columns marked optional are left out, last first, until it fits (``--wide``
@@ -13,13 +15,25 @@ import io
 import os
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from reaper.settings import format_duration
+from reaper.vocab import CheckStatus, IndexOutcome, Outcome, PartitionAction
+
+if TYPE_CHECKING:
+    from reaper.checks import Finding
+    from reaper.indexes import IndexAction
+    from reaper.runner import SweepResult
+    from reaper.status import SweepStatus
+    from reaper.sweeps import Sweep
 
 DEFAULT_WIDTH_COLUMNS = 80
 
@@ -158,3 +172,227 @@ def _print_stacked(
             console.print(Text(head + lines[0]), highlight=False, soft_wrap=True)
             for line in lines[1:]:
                 console.print(Text(indent + line), highlight=False, soft_wrap=True)
+
+
+# -- the commands' tables ---------------------------------------------------------------------
+# Every line under a table goes through make_console() too: names and server messages come
+# from the database and the config and are printed as they are; colour goes through Text
+# styles.
+
+_CHECK_COLOURS = {CheckStatus.PASS: "green", CheckStatus.WARN: "yellow", CheckStatus.FAIL: "red"}
+_INDEX_COLOURS = {
+    IndexOutcome.FAILED: "red", IndexOutcome.DONE: "green", IndexOutcome.DRY_RUN: "yellow",
+}
+_PARTITION_VERBS = {PartitionAction.DROP: "dropped", PartitionAction.DETACH: "detached"}
+
+
+def print_results(
+    results: Sequence[SweepResult],
+    *,
+    dry_run: bool,
+    wide: bool = False,
+) -> None:
+    """``reaper run-once``: one row per sweep (sweep, table, reason, rows, batches, seconds,
+    outcome), then, for a dry run, what each count leaves out and the sweeps a real run would
+    refuse; then the partitions removed, the errors and the lock holders, one line each."""
+    rows: list[list[Cell]] = []
+    for r in results:
+        colour = "green" if r.outcome == Outcome.SUCCESS else "red"
+        rows.append([
+            r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
+            Text(r.outcome, style=colour),
+        ])
+    print_table(
+        "reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""),
+        [
+            Column("sweep"), Column("table", optional=True),
+            Column("reason", optional=True),
+            Column("eligible" if dry_run else "deleted", right=True),
+            Column("batches", right=True), Column("seconds", right=True),
+            Column("outcome"),
+        ],
+        rows,
+        wide=wide,
+    )
+    console = make_console()
+    if dry_run:
+        for r in results:
+            if r.note:
+                console.print(f"note: {r.note}", highlight=False)
+        for r in results:
+            if r.refusal:
+                console.print(Text.assemble((r.sweep, "yellow"), ": a real run would be refused: ",
+                                            r.refusal))
+    for r in results:
+        for p in r.partitions:
+            verb = _PARTITION_VERBS.get(p["action"], p["action"])
+            if dry_run:
+                console.print(
+                    f"{r.sweep}: would {p['action'].replace('_', ' ')} partition "
+                    f"{p['partition']} (~{p['estimated_rows']:,} rows, estimated)",
+                    highlight=False,
+                )
+            else:
+                console.print(
+                    f"{r.sweep}: {verb} partition {p['partition']} "
+                    f"({p['rows']:,} rows, {p['rows_source']})",
+                    highlight=False,
+                )
+    for r in results:
+        if r.error:
+            console.print(Text.assemble((r.sweep, "red"), ": ", r.error))
+        for h in r.holders:
+            # One line however long: who holds the lock is what an operator greps for.
+            console.print(Text.assemble((r.sweep, "yellow"), ": skipped, lock held by ",
+                                        h.describe()), soft_wrap=True)
+
+
+def dependants_notes(sweeps: Sequence[Sweep], counts: Mapping[str, int]) -> dict[str, str]:
+    """What a count of eligible rows leaves out, in a dry run and in ``status``: a sweep that
+    runs after others (its ``after``) is counted against the table as it is now, while a real
+    run lets those sweeps delete first, which can make more of its rows eligible (a token
+    that only a stale request still references). One line per such sweep whose predecessors
+    have rows to delete, by sweep name.
+
+    Args:
+        sweeps: the sweeps counted.
+        counts: eligible rows by sweep name.
+    """
+    notes: dict[str, str] = {}
+    for s in sweeps:
+        first = [name for name in s.after if counts.get(name, 0) > 0]
+        if first and s.name in counts:
+            rows = sum(counts[name] for name in first)
+            # Two sweeps of one table may count the same row: their sum is then a bound.
+            bound = "up to " if len(first) > 1 else ""
+            notes[s.name] = (
+                f"{s.name}: counted as its table is now; a real run first lets "
+                f"{' and '.join(first)} delete {bound}{rows:,} rows, which can make more of "
+                f"{s.table}'s rows eligible: the count cannot include those"
+            )
+    return notes
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    # An age of days shown to the second is noise: whole minutes past an hour.
+    step = 60 if seconds >= 3600 else 1
+    return format_duration(timedelta(seconds=round(seconds / step) * step))
+
+
+def _bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:,.0f} {unit}" if unit == "B" else f"{size:,.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _when(d: datetime | None) -> str:
+    return d.strftime("%Y-%m-%d %H:%M") if d is not None else "never"
+
+
+def print_status(
+    rows: Sequence[SweepStatus], *, wide: bool = False, sweeps: Sequence[Sweep] = ()
+) -> None:
+    """``reaper status``: one row per sweep (backlog, oldest eligible age, table rows, size,
+    dead tuples, vacuum), then the lock holders and what the backlog counts leave out."""
+    cells: list[list[Cell]] = []
+    for r in rows:
+        if r.error:
+            cells.append([r.sweep, r.table, Text(r.error, style="red"), *[""] * 6])
+            continue
+        backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
+        est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
+            else "never analyzed"
+        cells.append([
+            r.sweep, r.table, backlog, _age(r.oldest_eligible_age_seconds), est,
+            _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
+            _when(r.last_vacuum), _when(r.last_autovacuum),
+        ])
+    # A row that failed says why in its backlog cell: every column, so the reason is whole.
+    print_table(
+        "reaper status",
+        [
+            Column("sweep"), Column("table", optional=True),
+            Column("backlog", right=True), Column("oldest", right=True),
+            Column("est. rows", right=True), Column("size", right=True),
+            Column("dead rows", right=True),
+            Column("last vacuum", optional=True),
+            Column("last autovacuum", optional=True),
+        ],
+        cells,
+        wide=wide or any(r.error for r in rows),
+    )
+    console = make_console()
+    for r in rows:
+        for h in r.lock_holders:
+            console.print(Text.assemble((r.sweep, "yellow"), ": lock held by ", h.describe()),
+                          soft_wrap=True)
+    counts = {r.sweep: r.backlog_rows for r in rows if r.backlog_rows is not None}
+    for note in dependants_notes(sweeps, counts).values():
+        console.print(f"note: {note}")
+
+
+def print_findings(findings: Sequence[Finding], *, wide: bool = False) -> None:
+    """``reaper check``: one row per finding, then (when columns were left out) what each
+    finding that did not pass says and its fix, and a count of failures and warnings."""
+    rows: list[list[Cell]] = [
+        [f.sweep, f.check, Text(f.status, style=_CHECK_COLOURS[f.status]), f.subject, f.detail,
+         f.fix or ""]
+        for f in findings
+    ]
+    dropped = print_table(
+        "reaper check",
+        [Column("sweep"), Column("check"), Column("status"),
+         Column("subject", optional=True), Column("detail", optional=True),
+         Column("fix", optional=True)],
+        rows,
+        wide=wide,
+    )
+    console = make_console()
+    if dropped:
+        # What a finding that did not pass says, and its fix, under the table.
+        for f in findings:
+            if f.status != CheckStatus.PASS:
+                stop = "" if f.detail.rstrip().endswith((".", ":", ";")) else "."
+                text = f"{f.subject}: {f.detail}" + (f"{stop} Fix: {f.fix}" if f.fix else "")
+                console.print(Text.assemble(
+                    (f.status, _CHECK_COLOURS[f.status]), f" {f.sweep} {f.check}: {text}"
+                ))
+    failed = sum(f.status == CheckStatus.FAIL for f in findings)
+    console.print(Text.assemble(
+        f"{len(findings)} checks, ", (f"{failed} failed", "red"),
+        f", {sum(f.status == CheckStatus.WARN for f in findings)} warnings",
+    ))
+
+
+def print_index_actions(
+    actions: Sequence[IndexAction], *, dry_run: bool, wide: bool = False
+) -> None:
+    """``reaper indexes ensure``: one row per index (action, outcome, seconds, detail); with
+    ``dry_run``, the statements a real run would execute."""
+    title = "reaper indexes ensure" + (" (dry run: nothing built)" if dry_run else "")
+    rows: list[list[Cell]] = []
+    for a in actions:
+        outcome = Text(a.outcome, style=_INDEX_COLOURS.get(a.outcome, ""))
+        rows.append([a.index, a.table, a.action, outcome, f"{a.seconds:.3f}",
+                     a.error or a.detail])
+    print_table(
+        title,
+        [Column("index"), Column("table", optional=True),
+         Column("action"), Column("outcome"),
+         Column("seconds", right=True, optional=True),
+         Column("detail", optional=True)],
+        rows,
+        wide=wide or any(a.outcome == IndexOutcome.FAILED for a in actions),
+    )
+    console = make_console()
+    if dry_run:
+        for a in actions:
+            for stmt in a.statements:
+                console.print(f"{stmt};")

@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -41,11 +41,11 @@ from reaper.metrics import SKIP_REASONS, Metrics
 from reaper.predicate import CheckedPredicate
 from reaper.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.sweeps import Sweep, retention_of
+from reaper.vocab import Outcome, Strategy
 
 log = structlog.get_logger("reaper.runner")
 
-SUCCESS, FAILURE, SKIPPED = "success", "failure", "skipped"
-OUTCOMES = (SUCCESS, FAILURE, SKIPPED)
+SUCCESS, FAILURE, SKIPPED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.SKIPPED
 
 # Heap-walk block ranges stay within these bounds whatever the estimates say: a range of one
 # block still makes progress; 16,384 blocks (128 MiB at 8 KiB) is about a second of scan.
@@ -88,6 +88,7 @@ class SweepResult:
         cutoffs: parameter name -> cutoff timestamp used.
         error: the failure's one-line message (no password).
         error_type: the failure's exception class name (e.g. ``ConnectionFailed``).
+        sqlstate: the failure's SQLSTATE when the database raised it (e.g. ``57014``).
         batch_seconds: duration of each batch transaction, in order.
         contended_batches: batches that met a row a writer held and were split.
         timed_out_batches: batches that ran past statement_timeout and were retried smaller.
@@ -99,6 +100,10 @@ class SweepResult:
             remove, each ``{partition, action, estimated_rows}``.
         locked_at, unlocked_at: Unix times between which the run held its advisory locks
             and did its work (None when it never got them).
+        refusal: with ``dry_run``, why a real run would stop before its first delete (the
+            full-table interlock's one line), else None.
+        note: with ``dry_run``, what the count leaves out (rows that the sweeps it runs
+            after would make eligible), else None; set by the caller, which knows them.
     """
 
     sweep: str
@@ -113,6 +118,7 @@ class SweepResult:
     cutoffs: dict[str, datetime] = field(default_factory=dict)
     error: str | None = None
     error_type: str | None = None
+    sqlstate: str | None = None
     dry_run: bool = False
     batch_seconds: list[float] = field(default_factory=list)
     contended_batches: int = 0
@@ -123,6 +129,8 @@ class SweepResult:
     locked_at: float | None = None
     unlocked_at: float | None = None
     partitions: list[dict[str, Any]] = field(default_factory=list)
+    refusal: str | None = None
+    note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601, seconds rounded to milliseconds."""
@@ -139,9 +147,12 @@ class SweepResult:
             "dry_run": self.dry_run,
             "cutoffs": {k: v.isoformat() for k, v in self.cutoffs.items()},
             "error": self.error,
+            "error_type": self.error_type,
+            "sqlstate": self.sqlstate,
             "lock_holders": [h.as_dict() for h in self.holders],
             "partitions": self.partitions,
             "skipped": dict(self.skipped),
+            **({"refusal": self.refusal, "note": self.note} if self.dry_run else {}),
         }
 
 
@@ -185,7 +196,16 @@ class _Progress:
         self.on_batch = on_batch
         self.started = time.monotonic()
         # Called before each batch (reaper.pacing): waits while the database asks to.
-        self.pace: Callable[[float | None, float | None], str | None] | None = None
+        self.pace: pacing.Pacer | None = None
+        # While the pacer sees live traffic, a batch aims at this many seconds.
+        self.busy_batch_seconds: float | None = None
+
+    def busy_seconds(self) -> float | None:
+        """The seconds a batch aims at while other sessions use the database (None: not
+        busy now, or load pacing off)."""
+        if self.pace is None or not self.pace.busy:
+            return None
+        return self.busy_batch_seconds
 
     def batch(self, rows: int, seconds: float) -> None:
         r = self.result
@@ -280,7 +300,7 @@ def check_predicates(db: Database, sweeps: Iterable[Sweep]) -> None:
 
 def skip_reason(exc: errors.DatabaseError) -> str:
     """The ``reaper_skipped_rows_total`` reason of a row whose delete failed with ``exc``."""
-    if isinstance(exc, errors.StatementTimeout):
+    if isinstance(exc, errors.StatementCanceled):
         return SKIP_LOCKED if exc.sqlstate == LOCK_NOT_AVAILABLE else SKIP_TIMEOUT
     if isinstance(exc, errors.ForeignKeyConflict) or exc.sqlstate == FOREIGN_KEY_VIOLATION:
         return SKIP_FOREIGN_KEY
@@ -306,10 +326,29 @@ def held_row(exc: errors.DatabaseError, heap: str) -> tuple[int, int] | None:
 def isolable(exc: errors.DatabaseError) -> bool:
     """Whether ``exc`` may be the failure of some rows of a batch (split the batch to find
     them) rather than of the whole sweep (no connection, no privilege, a missing object, a
-    read-only server: the run fails)."""
-    return isinstance(exc, (errors.StatementTimeout, errors.ForeignKeyConflict)) or (
+    read-only server, a table lock held past lock_timeout: the run fails).
+
+    A lock wait that timed out names the tuple it waited for in the server's CONTEXT (a row
+    a writer holds, of the swept table or of one a cascade reaches); one that names none was
+    a wait for a table's lock (lock_heap.sql), which no row of the batch is to blame for."""
+    if exc.sqlstate == LOCK_NOT_AVAILABLE:
+        return _HELD_TUPLE.search(exc.server_context or "") is not None
+    return isinstance(exc, (errors.StatementCanceled, errors.ForeignKeyConflict)) or (
         type(exc) is errors.DatabaseError
     )
+
+
+def run_failure(exc: errors.DatabaseError) -> errors.DatabaseError:
+    """``exc`` as the run's failure: a table lock held past lock_timeout (a lock timeout that
+    names no row, :func:`isolable`) says so, since the server's own line does not."""
+    if exc.sqlstate != LOCK_NOT_AVAILABLE or isolable(exc):
+        return exc
+    out = errors.LockTimeout(
+        f"{exc}: another session held a lock on the whole table (a migration, LOCK TABLE) "
+        "past lock_timeout (--lock-timeout); no row was skipped, the next run tries again"
+    )
+    out.sqlstate, out.server_context = exc.sqlstate, exc.server_context
+    return out
 
 
 def choose_strategy(
@@ -469,21 +508,27 @@ class DeletionLedger:
                 entry.deleted += rows
 
 
-_LEDGERS: weakref.WeakKeyDictionary[Database, DeletionLedger] = weakref.WeakKeyDictionary()
+_LEDGERS: weakref.WeakKeyDictionary[Database, dict[bool, DeletionLedger]] = (
+    weakref.WeakKeyDictionary()
+)
 _LEDGERS_LOCK = threading.Lock()
 
 
-def ledger_of(db: Database) -> DeletionLedger:
-    """The :class:`DeletionLedger` of ``db`` (made on first use, lives as long as ``db``)."""
+def ledger_of(db: Database, *, projected: bool = False) -> DeletionLedger:
+    """The :class:`DeletionLedger` of ``db`` (made on first use, lives as long as ``db``).
+    ``projected``: the dry runs' own ledger, of the rows they counted as a run would delete
+    them, apart from what real runs deleted."""
     with _LEDGERS_LOCK:
-        ledger = _LEDGERS.get(db)
+        ledgers = _LEDGERS.setdefault(db, {})
+        ledger = ledgers.get(projected)
         if ledger is None:
-            ledger = _LEDGERS[db] = DeletionLedger()
+            ledger = ledgers[projected] = DeletionLedger()
         return ledger
 
 
 def refuse_table_window(
-    sweep: Sweep, measure: EligibleMeasure, threshold: float, window: _TableWindow
+    sweep: Sweep, measure: EligibleMeasure, threshold: float, window: _TableWindow,
+    *, projected: bool = False,
 ) -> None:
     """The full-table interlock across runs: once this process deleted rows from the table in
     the window, stop a run before its first delete when the rows it would leave (rows now
@@ -491,7 +536,8 @@ def refuse_table_window(
     window's start (a table of FULL_TABLE_MIN_ROWS rows or more then). Without inserts
     meanwhile that is (deleted in the window + eligible now) / rows at the start >=
     ``threshold``; rows inserted since count as rows kept, so a busy table whose rows come and
-    go many times a day is not refused. ``threshold`` 1 is the opt-in.
+    go many times a day is not refused. ``threshold`` 1 is the opt-in. ``projected``: the
+    window counts what a dry run's earlier sweeps would delete (the message says so).
 
     Raises:
         FullTableRefused: one line naming the sweep, the figures and the setting.
@@ -501,11 +547,16 @@ def refuse_table_window(
     left = max(0.0, measure.rows - measure.eligible)
     if left / window.rows > 1.0 - threshold:
         return
+    deleted = (
+        f"{window.deleted:,} rows that the sweeps before it would delete from {sweep.table}"
+        if projected
+        else f"{window.deleted:,} rows already deleted from {sweep.table} by this process"
+    )
     raise errors.FullTableRefused(
-        f"sweep {sweep.name}: {window.deleted:,} rows already deleted from {sweep.table} by "
-        f"this process, and about {measure.eligible:,.0f} of the {measure.rows:,.0f} left "
-        f"are eligible: the run would leave {left / window.rows:.1%} of its "
-        f"{window.rows:,.0f} rows, so {1 - left / window.rows:.1%} would be gone, at or above "
+        f"sweep {sweep.name}: {deleted}, and about {measure.eligible:,.0f} of the "
+        f"{measure.rows:,.0f} left are eligible: the run would leave "
+        f"{left / window.rows:.1%} of its {window.rows:,.0f} rows, so "
+        f"{1 - left / window.rows:.1%} would be gone, at or above "
         f"max_eligible_fraction {threshold:g}; nothing was deleted. If that is meant, set "
         f"max_eligible_fraction = 1 in [sweeps.{sweep.name}] (or --max-eligible-fraction / "
         "REAPER_MAX_ELIGIBLE_FRACTION)"
@@ -530,12 +581,41 @@ class _Deleter:
         self.session, self.stmts, self.hs, self.params = session, stmts, hs, params
         self.sizer, self.progress = sizer, progress
         self.splitter = Splitter()
+        # The row limit while the database is busy (None: not busy, or not measured yet).
+        self.busy_limit: int | None = None
         self.skip: list[tuple[int, int]] = []
         # Why the last attempt failed (a skip reason), None after a success.
         self.last_failure: str | None = None
 
     def limit(self) -> int:
-        return self.splitter.next_limit(self.sizer.size)
+        """The next batch's row limit: the sizer's (or the splitter's while a batch fails),
+        and while the database is busy (:meth:`_Progress.busy_seconds`) at most the busy
+        limit, which follows the batches' durations toward that target (:meth:`_measured`)."""
+        limit = self.splitter.next_limit(self.sizer.size)
+        if self.progress.busy_seconds() is None:
+            self.busy_limit = None
+        elif self.busy_limit is not None:
+            limit = min(limit, self.busy_limit)
+        return limit
+
+    def trusts_ranges(self) -> bool:
+        """Whether a heap-walk batch may try its whole range in place first
+        (heap_range_batch.sql, which has no row limit): not while the sizer is below the batch
+        size after a timeout, nor while a failing batch is being split. Deletes that cost
+        that much (a cascade, a trigger) would time out in the range form every time, and each
+        batch would cost a whole statement_timeout before its limited retry."""
+        return self.sizer.size >= self.sizer.ceiling and self.splitter.limit is None
+
+    def _measured(self, limit: int, seconds: float) -> None:
+        """While busy, the next limit: this batch's ``limit`` scaled toward the busy target
+        by its ``seconds`` (at most 2x either way per batch, so that one slow batch cannot
+        swing it; the fixed cost of a batch, its round trips, is part of what is measured,
+        so a target below it settles at MIN_BUSY_ROWS)."""
+        busy = self.progress.busy_seconds()
+        if busy is None or seconds <= 0:
+            return
+        scale = min(max(busy / seconds, 0.5), 2.0)
+        self.busy_limit = min(max(MIN_BUSY_ROWS, int(limit * scale)), self.sizer.ceiling)
 
     def attempt(
         self, limit: int, batch: Callable[[], BatchRows], first_victim: Callable[[], Any]
@@ -555,13 +635,17 @@ class _Deleter:
         seconds = time.monotonic() - t0
         self.splitter.succeeded()
         self.sizer.succeeded(seconds)
+        self._measured(limit, seconds)
         self.progress.batch(rows.deleted, seconds)
         return rows
 
     def _failed(self, exc: errors.DatabaseError, limit: int) -> None:
         stop = self.progress.stop
         if not isolable(exc) or (stop is not None and stop.is_set()):
-            raise exc
+            failure = run_failure(exc)
+            if failure is exc:
+                raise exc
+            raise failure from exc
         r = self.progress.result
         reason = skip_reason(exc)
         self.last_failure = reason
@@ -591,7 +675,10 @@ class _Deleter:
         except errors.DatabaseError as exc:
             stop = self.progress.stop
             if not isolable(exc) or (stop is not None and stop.is_set()):
-                raise
+                failure = run_failure(exc)
+                if failure is exc:
+                    raise
+                raise failure from exc
             if skip_reason(exc) == SKIP_TIMEOUT:
                 self.progress.result.timed_out_batches += 1
             self.skip.append(tid)
@@ -611,6 +698,51 @@ class _Deleter:
 # overshoots on every other batch (bench B1 at a fill of 1.0: 5.8x one plain DELETE, every
 # batch redone). At 0.8 the usual variation of garbage per block stays under the limit.
 RANGE_FILL = 0.8
+# While the database is busy, a batch's row limit follows busy_batch_seconds, but never
+# below this many rows (a batch of a few rows would cost more in round trips than it deletes).
+MIN_BUSY_ROWS = 100
+
+
+class BatchStrategy(Protocol):
+    """How one heap's batches find their victims: :class:`HeapWalk` or :class:`IndexBatches`
+    (:func:`choose_strategy` picks one per heap)."""
+
+    def run(self, deleter: _Deleter) -> str:
+        """Delete the heap's garbage with ``deleter``'s batches; returns the stop reason."""
+        ...
+
+
+@dataclass(frozen=True)
+class HeapWalk:
+    """The heap walk (:attr:`Strategy.HEAP`): tuple-id ranges, front to back.
+
+    Attributes:
+        target_seconds: how long a batch aims to take (``--batch-target-seconds``; while the
+            database is busy, ``--busy-batch-seconds`` instead).
+        estimated_fraction: the garbage fraction of the heap's sample (sizes the first
+            range; None: unknown).
+    """
+
+    target_seconds: float
+    estimated_fraction: float | None = None
+
+    def run(self, deleter: _Deleter) -> str:
+        return _walk_heap(deleter, self.target_seconds, self.estimated_fraction)
+
+
+@dataclass(frozen=True)
+class IndexBatches:
+    """The index path (:attr:`Strategy.INDEX`): batches through the predicate's index."""
+
+    def run(self, deleter: _Deleter) -> str:
+        return _follow_index(deleter)
+
+
+def batch_strategy(name: str, settings: Settings, fraction: float | None) -> BatchStrategy:
+    """The :class:`BatchStrategy` named ``name`` (``heap`` or ``index``)."""
+    if name == Strategy.HEAP:
+        return HeapWalk(settings.batch_target_seconds.total_seconds(), fraction)
+    return IndexBatches()
 
 
 def _walk_heap(
@@ -645,13 +777,14 @@ def _walk_heap(
             return stopped
         last_block = min(pos[0] + span, end)
         limit = deleter.limit()
+        target = progress.busy_seconds() or target_seconds
         t0 = time.monotonic()
         start = pos
         rows = deleter.attempt(
             limit,
             functools.partial(
                 session.delete_heap_batch, stmts, hs, params, start, last_block, limit,
-                list(deleter.skip),
+                list(deleter.skip), deleter.trusts_ranges(),
             ),
             functools.partial(
                 session.first_victim, stmts, hs, params, list(deleter.skip), start, last_block
@@ -684,9 +817,9 @@ def _walk_heap(
         if rows.selected:
             scale = want * covered / rows.selected / max(span, 1)
             if seconds > 0:
-                scale = min(scale, target_seconds / seconds)
+                scale = min(scale, target / seconds)
         else:
-            scale = 2.0 if seconds < target_seconds else 1.0
+            scale = 2.0 if seconds < target else 1.0
         span = int(span * min(max(scale, 0.5), 2.0))
         span = min(max(span, MIN_BLOCKS_PER_BATCH), MAX_BLOCKS_PER_BATCH)
     return "done"
@@ -762,6 +895,7 @@ def run_sweep(
     bound = log.bind(sweep=sweep.name, table=sweep.table, reason=sweep.reason)
     started = time.monotonic()
     keys = lock_keys(sweep) if lock and not dry_run else []
+    bug: Exception | None = None
     try:
         with db.session() as session:
             if keys and not session.try_advisory_locks(keys):
@@ -772,10 +906,11 @@ def run_sweep(
                 result.locked_at = time.time()
                 if not dry_run:
                     progress.pace = pacing.for_run(db, session, settings, sweep.name, metrics, stop)
+                    progress.busy_batch_seconds = settings.busy_batch_seconds.total_seconds()
                 try:
                     _sweep_batches(
                         session, sweep, settings, result, progress, now, bound,
-                        ledger_of(db),
+                        ledger_of(db, projected=dry_run),
                     )
                 finally:
                     result.unlocked_at = time.time()
@@ -785,6 +920,9 @@ def run_sweep(
         result.outcome = FAILURE
         result.error = str(exc) if isinstance(exc, errors.ReaperError) else repr(exc)
         result.error_type = type(exc).__name__
+        result.sqlstate = exc.sqlstate if isinstance(exc, errors.ReaperError) else None
+        if not isinstance(exc, errors.ReaperError):
+            bug = exc
     result.seconds = time.monotonic() - started
     if metrics is not None and not dry_run:
         metrics.sweep_finished(result.sweep, result.outcome, result.seconds)
@@ -800,7 +938,11 @@ def run_sweep(
         dry_run=dry_run,
     )
     if result.outcome == FAILURE:
-        bound.error("sweep_failed", error=result.error, error_type=result.error_type, **fields)
+        # A bug (not one of reaper's own errors) keeps its traceback; expected failures
+        # stay one line, a database error with its SQLSTATE.
+        traceback = {"exc_info": bug} if bug is not None else {}
+        bound.error("sweep_failed", error=result.error, error_type=result.error_type,
+                    sqlstate=result.sqlstate, **traceback, **fields)
     elif result.outcome == SKIPPED:
         # Another process (a replica, a run-once by hand) runs this sweep or one it depends
         # on: not an error, the next scheduled run tries again. Or any login squats on the
@@ -825,33 +967,29 @@ def _sweep_batches(
     progress: _Progress,
     now: datetime | None,
     bound: Any,
-    ledger: DeletionLedger | None = None,
+    ledger: DeletionLedger,
 ) -> None:
     """The body of a run, on one session: cutoffs, strategy, batches (results into ``result``).
-    ``ledger``: the rows deleted per table by this process (:func:`refuse_table_window`)."""
+    ``ledger``: the rows deleted per table by this process (:func:`refuse_table_window`); a
+    dry run's own ledger, of the rows it counted, for a dry run."""
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
     checked = session.check_predicate(sweep)
     stmts = session.statements(checked)
     params = dict(result.cutoffs)
-    if dry_run:
-        partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
-        result.rows = session.count_eligible(stmts, params)
-        result.stopped_by = "done"
-        return
     # The full-table interlock sees the table whole, partitions that could be dropped included:
     # dropping every partition empties a table as surely as deleting every row.
     measure = measure_eligible(session, stmts, params)
     threshold = settings.max_eligible_fraction_for(sweep.name)
-    refuse_full_table(sweep, measure, threshold)
-    if ledger is None:
-        _delete(session, sweep, settings, result, progress, checked, stmts, params, measure)
+    key = _table_key(session, sweep)
+    if dry_run:
+        _count(session, sweep, settings, result, progress, stmts, params, measure, threshold,
+               ledger.window(key, measure.rows))
+        if result.refusal is None:
+            ledger.record(key, result.rows)
         return
-    # The table by oid: "big" and "public.big" are one table.
-    key = str(session.rows(
-        "SELECT %(t)s::regclass::oid AS oid", {"t": regclass_text(sweep.table)}
-    )[0]["oid"])
+    refuse_full_table(sweep, measure, threshold)
     window = ledger.window(key, measure.rows)
     refuse_table_window(sweep, measure, threshold, window)
     before = result.rows
@@ -859,6 +997,50 @@ def _sweep_batches(
         _delete(session, sweep, settings, result, progress, checked, stmts, params, measure)
     finally:
         ledger.record(key, result.rows - before)
+
+
+def _table_key(session: Session, sweep: Sweep) -> str:
+    """The swept table's key in a :class:`DeletionLedger`: its oid ("big" and "public.big"
+    are one table)."""
+    return str(session.scalar("SELECT %(t)s::regclass::oid", {"t": regclass_text(sweep.table)}))
+
+
+def _count(
+    session: Session,
+    sweep: Sweep,
+    settings: Settings,
+    result: SweepResult,
+    progress: _Progress,
+    stmts: SweepStatements,
+    params: dict[str, Any],
+    measure: EligibleMeasure,
+    threshold: float,
+    window: _TableWindow,
+) -> None:
+    """A dry run: the partitions a run would retire, the rows it would delete, and
+    (``result.refusal``) whether the full-table interlock would stop it before its first
+    delete, judged as a real run of the same invocation would be: the rows that the dry run's
+    earlier sweeps counted in this table count as deleted (``window``, of the projected
+    ledger). The rows that would then be left are counted, not sampled: the table's rows now
+    (a full count of each heap; the sample's projection if that count fails) minus those,
+    minus this sweep's eligible rows. Exact when the sweeps of a table delete different rows;
+    when they share rows, the refusal may be projected where a real run would go on (never
+    the other way round)."""
+    partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
+    result.rows = session.count_eligible(stmts, params)
+    result.stopped_by = "done"
+    if window.deleted and threshold < 1.0:
+        try:
+            rows: float = session.count_rows(stmts)
+        except errors.ReaperError:
+            rows = measure.rows
+        left = max(rows - window.deleted, 0.0)
+        measure = EligibleMeasure(measure.samples, left, min(float(result.rows), left))
+    try:
+        refuse_full_table(sweep, measure, threshold)
+        refuse_table_window(sweep, measure, threshold, window, projected=True)
+    except errors.FullTableRefused as exc:
+        result.refusal = str(exc)
 
 
 def _delete(
@@ -889,12 +1071,7 @@ def _delete(
             strategies.append(strategy)
         result.strategy = "+".join(strategies)
         deleter = _Deleter(session, stmts, hs, params, sizer, progress)
-        if strategy == "heap":
-            result.stopped_by = _walk_heap(
-                deleter, settings.batch_target_seconds.total_seconds(), fraction
-            )
-        else:
-            result.stopped_by = _follow_index(deleter)
+        result.stopped_by = batch_strategy(strategy, settings, fraction).run(deleter)
         if result.stopped_by != "done":
             break
     if not stmts.heaps:

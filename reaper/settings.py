@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from reaper.errors import ConfigError
+from reaper.vocab import PartitionAction, Strategy
 
 # Defaults. Retentions come from the control plane's own rules: a session lives 72 h after it
 # lapses (long enough to see why it lapsed), a silent bootstrap member 30 days, an ephemeral
@@ -75,9 +76,10 @@ DEFAULT_JITTER = 0.1
 # reaper_backlog_rows counts at most this many rows (an index-served count, LIMITed), and
 # reaper_backlog_oldest_seconds looks at most at as many: each eligible row costs a heap page,
 # so the limit sets a gauge's cost. Bench B5 (10,000,000 requests, 10,000 scattered
-# eligible): about 5-7 ms at 1,000 against 19-22 ms at 100,000 (every eligible row read);
-# beyond it the gauge says "at least 1,000", which is what an alert needs to know.
-DEFAULT_BACKLOG_LIMIT = 1_000
+# eligible): 8 ms of server time at 1,000 (1,000 heap pages read, about 8 us each; 7-11 ms
+# a gauge, against a 10 ms target), 19-22 ms at 100,000 (every eligible row read); beyond it
+# the gauge says "at least 500", which is what an alert needs to know.
+DEFAULT_BACKLOG_LIMIT = 500
 # How often the backlog and storage gauges are refreshed (not on every scrape: the backlog
 # count costs tens of milliseconds per sweep).
 DEFAULT_GAUGE_INTERVAL = timedelta(minutes=1)
@@ -87,16 +89,21 @@ DEFAULT_MAX_REPLICA_LAG = timedelta(seconds=10)
 # (bench B4, 4 clients refreshing: their p99 during the sweep was 0.98x before it at 0.5 and
 # 1.07x at 0.25, against 1.81x unpaced; a quiet database is swept at full speed whatever it is).
 DEFAULT_BUSY_SHARE = 0.5
+# While other sessions use the database, a batch aims at this long: the latency a batch adds
+# to a live transaction grows with its length (its CPU and the WAL a client's commit then
+# flushes). Bench B4 on a quiet machine (live refresh p99 1.5 ms before the sweep): p99
+# during 6-7 ms with 8,000-row batches (~11 ms each), 3.5 ms with 2,000, 2.9 ms with 1,000.
+DEFAULT_BUSY_BATCH_SECONDS = 0.002
 # After a failed run the sweep retries after failure_backoff, doubling per consecutive
 # failure up to max_failure_backoff (then the success resets it).
 DEFAULT_FAILURE_BACKOFF = timedelta(seconds=30)
 DEFAULT_MAX_FAILURE_BACKOFF = timedelta(hours=1)
 
-STRATEGIES = ("auto", "heap", "index")
+STRATEGIES = tuple(Strategy)
 # What a sweep does with a partition wholly past its cutoff (reaper.partitions): drop it,
 # detach it only (kept as a table of its own, for an archive job), or leave it to the row
 # batches.
-PARTITION_ACTIONS = ("drop", "detach", "off")
+PARTITION_ACTIONS = tuple(PartitionAction)
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _DURATION_UNITS = {
@@ -278,10 +285,13 @@ def _fraction(value: Any) -> float:
 
 def _share(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a fraction")
-    f = float(value)
-    if not 0.0 < f <= 1.0:
-        raise ValueError(f"must be more than 0 and at most 1, got {f}")
+        raise ValueError(f"{value!r} is not a number")
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{_shown(value)} is not a number") from None
+    if not 0.0 < f <= 1.0:  # NaN fails this too
+        raise ValueError(f"must be more than 0 and at most 1, got {_shown(value)}")
     return f
 
 
@@ -374,6 +384,7 @@ EXPECTED = {
     "ROWS": "a whole number of rows, e.g. 10000",
     "DURATION": 'a duration with a unit, e.g. "30d", "72h", "90s" or "500ms"',
     "FRACTION": "a number from 0 to 1, e.g. 0.1",
+    "SHARE": "a number more than 0 and at most 1, e.g. 0.5",
     "DSN": 'a libpq connection string in quotes, e.g. "host=db.internal dbname=app"',
     "HOST:PORT": 'an address in quotes, e.g. "127.0.0.1:9465"',
     "FILE": 'a file path in quotes, e.g. "/etc/reaper/web.yml"',
@@ -616,8 +627,9 @@ class Settings:
     max_replica_lag: timedelta | None = _setting(
         DEFAULT_MAX_REPLICA_LAG,
         _optional_positive_duration,
-        "Pause batches while any standby (pg_stat_replication) replays further behind than "
-        "this; they resume when it catches up (0: never pause for standbys).",
+        "Start no batch that would end with a standby (pg_stat_replication) replaying "
+        "further behind than this; batches resume when it catches up (0: never pause for "
+        "standbys).",
         "DURATION",
     )
     busy_share: float = _setting(
@@ -625,7 +637,15 @@ class Settings:
         _share,
         "While other sessions use the database, batches take at most this fraction of a "
         "run's wall time, waiting between them (1: no pause for live traffic).",
-        "FRACTION",
+        "SHARE",
+    )
+    busy_batch_seconds: timedelta = _setting(
+        timedelta(seconds=DEFAULT_BUSY_BATCH_SECONDS),
+        _positive_duration,
+        "While other sessions use the database, each batch aims at this long (its row limit "
+        "follows the rows per second of the batches before): a short batch adds little "
+        "latency to a live transaction. Ignored with --busy-share 1.",
+        "DURATION",
     )
     timestamp_time_zone: str = _setting(
         DEFAULT_TIMESTAMP_TIME_ZONE,
@@ -878,7 +898,8 @@ def build_settings(
         if name not in names:
             raise ConfigError(
                 f"{source}: unknown setting {_shown(key)}"
-                + (_did_you_mean(name, names) or f"; known settings: {', '.join(sorted(names))}")
+                + (did_you_mean(name, [*names, "sweeps"])
+                   or f"; known settings: {', '.join(sorted(names))}")
             )
         values[name] = (raw, f"{source} key {key}")
     for name, raw in explicit.items():
@@ -895,7 +916,7 @@ def build_settings(
     return Settings(**parsed).validate(source)
 
 
-def _did_you_mean(key: str, known: Iterable[str]) -> str | None:
+def did_you_mean(key: str, known: Iterable[str]) -> str | None:
     """``; did you mean 'x'?`` for the known name closest to a mistyped ``key`` (None when
     none is close), as click does for flags."""
     close = difflib.get_close_matches(key.replace("-", "_"), list(known), n=1, cutoff=0.6)
@@ -928,7 +949,7 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
         unknown = set(body) - _SWEEP_KEYS
         if unknown:
             guesses = "".join(
-                filter(None, (_did_you_mean(k, _SWEEP_KEYS) for k in sorted(unknown)))
+                filter(None, (did_you_mean(k, _SWEEP_KEYS) for k in sorted(unknown)))
             )
             raise ConfigError(
                 f"{where} has unknown key(s) {', '.join(sorted(unknown))}"

@@ -1,6 +1,8 @@
-"""The SQL that reaper ships, read once from the installed package (``reaper/sql/``).
+"""The SQL that reaper ships, read once from the installed package.
 
-One statement (or, under ``sweeps/``, one predicate) per file. Reading them through
+The files live in the source tree's top-level ``sql/`` folder, which setuptools maps into the
+package as ``reaper.sql`` (installed as ``reaper/sql/``; an editable install maps the folder
+itself). One statement (or, under ``sweeps/``, one predicate) per file. Reading them through
 :mod:`importlib.resources` means a wheel that forgot the SQL fails loudly, at import.
 """
 
@@ -9,18 +11,37 @@ from __future__ import annotations
 import functools
 import re
 from importlib import resources
+from pathlib import Path
 
 _COMMENT = re.compile(r"^\s*--.*$", re.MULTILINE)
 
 
+def _root() -> resources.abc.Traversable:
+    """The ``reaper.sql`` package's folder (``sql/`` of the source tree, ``reaper/sql/``
+    installed)."""
+    return resources.files("reaper.sql")
+
+
 @functools.cache
 def read(name: str) -> str:
-    """The text of ``reaper/sql/<name>`` (e.g. ``schema.sql``, ``engine/heap_batch.sql``).
+    """The text of SQL file ``<name>`` (e.g. ``schema.sql``, ``engine/heap_batch.sql``).
 
     Raises:
         FileNotFoundError: the package was installed without that file.
     """
-    return resources.files("reaper").joinpath("sql", *name.split("/")).read_text("utf-8")
+    return _root().joinpath(*name.split("/")).read_text("utf-8")
+
+
+@functools.cache
+def where(name: str) -> str:
+    """Where SQL file ``<name>`` is on this machine, for a message that sends the reader
+    to it (``grants.sql``): its absolute path (``sql/`` of the source tree in a checkout,
+    ``reaper/sql/`` of the installed package), else ``reaper/sql/<name>`` when the package
+    is not a folder on disk (a zip)."""
+    path = _root().joinpath(*name.split("/"))
+    if isinstance(path, Path) and path.is_file():
+        return str(path)
+    return f"reaper/sql/{name}"
 
 
 def strip_comments(text: str) -> str:
@@ -30,19 +51,20 @@ def strip_comments(text: str) -> str:
 
 @functools.cache
 def predicate(sweep: str) -> str:
-    """The predicate of a built-in sweep (``reaper/sql/sweeps/<sweep>.sql``), comments removed."""
+    """The predicate of a built-in sweep (``sql/sweeps/<sweep>.sql``), comments removed."""
     return strip_comments(read(f"sweeps/{sweep}.sql"))
 
 
 @functools.cache
 def since(sweep: str) -> str:
-    """The "since" expression of a built-in sweep (``reaper/sql/since/<sweep>.sql``), comments
+    """The "since" expression of a built-in sweep (``sql/since/<sweep>.sql``), comments
     removed: the moment a row's retention started, for reaper_backlog_oldest_seconds."""
     return strip_comments(read(f"since/{sweep}.sql"))
 
 
+@functools.cache
 def engine(name: str) -> str:
-    """An engine statement template (``reaper/sql/engine/<name>.sql``), comments removed."""
+    """An engine statement template (``sql/engine/<name>.sql``), comments removed."""
     return strip_comments(read(f"engine/{name}.sql"))
 
 
@@ -65,7 +87,7 @@ def statements(name: str) -> list[str]:
 
 def all_files() -> list[str]:
     """Every ``.sql`` file shipped in the package, as names :func:`read` accepts."""
-    root = resources.files("reaper").joinpath("sql")
+    root = _root()
     out: list[str] = []
 
     def walk(node: resources.abc.Traversable, prefix: str) -> None:
@@ -79,6 +101,7 @@ def all_files() -> list[str]:
     return sorted(out)
 
 
+@functools.cache
 def ops(name: str) -> str:
-    """An operator-tool statement (``reaper/sql/ops/<name>.sql``), comments removed."""
+    """An operator-tool statement (``sql/ops/<name>.sql``), comments removed."""
     return strip_comments(read(f"ops/{name}.sql"))

@@ -78,7 +78,7 @@ def parse_index_statement(statement: str) -> IndexSpec:
 
 @functools.cache
 def shipped_indexes() -> tuple[IndexSpec, ...]:
-    """The indexes of ``reaper/sql/indexes.sql``, in file order."""
+    """The indexes of ``sql/indexes.sql``, in file order."""
     return tuple(parse_index_statement(s) for s in sqlfiles.statements("indexes.sql"))
 
 
@@ -121,13 +121,6 @@ def tables_read(table: str, predicate: str) -> tuple[str, ...]:
             if name not in out:
                 out.append(name)
     return tuple(out)
-
-
-def _column_name(node: Any) -> str | None:
-    if not isinstance(node, ast.ColumnRef):
-        return None
-    fields = [f for f in node.fields or () if isinstance(f, ast.String)]
-    return str(fields[-1].sval) if fields else None
 
 
 def cutoff_expressions(table: str, predicate: str) -> tuple[str, ...]:

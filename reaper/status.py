@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from reaper import errors, sqlfiles, sqlinfo
-from reaper.db import Database, LockHolder, Session, regclass_text
+from reaper.db import Database, LockHolder, Session, TableStatus, regclass_text
 from reaper.runner import compute_cutoffs, lock_keys
 from reaper.settings import Settings
 from reaper.sweeps import Sweep
@@ -134,15 +134,17 @@ def _one(
         st.error = str(exc)
         return st
     try:
-        table = session.rows(sqlfiles.ops("table_status"), {"table": regclass_text(sweep.table)})
+        table = session.fetch(
+            TableStatus, sqlfiles.ops("table_status"), {"table": regclass_text(sweep.table)}
+        )
         if not table:
             raise errors.ObjectMissing(f'{sweep.table}: relation "{sweep.table}" does not exist')
         t = table[0]
-        st.estimated_rows = int(t["estimated_rows"])
-        st.total_bytes = int(t["total_bytes"])
-        st.live_tuples = t["live_tuples"]
-        st.dead_tuples = t["dead_tuples"]
-        st.last_vacuum, st.last_autovacuum = t["last_vacuum"], t["last_autovacuum"]
+        st.estimated_rows = t.estimated_rows
+        st.total_bytes = t.total_bytes
+        st.live_tuples = t.live_tuples
+        st.dead_tuples = t.dead_tuples
+        st.last_vacuum, st.last_autovacuum = t.last_vacuum, t.last_autovacuum
         db_now = session.now(now)
         stmts = session.statements(session.check_predicate(sweep))
         st.cutoffs = compute_cutoffs(session, sweep, settings, now)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from reaper import predicate as predicates
 from reaper import sqlfiles
 from reaper.errors import ConfigError
+from reaper.settings import did_you_mean, format_duration
 
 # How often `reaper run` runs a sweep unless told otherwise: an hour suits retentions of days
 # (a row lives at most retention + interval); ephemeral members (1 h retention, CI runners
@@ -135,13 +136,19 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "enrollment_requests",
         "enrollment_requests",
         "stale",
-        {"cutoff": "node_retention", "ephemeral_cutoff": "ephemeral_node_retention"},
-        "requests resolved, or pending, for more than the retention of their token's kind",
-        (
-            "enrollment_requests_resolved_at_idx",
-            "enrollment_requests_created_at_idx",
-            "enrollment_requests_token_id_idx",
-        ),
+        {"cutoff": "node_retention"},
+        "requests resolved, or pending, for more than node_retention",
+        ("enrollment_requests_resolved_or_created_idx",),
+    ),
+    _builtin(
+        "enrollment_requests_ephemeral",
+        "enrollment_requests",
+        "ephemeral",
+        {"cutoff": "ephemeral_node_retention"},
+        "requests of ephemeral tokens resolved, or pending, for more than "
+        "ephemeral_node_retention",
+        ("bootstrap_tokens_ephemeral_idx", "enrollment_requests_token_id_age_idx"),
+        interval=EPHEMERAL_SWEEP_INTERVAL,
     ),
     # After the requests: a request holds a foreign key to its token, so a token is only
     # garbage once its requests are gone.
@@ -152,8 +159,8 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         {"cutoff": "node_retention"},
         "tokens expired more than node_retention ago that no request references",
         # The anti-join on the requests, and the foreign key check of each delete.
-        ("bootstrap_tokens_expires_at_idx", "enrollment_requests_token_id_idx"),
-        after=("enrollment_requests",),
+        ("bootstrap_tokens_expires_at_idx", "enrollment_requests_token_id_age_idx"),
+        after=("enrollment_requests", "enrollment_requests_ephemeral"),
     ),
     _builtin(
         "router_leases",
@@ -193,7 +200,8 @@ def select(all_sweeps: Sequence[Sweep], names: Sequence[str]) -> list[Sweep]:
     for n in names:
         if n not in index:
             raise ConfigError(
-                f"unknown sweep {n!r}; choose from: {', '.join(index)}"
+                f"unknown sweep {n!r}"
+                + (did_you_mean(n, index) or f"; choose from: {', '.join(index)}")
             )
     chosen = [s for s in all_sweeps if not names or s.name in names]
     return dependency_order(chosen)
@@ -225,12 +233,19 @@ def dependency_order(sweeps: Sequence[Sweep]) -> list[Sweep]:
     return placed
 
 
-# A built-in sweep whose predicate relies on one cutoff never being later than another keeps
-# that rule when a [sweeps.NAME] table changes its retentions: (earlier, later) parameters.
-# enrollment_requests: its OR is exact only while the ephemeral retention <= the node one.
-_CUTOFF_ORDER: Mapping[str, tuple[str, str]] = {
-    "enrollment_requests": ("ephemeral_cutoff", "cutoff"),
+# Cutoffs that left a built-in sweep for another: (sweep, cutoff) -> where it is set now.
+_MOVED_CUTOFFS: Mapping[tuple[str, str], str] = {
+    ("enrollment_requests", "ephemeral_cutoff"):
+        "[sweeps.enrollment_requests_ephemeral] retention",
 }
+# Built-in sweeps whose retention may not exceed another's: (ephemeral, regular, what their
+# rows are). An ephemeral member or request must not outlive a regular one (the rule that
+# ephemeral_node_retention <= node_retention states for the global settings), whichever of
+# the global settings and the [sweeps.NAME] tables gives each retention.
+_NO_LONGER_THAN: tuple[tuple[str, str, str], ...] = (
+    ("nodes_ephemeral", "nodes_silent", "member"),
+    ("enrollment_requests_ephemeral", "enrollment_requests", "request"),
+)
 # What a [sweeps.NAME] table may change on a built-in sweep (the rest is its definition).
 _DECLARATION_KEYS = ("table", "reason", "predicate", "description", "since")
 _SINGLE_CUTOFF = "cutoff"
@@ -254,7 +269,7 @@ def configured_sweeps(settings: Settings) -> list[Sweep]:
     out: list[Sweep] = []
     for sweep in BUILTIN_SWEEPS:
         overrides = settings.sweeps.get(sweep.name)
-        out.append(sweep if overrides is None else _override(sweep, overrides, settings))
+        out.append(sweep if overrides is None else _override(sweep, overrides))
     for name, body in settings.sweeps.items():
         if name not in builtin_names:
             out.append(_declared(name, body, builtin_names))
@@ -268,7 +283,28 @@ def configured_sweeps(settings: Settings) -> list[Sweep]:
                 )
             if other == sweep.name:
                 raise ConfigError(f"[sweeps.{sweep.name}] after: a sweep cannot wait on itself")
+    for ephemeral, regular, rows in _NO_LONGER_THAN:
+        _check_no_longer(index[ephemeral], index[regular], rows, settings)
     return dependency_order(out)
+
+
+def _check_no_longer(ephemeral: Sweep, regular: Sweep, rows: str, settings: Settings) -> None:
+    """Refuse an ephemeral sweep whose retention is longer than its regular sweep's."""
+    mine = retention_of(ephemeral, _SINGLE_CUTOFF, settings)
+    theirs = retention_of(regular, _SINGLE_CUTOFF, settings)
+    if mine <= theirs:
+        return
+
+    def origin(sweep: Sweep) -> str:
+        name = sweep.cutoffs[_SINGLE_CUTOFF]
+        return f"[sweeps.{sweep.name}] retention" if name in sweep.retentions else name
+
+    raise ConfigError(
+        f"{origin(ephemeral)} ({format_duration(mine)}) is longer than {origin(regular)} "
+        f"({format_duration(theirs)}), the retention of {regular.name}: an ephemeral "
+        f"{rows} must not outlive a regular "
+        f"one; shorten the first or lengthen the second"
+    )
 
 
 def _retention_names(
@@ -289,15 +325,16 @@ def _retention_names(
     if params is not None:
         unknown = sorted(set(retention) - set(params))
         if unknown:
+            moved = _MOVED_CUTOFFS.get((name, unknown[0]))
             raise ConfigError(
                 f"{where}: this sweep has no cutoff {unknown[0]!r}; its cutoffs: "
-                + ", ".join(params)
+                + ", ".join(params) + (f" ({unknown[0]} is now {moved})" if moved else "")
             )
     cutoffs = {p: f"sweeps.{name}.retention.{p}" for p in retention}
     return cutoffs, {cutoffs[p]: d for p, d in retention.items()}
 
 
-def _override(sweep: Sweep, body: SweepSettings, settings: Settings) -> Sweep:
+def _override(sweep: Sweep, body: SweepSettings) -> Sweep:
     given = [k for k in _DECLARATION_KEYS if getattr(body, k) is not None]
     if given:
         raise ConfigError(
@@ -314,30 +351,22 @@ def _override(sweep: Sweep, body: SweepSettings, settings: Settings) -> Sweep:
         )
         cutoffs.update(new_cutoffs)
         retentions.update(new_retentions)
-    out = dataclasses.replace(
+    return dataclasses.replace(
         sweep,
         cutoffs=cutoffs,
         retentions=retentions,
         after=tuple(dict.fromkeys(sweep.after + body.after)),
         enabled=body.enabled,
     )
-    order = _CUTOFF_ORDER.get(sweep.name)
-    if order is not None:
-        earlier, later = (retention_of(out, p, settings) for p in order)
-        if earlier > later:
-            raise ConfigError(
-                f"[sweeps.{sweep.name}] retention: {order[0]} must not be longer than "
-                f"{order[1]} (the predicate relies on it); shorten it"
-            )
-    return out
 
 
 def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> Sweep:
     if body.table is None:
+        close = did_you_mean(name, builtin_names)
         raise ConfigError(
-            f"[sweeps.{name}] has no table key and no built-in sweep has that name; a new "
-            "sweep needs table, reason, predicate and retention (built-ins: "
-            + ", ".join(builtin_names) + ")"
+            f"[sweeps.{name}] has no table key and no built-in sweep has that name"
+            + (close or "; a new sweep needs table, reason, predicate and retention (built-ins: "
+               + ", ".join(builtin_names) + ")")
         )
     parts = body.table.split(".")
     if len(parts) > 2 or not all(parts):

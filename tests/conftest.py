@@ -68,8 +68,13 @@ def make_settings(dsn: str) -> Callable[..., Settings]:
 
     def make(**values: Any) -> Settings:
         # Engine tests empty whole tables on purpose: the full-table interlock is off unless a
-        # test sets it (tests/test_safety_interlock.py does, through the real command).
-        return build_settings({"dsn": dsn, "max_eligible_fraction": "1", **values})
+        # test sets it (tests/test_safety_interlock.py does, through the real command). The
+        # live-traffic pacer is off too: the test's own connection, seeding a moment before,
+        # is live traffic to it, and would shorten the batches whose sizes a test asserts
+        # (tests/test_pacing.py and tests/test_pacing_db.py test the pacer).
+        return build_settings(
+            {"dsn": dsn, "max_eligible_fraction": "1", "busy_share": "1", **values}
+        )
 
     return make
 

@@ -32,6 +32,7 @@ TOML_BAD = {
     "ROWS": ["2.7", "-5", "1e3", "10000000000000", '"many"', "true", "0.0001"],
     "DURATION": ["-1", '"-1h"', '"5"', '"1000000d"', "true", "5", '"1e400d"'],
     "FRACTION": ["1.5", "-0.1", '"half"', "true"],
+    "SHARE": ["0", "1.5", "-0.1", '"half"', "true"],
     "DSN": ["5", "true", "1.5"],
     "HOST:PORT": ["9465", '":99999"', '"nowhere"'],
     "auto|heap|index": ['"fast"', "1"],
@@ -45,6 +46,7 @@ TEXT_BAD = {
     "ROWS": ["2.7", "-5", "nan", "inf", "1e3", "9" * 5000, "many", "0x10"],
     "DURATION": ["5", "-1h", "nan", "inf", "2024-01-01", "9" * 400 + "d", "1h 30m"],
     "FRACTION": ["1.5", "nan", "inf", "-0.1", "half"],
+    "SHARE": ["0", "1.5", "nan", "inf", "-0.1", "half"],
     "DSN": [],
     "HOST:PORT": [":99999", "nowhere", ":-1"],
     "auto|heap|index": ["fast"],
@@ -140,6 +142,29 @@ def test_a_bad_variable_is_one_line_and_exit_2(
     _one_line(capsys, code, var)
 
 
+@pytest.mark.parametrize("where", ["flag", "variable", "file"])
+def test_a_dsn_that_does_not_parse_is_named_by_where_it_came_from(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bad = "garbage dsn password=s3cret"
+    argv = ["status"]
+    if where == "flag":
+        argv += ["--dsn", bad]
+        label = "--dsn"
+    elif where == "variable":
+        monkeypatch.setenv("REAPER_DSN", bad)
+        label = "REAPER_DSN"
+    else:
+        monkeypatch.delenv("REAPER_DSN")
+        config = tmp_path / "reaper.toml"
+        config.write_text(f'dsn = "{bad}"\n')
+        argv += ["--config", str(config)]
+        label = f"{config}: dsn"
+    line = _one_line(capsys, _run(argv), f"reaper: {label} is not a valid connection string")
+    assert "s3cret" not in line
+
+
 @pytest.mark.parametrize("name", [f.name for f in SETTING_FIELDS if f.name not in OPTIONAL_ZERO
                                   and f.metadata["metavar"] in ("ROWS", "DURATION")])
 def test_zero_is_refused_where_it_means_nothing(
@@ -203,7 +228,7 @@ MARKUP = '[bold]x[/bold] [/] :x: [link=http://e.test]y[/link] \\[z]'
 
 def test_text_from_the_database_is_printed_literally(capsys: pytest.CaptureFixture[str]) -> None:
     """Names and server messages are text, never rich markup or emoji codes."""
-    from reaper.cli import print_results, print_status
+    from reaper.render import print_results, print_status
     from reaper.runner import SweepResult
     from reaper.status import SweepStatus
 

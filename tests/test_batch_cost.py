@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import threading
 from typing import Any
 
 import psycopg
@@ -21,19 +21,22 @@ import structlog
 from prometheus_client import CollectorRegistry
 from psycopg import sql
 
-from reaper import cli
+from reaper import cli, sqlfiles
 from reaper.db import Database
 from reaper.metrics import Metrics
 from reaper.runner import SweepResult, run_sweep
 from reaper.settings import Settings, build_settings
-from tests.support import NOW, SWEEPS
+from reaper.sweeps import BUILTIN_SWEEPS
+from tests.support import SWEEPS
 
 STRATEGIES = pytest.mark.parametrize("strategy", ["heap", "index"])
 
 
 def declared(dsn: str, table: str, **extra: Any) -> Settings:
+    # The live-traffic pacer off: this test's own connection, seeding a moment before, would
+    # count as live traffic and shorten the batches whose sizes these tests assert.
     return build_settings(
-        {"dsn": dsn, **extra},
+        {"dsn": dsn, "busy_share": "1", **extra},
         {
             "sweeps": {
                 "events": {
@@ -119,6 +122,30 @@ def test_a_walk_without_garbage_keeps_its_ranges_large(
     assert result.batches <= 20, (result.batches, blocks[0])
 
 
+def test_a_walk_whose_blocks_cost_more_than_the_timeout_stops_trying_whole_ranges(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Every parent's delete scans its children (no index on the foreign key), so one block
+    of parents costs more than statement_timeout: a whole-range delete, which has no row
+    limit, can never fit. The walk falls back to limited batches and stays there."""
+    conn.execute(
+        "CREATE TABLE events (id bigint PRIMARY KEY, logged_at timestamptz NOT NULL);"
+        "CREATE TABLE details (event_id bigint REFERENCES events ON DELETE CASCADE,"
+        " body text);"
+        "INSERT INTO events SELECT g, now() - interval '60 days' FROM generate_series(1, 300) g;"
+        "INSERT INTO events SELECT g, now() FROM generate_series(301, 400) g;"
+        "INSERT INTO details SELECT 1 + g % 400, 'x' FROM generate_series(0, 59999) g;"
+        "ANALYZE events; ANALYZE details;"
+    )
+    settings = declared(dsn, "events", strategy="heap", batch_size=300,
+                        statement_timeout="200ms")
+    result, _, _ = sweep_events(settings)
+    assert result.outcome == "success", result.error
+    assert result.rows == 300
+    assert counts(conn, "events") == (0, 100)
+    assert result.timed_out_batches <= 12, (result.timed_out_batches, result.batches)
+
+
 @STRATEGIES
 def test_a_cascade_past_statement_timeout_is_retried_smaller_until_it_finishes(
     dsn: str, conn: psycopg.Connection[Any], strategy: str
@@ -141,6 +168,9 @@ def test_a_cascade_past_statement_timeout_is_retried_smaller_until_it_finishes(
     assert result.outcome == "success", result.error
     assert result.rows == 300
     assert counts(conn, "events") == (0, 100)
+    # Once a batch timed out, the walk stops trying whole ranges (which have no row limit):
+    # a few timeouts while the limit comes down, not one per batch.
+    assert result.timed_out_batches <= 12, (result.timed_out_batches, result.batches)
     row = conn.execute("SELECT count(*) FROM details").fetchone()
     assert row == (100_000,)
     # Whatever the machine's speed, nothing was skipped: every row fit in some batch.
@@ -241,10 +271,12 @@ def test_a_trigger_that_raises_on_one_row_skips_only_that_row(
 
 
 def seed_ephemeral_tokens(
-    conn: psycopg.Connection[Any], tokens: int, fresh: int, stale: int
+    conn: psycopg.Connection[Any], tokens: int, fresh: int, eligible: int, age: str = "40 days",
+    fresh_ephemeral: int = 0,
 ) -> None:
     """``tokens`` unexpired ephemeral tokens, ``fresh`` requests (an hour old) of ordinary
-    tokens, ``stale`` requests (40 days old) of the ephemeral tokens."""
+    tokens, ``eligible`` requests (``age`` old, named garbage-N) of the ephemeral tokens, and
+    ``fresh_ephemeral`` requests (10 minutes old) of the ephemeral tokens."""
     conn.execute(
         "INSERT INTO bootstrap_tokens (token_hash, expires_at, ephemeral)"
         " SELECT 'e' || g, now() + interval '1 day', true FROM generate_series(1, %s) g",
@@ -262,45 +294,176 @@ def seed_ephemeral_tokens(
     )
     conn.execute(
         "INSERT INTO enrollment_requests (token_id, peer_id, status, created_at)"
-        " SELECT 1 + g %% %s, 'garbage-' || g, 'pending', now() - interval '40 days'"
+        " SELECT 1 + g %% %s, 'garbage-' || g, 'pending', now() - %s::interval"
         " FROM generate_series(1, %s) g",
-        (tokens, stale),
+        (tokens, age, eligible),
+    )
+    conn.execute(
+        "INSERT INTO enrollment_requests (token_id, peer_id, status, created_at)"
+        " SELECT 1 + g %% %s, 'keep-e-' || g, 'pending', now() - interval '10 minutes'"
+        " FROM generate_series(1, %s) g",
+        (tokens, fresh_ephemeral),
     )
     conn.execute("ANALYZE bootstrap_tokens; ANALYZE enrollment_requests")
 
 
-def test_the_request_predicate_asks_each_token_by_its_primary_key(
-    dsn: str, conn: psycopg.Connection[Any]
+def planned(conn: psycopg.Connection[Any], query: str, *, heap_walk: bool) -> dict[str, Any]:
+    """The plan (EXPLAIN FORMAT JSON, its top node) of ``query`` as reaper's batches plan it:
+    after batch_settings.sql for a heap walk, after index_batch_settings.sql for an index
+    batch or a gauge, in one transaction (rolled back)."""
+    with conn.transaction(force_rollback=True):
+        if heap_walk:
+            conn.execute(sql.SQL(sqlfiles.engine("batch_settings")),
+                         {"lock_timeout_ms": 5, "heap_walk": True})
+        else:
+            conn.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+        row = conn.execute(f"EXPLAIN (FORMAT JSON) {query}").fetchone()
+    assert row is not None
+    return row[0][0]["Plan"]  # type: ignore[no-any-return]
+
+
+def nodes_of(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    out = [plan]
+    for child in plan.get("Plans", ()):
+        out += nodes_of(child)
+    return out
+
+
+@pytest.mark.parametrize("sweep", [s.name for s in BUILTIN_SWEEPS])
+def test_no_builtin_predicate_reads_another_table_whole_per_batch(
+    conn: psycopg.Connection[Any], sweep: str
 ) -> None:
-    """A row is tested against the ephemeral arm by one probe of bootstrap_tokens' primary
-    key before the list of ephemeral tokens (which only the index scan on token_id uses)."""
-    seed_ephemeral_tokens(conn, 2000, 2000, 20)
-    predicate = SWEEPS["enrollment_requests"].predicate
-    plan = "\n".join(
-        str(r[0]) for r in conn.execute(
-            sql.SQL("EXPLAIN SELECT count(*) FROM enrollment_requests WHERE ")
-            + sql.SQL(predicate),
-            {"cutoff": NOW - timedelta(days=30), "ephemeral_cutoff": NOW - timedelta(hours=1)},
-        ).fetchall()
+    """Testing one row costs the same however large another table is, as a heap walk tests
+    rows and as an index batch (or a gauge) finds them: no array built from a table (``x = ANY
+    (ARRAY(SELECT ...))`` is a linear search per row), no hash or merge join and no sequential
+    scan of another table (each reads that table whole, in every batch)."""
+    seed_ephemeral_tokens(conn, 2000, 2000, 20, fresh_ephemeral=2000)
+    s = SWEEPS[sweep]
+    where = s.predicate % {p: "now() - interval '1 hour'" for p in s.cutoffs}
+    query = f"SELECT ctid FROM {s.table} WHERE ({where}) LIMIT 1000"
+    for heap_walk in (True, False):
+        nodes = nodes_of(planned(conn, query, heap_walk=heap_walk))
+        shape = [(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in nodes]
+        assert not [n for n in nodes if n["Node Type"] in ("Hash Join", "Merge Join")], shape
+        assert not [n for n in nodes if n["Node Type"] == "Seq Scan"
+                    and n["Relation Name"] != s.table], shape
+        assert "ANY" not in str(nodes), shape
+
+
+def test_the_ephemeral_request_sweep_reads_only_the_rows_it_deletes(
+    conn: psycopg.Connection[Any],
+) -> None:
+    """Found as an index batch and the gauges find them: each ephemeral token, then its
+    requests past the cutoff through one range of (token_id, age). Neither the 200,000 fresh
+    requests of the same tokens nor the 100,000 old requests of other tokens are read."""
+    seed_ephemeral_tokens(conn, 2000, 0, 20, age="2 hours", fresh_ephemeral=200_000)
+    conn.execute(
+        "INSERT INTO enrollment_requests (token_id, peer_id, status, created_at, resolved_at)"
+        " SELECT (SELECT min(id) FROM bootstrap_tokens WHERE NOT ephemeral) + g % 100,"
+        " 'keep-old-' || g, 'approved', now() - interval '3 days', now() - interval '2 days'"
+        " FROM generate_series(1, 100000) g"
     )
-    assert "Index Scan using bootstrap_tokens_pkey on bootstrap_tokens" in plan, plan
-    (filter_line,) = [line for line in plan.splitlines() if "Filter:" in line and "ANY" in line]
-    assert filter_line.index("SubPlan") < filter_line.index("ANY"), filter_line
+    conn.execute("ANALYZE enrollment_requests")
+    where = SWEEPS["enrollment_requests_ephemeral"].predicate % {
+        "cutoff": "now() - interval '1 hour'"
+    }
+    for query in (f"SELECT ctid FROM enrollment_requests WHERE ({where}) LIMIT 1000",
+                  f"SELECT count(*) FROM (SELECT 1 FROM enrollment_requests WHERE ({where})"
+                  " LIMIT 500) AS eligible"):
+        nodes = nodes_of(planned(conn, query, heap_walk=False))
+        (read,) = [n for n in nodes if n.get("Relation Name") == "enrollment_requests"]
+        # The index condition is the whole predicate on the request: the token and the age.
+        assert read["Index Name"] == "enrollment_requests_token_id_age_idx", nodes
+        assert "token_id = t.id" in read["Index Cond"], read
+        assert "GREATEST(resolved_at, created_at) <" in read["Index Cond"], read
+        assert "Filter" not in read, read
+        (tokens,) = [n for n in nodes if n.get("Relation Name") == "bootstrap_tokens"]
+        assert tokens["Index Name"] == "bootstrap_tokens_ephemeral_idx", nodes
 
 
 @pytest.mark.slow
-def test_requests_sweep_with_400k_ephemeral_tokens(
-    dsn: str, conn: psycopg.Connection[Any], make_settings: Any
+@pytest.mark.parametrize(
+    ("tokens", "fresh", "eligible", "fresh_ephemeral"),
+    [(400_000, 300_000, 2_000, 0),  # many ephemeral tokens, few of their requests eligible
+     (100_000, 100_000, 120_000, 0),  # many tokens and many eligible requests
+     (200_000, 0, 100, 1_000_000)],  # many fresh requests of ephemeral tokens, few eligible
+    ids=["400k-tokens-2k-eligible", "100k-tokens-120k-eligible", "1m-fresh-100-eligible"],
+)
+def test_request_sweeps_with_many_ephemeral_tokens(
+    dsn: str, conn: psycopg.Connection[Any], make_settings: Any,
+    tokens: int, fresh: int, eligible: int, fresh_ephemeral: int,
 ) -> None:
-    seed_ephemeral_tokens(conn, 400_000, 300_000, 2_000)
-    settings = make_settings(node_retention="30d", ephemeral_node_retention="1d")
+    """Neither the dry run nor the run of a request sweep grows with the number of ephemeral
+    tokens or of their fresh requests: both finish inside the default statement_timeout,
+    every eligible request goes, every fresh one stays."""
+    seed_ephemeral_tokens(conn, tokens, fresh, eligible, age="2 hours",
+                          fresh_ephemeral=fresh_ephemeral)
+    settings = make_settings(node_retention="30d", ephemeral_node_retention="1h")
     with Database.from_settings(settings) as db:
-        dry = run_sweep(db, SWEEPS["enrollment_requests"], settings, dry_run=True)
-        result = run_sweep(db, SWEEPS["enrollment_requests"], settings)
-    assert (dry.outcome, dry.rows) == ("success", 2_000), dry.error
-    assert (result.outcome, result.rows) == ("success", 2_000), result.error
+        results = {
+            (name, dry): run_sweep(db, SWEEPS[name], settings, dry_run=dry)
+            for name in ("enrollment_requests", "enrollment_requests_ephemeral")
+            for dry in (True, False)
+        }
+    assert {k: (r.outcome, r.rows) for k, r in results.items()} == {
+        ("enrollment_requests", True): ("success", 0),
+        ("enrollment_requests", False): ("success", 0),
+        ("enrollment_requests_ephemeral", True): ("success", eligible),
+        ("enrollment_requests_ephemeral", False): ("success", eligible),
+    }, [r.error for r in results.values()]
     row = conn.execute(
         "SELECT count(*) FILTER (WHERE peer_id LIKE 'garbage-%%'),"
         " count(*) FILTER (WHERE peer_id LIKE 'keep-%%') FROM enrollment_requests"
     ).fetchone()
-    assert row == (0, 300_000)
+    assert row == (0, fresh + fresh_ephemeral)
+
+
+def seed_indexed_events(conn: psycopg.Connection[Any]) -> None:
+    """500 events past the 30-day retention and 100 recent ones, indexed on logged_at."""
+    conn.execute(
+        "CREATE TABLE events (id bigint, logged_at timestamptz NOT NULL);"
+        "CREATE INDEX ON events (logged_at);"
+        "INSERT INTO events SELECT g, now() - interval '60 days' FROM generate_series(1, 500) g;"
+        "INSERT INTO events SELECT g, now() FROM generate_series(501, 600) g;"
+        "ANALYZE events;"
+    )
+
+
+@STRATEGIES
+def test_a_table_lock_fails_the_run_after_lock_timeout_and_blames_no_row(
+    dsn: str, conn: psycopg.Connection[Any], strategy: str
+) -> None:
+    """A session holding a lock on the whole table (a migration, LOCK TABLE) is waited for
+    under --lock-timeout, not the milliseconds a batch gives a held row; past it the run
+    fails with the lock timeout, and no row is skipped or counted as held."""
+    seed_indexed_events(conn)
+    with psycopg.connect(dsn) as holder:
+        holder.execute("LOCK TABLE events IN SHARE MODE")
+        settings = declared(dsn, "events", strategy=strategy, lock_timeout="300ms")
+        result, metrics, logs = sweep_events(settings)
+        holder.rollback()
+    assert result.outcome == "failure"
+    assert result.sqlstate == "55P03", result
+    assert "lock on the whole table" in (result.error or ""), result.error
+    assert result.rows == 0 and result.skipped == {}
+    assert skipped(metrics, "events", "locked") == 0.0
+    assert not [e for e in logs if e["event"] == "row_skipped"]
+    assert counts(conn, "events") == (500, 100)
+
+
+@STRATEGIES
+def test_a_table_lock_released_within_lock_timeout_is_waited_for(
+    dsn: str, conn: psycopg.Connection[Any], strategy: str
+) -> None:
+    seed_indexed_events(conn)
+    with psycopg.connect(dsn) as holder:
+        holder.execute("LOCK TABLE events IN SHARE MODE")
+        release = threading.Timer(0.5, holder.rollback)
+        release.start()
+        try:
+            settings = declared(dsn, "events", strategy=strategy, lock_timeout="5s")
+            result, _, _ = sweep_events(settings)
+        finally:
+            release.join()
+    assert (result.outcome, result.rows, result.skipped) == ("success", 500, {}), result
+    assert counts(conn, "events") == (0, 100)

@@ -120,7 +120,7 @@ def test_invalid_index_from_a_failed_unique_build_is_rebuilt_as_declared(
 def test_dropped_index_and_unindexed_foreign_key(
     dsn: str, reaper_dsn: str, conn: psycopg.Connection[Any], capsys
 ) -> None:
-    conn.execute("DROP INDEX enrollment_requests_token_id_idx")
+    conn.execute("DROP INDEX enrollment_requests_token_id_age_idx")
     code, doc = run_json(capsys, "check", "--dsn", reaper_dsn, "--sweep", "bootstrap_tokens")
     assert code == 1
     fk = findings_of(doc, check="foreign_key_index")
@@ -128,7 +128,7 @@ def test_dropped_index_and_unindexed_foreign_key(
         ("fail", "enrollment_requests (token_id)")
     ]
     assert fk[0]["fix"] == "CREATE INDEX CONCURRENTLY ON enrollment_requests (token_id)"
-    missing = findings_of(doc, check="index", subject="enrollment_requests_token_id_idx")
+    missing = findings_of(doc, check="index", subject="enrollment_requests_token_id_age_idx")
     assert missing[0]["status"] == "fail" and "does not exist" in missing[0]["detail"]
     assert findings_of(doc, check="index", subject="bootstrap_tokens_expires_at_idx")[0][
         "status"] == "pass"
@@ -196,8 +196,8 @@ def test_missing_privilege_names_it_and_the_grant(
              for f in findings_of(doc, check="privileges", status="fail")]
     assert ("router_leases", "DELETE on routers", "GRANT DELETE ON routers TO reaper") in privs
     assert not [p for p in privs if p[1].startswith("UPDATE")], privs
-    # The requests' predicate reads the tokens: that sweep needs SELECT there too.
-    assert ("enrollment_requests", "SELECT on bootstrap_tokens",
+    # The ephemeral requests' predicate reads the tokens: that sweep needs SELECT there too.
+    assert ("enrollment_requests_ephemeral", "SELECT on bootstrap_tokens",
             "GRANT SELECT ON bootstrap_tokens TO reaper") in privs
     assert ("bootstrap_tokens", "SELECT on bootstrap_tokens",
             "GRANT SELECT ON bootstrap_tokens TO reaper") in privs

@@ -168,7 +168,8 @@ def test_dry_run_deletes_nothing_and_reports_eligible_rows(dsn, conn) -> None:
         "nodes_session": z.nodes_session_lapsed,
         "nodes_silent": z.nodes_silent,
         "nodes_ephemeral": z.nodes_ephemeral_silent,
-        "enrollment_requests": z.requests_stale,
+        "enrollment_requests": z.requests_stale - demo.ephemeral_requests(z),
+        "enrollment_requests_ephemeral": demo.ephemeral_requests(z),
         # Tokens referenced by a stale request are not eligible until the requests go.
         "bootstrap_tokens": 0,
         "router_leases": z.routers_expired,
@@ -234,7 +235,7 @@ def test_a_password_never_appears(dsn, conn, tmp_path) -> None:
 def test_an_error_with_brackets_is_printed_as_it_is(capsys) -> None:
     """A database's error text is not rich markup: "[/]" or "[bold]" in it must neither crash
     the table nor vanish from it."""
-    from reaper.cli import print_results
+    from reaper.render import print_results
     from reaper.runner import SweepResult
 
     error = 'syntax error at or near "[/]" in ARRAY[1] [bold]'
@@ -277,3 +278,13 @@ def test_the_connection_can_come_from_a_service_file(dsn, conn, tmp_path: Path) 
     )
     assert run.code == 0, run.stderr
     assert census(conn)["routers"]["garbage"] == 0
+
+
+@pytest.mark.parametrize(("args", "usage"), [((), "Usage: reaper [OPTIONS] COMMAND"),
+                                             (("indexes",), "Usage: reaper indexes [OPTIONS]")])
+def test_a_group_without_its_command_prints_its_help(args: tuple[str, ...], usage: str) -> None:
+    run = run_reaper(*args, env={"REAPER_DSN": UNREACHABLE})
+    assert run.code == 2, run.stderr
+    assert run.stderr.startswith(usage), run.stderr
+    assert "reaper: " not in run.stderr and "(see 'reaper" not in run.stderr
+    assert "Commands:" in run.stderr and "Traceback" not in run.stderr

@@ -136,19 +136,39 @@ REJECTED = [
         "%(cutoff)s",
     ),
     (
-        "single retention for a two-cutoff built-in",
-        '[sweeps.enrollment_requests]\nretention = "1d"\n',
-        "several cutoffs",
+        "a cutoff that moved to another sweep",
+        '[sweeps.enrollment_requests]\nretention = { cutoff = "30d", ephemeral_cutoff = "2h" }\n',
+        "ephemeral_cutoff is now [sweeps.enrollment_requests_ephemeral] retention",
     ),
+    (
+        "ephemeral requests kept longer than the others",
+        '[sweeps.enrollment_requests_ephemeral]\nretention = "40d"\n',
+        "[sweeps.enrollment_requests_ephemeral] retention (40d) is longer than node_retention "
+        "(30d), the retention of enrollment_requests",
+    ),
+    (
+        "regular members kept shorter than ephemeral ones",
+        '[sweeps.nodes_silent]\nretention = "30m"\n',
+        "ephemeral_node_retention (1h) is longer than [sweeps.nodes_silent] retention (30m)",
+    ),
+    (
+        "both retentions per sweep",
+        '[sweeps.nodes_ephemeral]\nretention = "3h"\n[sweeps.nodes_silent]\nretention = "2h"\n',
+        "[sweeps.nodes_ephemeral] retention (3h) is longer than [sweeps.nodes_silent] "
+        "retention (2h)",
+    ),
+    (
+        "a built-in's name mistyped",
+        '[sweeps.nodes_silnt]\nretention = "3d"\n',
+        "[sweeps.nodes_silnt] has no table key and no built-in sweep has that name; "
+        "did you mean 'nodes_silent'?",
+    ),
+    ("the sweeps table mistyped", '[sweep.nodes_silent]\nretention = "3d"\n',
+     "unknown setting 'sweep'; did you mean 'sweeps'?"),
     (
         "unknown cutoff of a built-in",
         '[sweeps.enrollment_requests]\nretention = { soon = "1d" }\n',
         "no cutoff 'soon'",
-    ),
-    (
-        "built-in rule kept",
-        '[sweeps.enrollment_requests]\nretention = { ephemeral_cutoff = "60d" }\n',
-        "ephemeral_cutoff must not be longer than cutoff",
     ),
 ]
 
@@ -181,6 +201,10 @@ def test_an_unknown_sweep_name_on_the_command_line_lists_the_declared_ones(
     code, err = run_cli(tmp_path, capsys, GOOD, "--sweep", "nope")
     assert code == 2
     assert "worker_tokens" in err and "nodes_silent" in err
+    # A near miss gets the name it was meant to be.
+    code, err = run_cli(tmp_path, capsys, GOOD, "--sweep", "worker_tokns")
+    assert code == 2
+    assert err.strip() == "reaper: unknown sweep 'worker_tokns'; did you mean 'worker_tokens'?"
 
 
 def test_the_shipped_example_loads() -> None:
@@ -259,7 +283,9 @@ def test_builtins_are_disabled_or_given_a_retention_and_budget() -> None:
     # Other sweeps that read node_retention keep it.
     assert sweeps["router_leases"].cutoffs == {"cutoff": "node_retention"}
     assert not sweeps["router_leases"].enabled
-    assert sweeps["bootstrap_tokens"].after == ("enrollment_requests", "nodes_silent")
+    assert sweeps["bootstrap_tokens"].after == (
+        "enrollment_requests", "enrollment_requests_ephemeral", "nodes_silent"
+    )
     assert settings.max_seconds_per_run_for("nodes_silent") == timedelta(seconds=30)
     assert settings.max_rows_per_run_for("nodes_silent") == 100
     names = [s.name for s in cli.enabled_sweeps(settings, [])]

@@ -89,7 +89,7 @@ def test_reload_changes_retention_budget_interval_and_sweeps(
     # The interval went from 1h to 2h: the next run is more than an hour and a half away.
     assert next_run is not None
     assert (next_run - datetime.now(UTC)).total_seconds() > 5400
-    result = daemon.run_sweep_now("router_leases")
+    result = daemon.run_sweep("router_leases")
     # The new retention makes the leases garbage; the new budget stops the run after 10 rows
     # (two batches of the new batch size).
     assert result is not None and (result.rows, result.stopped_by) == (10, "max_rows")

@@ -156,9 +156,10 @@ def test_outage_and_restart_of_the_database(private_server, tmp_path) -> None:
             wait_for("new garbage gone",
                      lambda: count(conn, "routers", "router_id", "b-garbage%") == 0)
             assert count(conn, "routers", "router_id", "%keep%") == 3
-        body = http_get(port, "/metrics")[1]
-        assert metric_samples(body, "reaper_deleted_rows_total")[
-            '{reason="expired",table="routers"}'] == 9
+        # The counter moves right after the batch's commit, which the rows' absence shows.
+        wait_for("the deleted rows counted", lambda: metric_samples(
+            http_get(port, "/metrics")[1], "reaper_deleted_rows_total")[
+            '{reason="expired",table="routers"}'] == 9)
         assert reaper.proc.poll() is None
     finally:
         assert reaper.terminate() == 0
@@ -190,6 +191,14 @@ def sigterm_mid_sweep(
          shutdown_timeout, "--busy-share", "1"], tmp_path,
     )
     wait_for("a batch committed", lambda: count(conn, "routers", "router_id", "garbage-%") < 400)
+    # Between two batches the runner may read the server (the pacer's sample) for a few
+    # milliseconds: wait until the next batch's DELETE is seen running.
+    wait_for("the next batch in flight", lambda: scalar(
+        conn,
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper'"
+        " AND datname = %s AND state = 'active' AND query ~* 'delete'",
+        conn.info.dbname,
+    ))
     t0 = time.monotonic()
     reaper.proc.send_signal(signal.SIGTERM)
     code = reaper.proc.wait(timeout=60)

@@ -647,7 +647,7 @@ def test_wheel_builds_and_entry_point_runs_in_a_clean_venv(tmp_path: Path) -> No
     assert check.returncode == 0, check.stderr
     where, count = check.stdout.split()
     assert Path(where).is_relative_to(venv)
-    assert int(count) == len(list((ROOT / "reaper" / "sql").rglob("*.sql")))
+    assert int(count) == len(list((ROOT / "sql").rglob("*.sql")))
 
 
 # --- one reaper per database (deploy/kubernetes/examples/many-databases) --------------------

@@ -243,7 +243,7 @@ def test_missing_privilege_names_it_and_the_table_and_the_rest_goes_on(
         assert results[name].outcome == "failure"
         assert results[name].error == (
             "nodes: permission denied for table nodes: role reaper lacks DELETE on table nodes "
-            "(grant it: GRANT DELETE ON nodes TO reaper; see reaper/sql/grants.sql)"
+            f"(grant it: GRANT DELETE ON nodes TO reaper; see {sqlfiles.where('grants.sql')})"
         )
     # The token sweep reads the requests (its anti-join): it names that table.
     assert "lacks SELECT on table enrollment_requests" in str(results["bootstrap_tokens"].error)

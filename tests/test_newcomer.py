@@ -157,7 +157,11 @@ def reaper_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("reaper:")]
 
 
-@pytest.mark.parametrize("args", [["run-once"], ["run-once", "--dry-run"], ["status"]])
+@pytest.mark.parametrize(
+    "args",
+    [["run-once"], ["run-once", "--dry-run"], ["status"], ["indexes", "ensure"],
+     ["indexes", "ensure", "--dry-run"]],
+)
 def test_a_database_without_the_tables_is_named_once(empty_db, args) -> None:
     name = str(conninfo_to_dict(empty_db)["dbname"])
     run = run_reaper(*args, env={"REAPER_DSN": empty_db})

@@ -3,6 +3,7 @@ no sleeping."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -92,8 +93,103 @@ def test_live_traffic_limits_the_batches_share_of_time() -> None:
     assert throttled == [("load", pytest.approx(0.12))]
     assert pacer.waited["load"] == pytest.approx(0.12)
     primary.busy = 0
+    clock.now += 1.0  # the next sample, a second later
     assert pacer(0.04, None) is None
     assert len(clock.waits) == 1  # traffic gone: no wait
+
+
+def test_alone_one_sample_a_second_not_one_per_batch() -> None:
+    clock = FakeClock()
+    primary = Primary(clock)
+    taken: list[float] = []
+
+    def measure() -> Sample:
+        taken.append(clock.now)
+        return primary.sample()
+
+    pacer = make_pacer(clock, measure, lag=10.0, share=0.5)
+    for _ in range(200):  # 10 s of 50 ms batches
+        assert pacer(0.05, None) is None
+        clock.now += 0.05
+    assert 9 <= len(taken) <= 11
+    # At most a second and one batch apart.
+    assert all(b - a <= 1.05 + 1e-9 for a, b in itertools.pairwise(taken))
+
+
+def test_traffic_that_starts_is_seen_within_a_second() -> None:
+    clock = FakeClock()
+    primary = Primary(clock)
+    pacer = make_pacer(clock, primary.sample, lag=None, share=0.5)
+    pacer(0.05, None)
+    primary.busy = 2
+    started = clock.now
+    while not clock.waits:
+        pacer(0.05, None)
+        clock.now += 0.05
+    assert clock.now - started <= 1.0 + 3 * 0.05 + 1e-9  # a batch, the wait, a batch
+
+
+def test_samples_every_batch_once_a_standby_nears_the_limit() -> None:
+    clock = FakeClock()
+    primary = Primary(clock)
+    primary.paused_at = clock.now  # replay stalled now: the lag grows with the clock
+    taken: list[float] = []
+
+    def measure() -> Sample:
+        taken.append(clock.now)
+        return primary.sample()
+
+    pacer = make_pacer(clock, measure, lag=2.0)
+    clock.stop_after = 1  # the run is stopped at its first pause
+    ends: list[float] = []
+    while True:
+        assert pacer(0.2, None) is None
+        if clock.waits:
+            break
+        clock.now += 0.2  # the batch
+        ends.append(clock.now)
+    # No batch ended past the limit, and the pause came within one batch of it.
+    assert all(end - primary.paused_at <= 2.0 + 1e-9 for end in ends)
+    assert ends[-1] - primary.paused_at > 2.0 - 0.2 - 1e-9
+    # Measured once a second while far from it, every batch close to it.
+    assert len(taken) < len(ends)
+
+
+@pytest.mark.parametrize("batch", [0.01, 0.3, 0.9, 2.5])
+def test_no_batch_ends_past_the_limit_and_a_long_batch_still_resumes(batch: float) -> None:
+    """A batch starts only while the standby's lag plus the batch's duration is within the
+    limit; a batch longer than half the limit counts as half, so the run resumes once the
+    standby is back within half the limit."""
+    clock = FakeClock()
+    primary = Primary(clock)
+    primary.paused_at = clock.now
+    resume_at = clock.now + 5.0
+    pacer = make_pacer(clock, primary.sample, lag=2.0)
+    ends: list[float] = []
+    resumed: list[float] = []
+
+    def wait(seconds: float) -> bool:
+        clock.wait(seconds)
+        if clock.now >= resume_at:
+            primary.paused_at = None
+        return False
+
+    pacer.wait = wait
+    for _ in range(10_000):
+        assert pacer(batch if ends else None, None) is None
+        if primary.paused_at is None and not resumed:
+            resumed.append(clock.now)
+        clock.now += batch
+        ends.append(clock.now)
+        if resumed and clock.now > resume_at + 3 * batch + 1.0:
+            break
+    stalled = [e - resume_at + 5.0 for e in ends if e < resume_at]
+    if batch <= 1.0:
+        assert all(end <= 2.0 + 1e-9 for end in stalled)
+        assert max(stalled) > 2.0 - 2 * batch - 1e-9  # it went on until close to the limit
+    else:
+        assert stalled == [batch]  # the first batch (no duration known yet), then a pause
+    assert resumed and ends[-1] > resume_at  # caught up: the run goes on
 
 
 def test_load_wait_never_outlasts_the_budget() -> None:
@@ -134,8 +230,8 @@ def test_pauses_while_a_standby_is_behind_and_resumes_when_it_catches_up() -> No
         assert pacer(0.05, None) is None
         clock.now += 0.05  # the batch
         batches += 1
-    # It stopped within one batch of the lag passing 10 s.
-    assert 10.0 <= first_wait[0] - (resume_at - 40.0) <= 10.0 + 0.05 + 1e-6
+    # It stopped within one batch before the lag passed 10 s: no batch ended past it.
+    assert 10.0 - 0.05 - 1e-6 <= first_wait[0] - (resume_at - 40.0) <= 10.0 + 1e-6
     assert clock.now >= resume_at
     assert pacer.waited["replica_lag"] >= 30.0
     assert pacer.peak_lag >= 10.0
@@ -207,6 +303,7 @@ def test_invisible_standby_is_told_once_and_never_paused_for(
     pacer._once = lambda event, **fields: told.append(event)  # type: ignore[method-assign]
     for _ in range(3):
         assert pacer(0.05, None) is None
+        clock.now += 1.0  # a new sample each time
     assert clock.waits == []
     assert told.count("replica_lag_unknown") == 3  # routed through _once, which dedups
     real = Pacer(primary.sample, max_replica_lag=10.0, busy_share=1.0, clock=clock,
@@ -306,3 +403,20 @@ def test_throttled_seconds_start_at_zero_for_every_sweep_and_reason() -> None:
     metrics.throttled("nodes_silent", "load", 0.25)
     assert registry.get_sample_value(
         "reaper_throttled_seconds_total", {"sweep": "nodes_silent", "reason": "load"}) == 0.25
+
+
+def test_busy_is_what_the_last_sample_saw_when_load_pacing_is_on() -> None:
+    clock = FakeClock()
+    primary = Primary(clock)
+    primary.busy = 2
+    pacer = make_pacer(clock, primary.sample, share=0.5)
+    pacer(None, None)
+    assert pacer.busy
+    primary.busy = 0
+    clock.now += 1.0
+    pacer(None, None)
+    assert not pacer.busy
+    off = make_pacer(clock, primary.sample, share=1.0)
+    primary.busy = 2
+    off(None, None)
+    assert not off.busy  # --busy-share 1: batches are never shortened either

@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -51,6 +53,7 @@ def throttled(registry: CollectorRegistry, reason: str) -> float:
 
 @pytest.mark.slow
 def test_paused_standby_stops_the_sweep_until_it_replays_again() -> None:
+    garbage = 300_000
     reason = replica.why_unavailable()
     if reason:
         pytest.skip(reason)
@@ -58,7 +61,8 @@ def test_paused_standby_stops_the_sweep_until_it_replays_again() -> None:
         dsn = devserver.create_database(pair.primary, f"reaper_pacing_{uuid.uuid4().hex[:6]}")
         devserver.load_schema(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            seed_nodes(conn, garbage=60_000, keep=1_000)
+            # Enough batches that the sweep outlasts max_replica_lag by far (1,500 of them).
+            seed_nodes(conn, garbage=garbage, keep=1_000)
         replica.wait_streaming(pair.primary)
         settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 200,
                                    "max_replica_lag": "1s", "busy_share": 1,
@@ -81,7 +85,7 @@ def test_paused_standby_stops_the_sweep_until_it_replays_again() -> None:
                 time.sleep(0.05)
             with psycopg.connect(dsn, autocommit=True) as conn:
                 left, kept = counts(conn)
-                assert 0 < left < 60_000 and kept == 1_000
+                assert 0 < left < garbage and kept == 1_000
                 time.sleep(2.0)
                 # While paused, no batch ran.
                 assert counts(conn) == (left, kept)
@@ -92,7 +96,7 @@ def test_paused_standby_stops_the_sweep_until_it_replays_again() -> None:
                 assert counts(conn) == (0, 1_000)
         result = results[0]
         assert result.outcome == SUCCESS and result.stopped_by == "done", result
-        assert result.rows == 60_000
+        assert result.rows == garbage
         assert throttled(registry, "replica_lag") >= 2.0
         assert throttled(registry, "load") == 0.0
 
@@ -109,8 +113,11 @@ def test_paused_run_ends_at_its_budget_and_says_why() -> None:
             seed_nodes(conn, garbage=60_000, keep=10)
         replica.wait_streaming(pair.primary)
         replica.set_replay(pair.standby, paused=True)
+        # The run dates the standby's lag from its own first sample (it has no earlier WAL
+        # positions): the limit must be far below the run's length, which is 0.5 s on a
+        # fast machine (300 batches of 200 rows).
         settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 200,
-                                   "max_replica_lag": "500ms", "max_seconds_per_run": "4s",
+                                   "max_replica_lag": "100ms", "max_seconds_per_run": "4s",
                                    "max_eligible_fraction": 1})
         with Database.from_settings(settings) as db:
             t0 = time.monotonic()
@@ -129,6 +136,21 @@ def _client(dsn: str, stop: threading.Event) -> None:
             time.sleep(0.005)
 
 
+@contextmanager
+def live_client(dsn: str) -> Iterator[None]:
+    """Another session refreshing a member every 5 ms while the block runs (started 0.3 s
+    before it, so that the pacer's first sample sees it)."""
+    stop = threading.Event()
+    client = threading.Thread(target=_client, args=(dsn, stop))
+    client.start()
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        stop.set()
+        client.join()
+
+
 def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -138,15 +160,8 @@ def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
     registry = CollectorRegistry()
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     with Database.from_settings(settings) as db:
-        stop = threading.Event()
-        client = threading.Thread(target=_client, args=(dsn, stop))
-        client.start()
-        try:
-            time.sleep(0.3)
+        with live_client(dsn):
             busy = run_sweep(db, NODES_SILENT, settings, metrics=metrics)
-        finally:
-            stop.set()
-            client.join()
         assert busy.outcome == SUCCESS and busy.rows == 5_000
         assert counts(conn) == (0, 100)
         waited = throttled(registry, "load")
@@ -160,6 +175,31 @@ def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
         quiet = run_sweep(db, NODES_SILENT, settings, metrics=metrics)
         assert quiet.rows == 5_000
         assert throttled(registry, "load") == waited
+
+
+def test_live_sessions_make_the_batches_short(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """While another session uses the database, each batch aims at busy_batch_seconds: its
+    row limit halves from the batch size while batches take longer than that, and every
+    garbage row still goes."""
+    seed_nodes(conn, garbage=30_000, keep=100)
+    settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 5_000,
+                               "busy_share": 0.9, "busy_batch_seconds": "2ms",
+                               "max_eligible_fraction": 1})
+    sizes: list[int] = []
+
+    def on_batch(r: SweepResult) -> None:
+        sizes.append(r.rows - sum(sizes))
+
+    with Database.from_settings(settings) as db, live_client(dsn):
+        busy = run_sweep(db, NODES_SILENT, settings, on_batch=on_batch)
+    assert busy.outcome == SUCCESS and busy.rows == 30_000
+    assert counts(conn) == (0, 100)
+    assert sizes[0] == 5_000  # nothing measured yet: the batch size
+    # A 5,000-row batch takes far longer than 2 ms: the limit halves, batch after batch.
+    assert max(sizes[1:-1]) <= 2_500, sizes
+    assert min(sizes[:-1]) < 1_000, sizes
 
 
 def test_check_warns_when_the_role_cannot_see_standbys_and_sessions(

@@ -112,7 +112,8 @@ def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
 def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]]:
     """The plan nodes of the sweep's ``which`` statement (index_batch or heap_batch) in the
     swept table's heap, with the cutoffs of NOW, through reaper's own session settings, planned
-    as the batch runs (an index batch after index_batch_settings.sql, in one transaction)."""
+    as the batch runs (an index batch after index_batch_settings.sql, a heap batch after
+    batch_settings.sql, in one transaction)."""
     db = Database(
         settings.dsn,
         statement_timeout=settings.statement_timeout,
@@ -124,7 +125,8 @@ def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]
         params.update(limit=DEFAULT_BATCH_SIZE, first_tid="(0,0)", end_tid="(64,0)", skip=[])
         stmts = session.statements(session.check_predicate(sweep))
         plan = session.explain(
-            getattr(stmts.heaps[0], which), params, index_batch=which == "index_batch"
+            getattr(stmts.heaps[0], which), params, index_batch=which == "index_batch",
+            heap_batch=which.startswith("heap_"),
         )
     return list(plan_nodes(plan))
 

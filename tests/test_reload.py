@@ -37,6 +37,7 @@ def test_reload_reads_the_file_again_under_the_same_flags(tmp_path: Path) -> Non
         ('node_retention = "soon"', "node_retention: 'soon' is not a duration"),
         ("nod_retention = 1", "unknown setting 'nod_retention'"),
         ('ephemeral_node_retention = "40d"', "is longer than node_retention"),
+        ('[sweeps.nodes_ephemeral]\nretention = "40d"', "is longer than node_retention"),
     ],
 )
 def test_an_invalid_file_is_rejected_in_one_line(

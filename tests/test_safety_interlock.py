@@ -107,13 +107,54 @@ def test_the_global_setting_opts_in(dsn: str, conn: psycopg.Connection[Any]) -> 
     assert _count(conn, "garbage-") == 0
 
 
-def test_a_dry_run_counts_without_the_interlock(dsn: str, conn: psycopg.Connection[Any]) -> None:
+def test_a_dry_run_counts_and_says_a_real_run_would_be_refused(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
     _seed(conn, garbage=3000, keep=0)
     run = run_reaper(
         "run-once", "--dry-run", "--sweep", "nodes_silent", "--json", env={"REAPER_DSN": dsn}
     )
     assert run.code == 0, run.stderr
-    assert run.json()[0]["rows"] == 3000
+    (result,) = run.json()
+    assert result["rows"] == 3000 and result["outcome"] == "success"
+    assert "sweep nodes_silent: 100.0% of nodes" in result["refusal"], result
+    assert "max_eligible_fraction 0.95" in result["refusal"]
+    # The table says it too, in one line under it; with the opt-in, no refusal.
+    table = run_reaper("run-once", "--dry-run", "--sweep", "nodes_silent",
+                       env={"REAPER_DSN": dsn, "COLUMNS": "200"})
+    assert table.code == 0, table.stderr
+    (line,) = [x for x in table.stdout.splitlines() if "would be refused" in x]
+    assert line.startswith("nodes_silent: a real run would be refused: sweep nodes_silent: ")
+    opted = run_reaper("run-once", "--dry-run", "--sweep", "nodes_silent", "--json",
+                       "--max-eligible-fraction", "1", env={"REAPER_DSN": dsn})
+    assert opted.json()[0]["refusal"] is None and opted.json()[0]["rows"] == 3000
+    assert _count(conn, "garbage-") == 3000  # nothing deleted
+
+
+def test_a_dry_run_judges_a_sweep_after_the_ones_before_it_as_a_run_would(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
+    """half_a would delete 950 of 1,900 rows, then half_b the other 950: the dry run says
+    that a real run would refuse half_b, as the real run then does."""
+    conn.execute(BIG)
+    config = tmp_path / "reaper.toml"
+    config.write_text(HALVES)
+    args = ("run-once", "--sweep", "half_a", "--sweep", "half_b", "--json", "--config",
+            str(config))
+    dry = run_reaper(*args, "--dry-run", env={"REAPER_DSN": dsn})
+    assert dry.code == 0, dry.stderr
+    by_name = {r["sweep"]: r for r in dry.json()}
+    assert by_name["half_a"]["rows"] == 950 and by_name["half_a"]["refusal"] is None
+    # Counted as the table is now, half_a's rows included; judged as the table would be.
+    assert by_name["half_b"]["rows"] == 1900
+    refusal = by_name["half_b"]["refusal"]
+    assert "950 rows that the sweeps before it would delete from public.big" in refusal
+    assert "100.0% would be gone" in refusal
+    assert _big(conn) == 1900
+    real = run_reaper(*args, env={"REAPER_DSN": dsn})
+    assert real.code == 1, real.stderr
+    outcomes = {r["sweep"]: r["outcome"] for r in real.json()}
+    assert outcomes == {"half_a": "success", "half_b": "failure"}
 
 
 @pytest.mark.parametrize("value", ["1.5", "-0.1", "most"])
@@ -135,7 +176,7 @@ def test_the_daemon_logs_and_counts_a_failure(
     daemon = Daemon(settings, sweeps, registry=registry)
     daemon.db.open()
     try:
-        result = daemon.run_sweep_now("nodes_silent")
+        result = daemon.run_sweep("nodes_silent")
     finally:
         daemon.stop(timedelta(seconds=5))
     assert result is not None and result.outcome == "failure"
@@ -206,6 +247,46 @@ def test_halves_in_one_invocation_are_judged_together(
                        env={"REAPER_DSN": dsn})
     assert again.code == 0, again.stderr
     assert _big(conn) == 0
+
+
+DISJOINT = """
+[sweeps.first_half]
+table = "big"
+reason = "old"
+predicate = "created_at < %(cutoff)s AND id <= 950"
+retention = "30d"
+
+[sweeps.most_of_the_rest]
+table = "big"
+reason = "old"
+predicate = "created_at < %(cutoff)s AND id > 950 AND id <= 1860"
+retention = "30d"
+after = ["first_half"]
+"""
+
+
+@pytest.mark.parametrize(("fraction", "refused"), [("0.95", True), ("0.99", False)])
+def test_a_dry_run_projects_the_window_of_sweeps_that_share_a_table(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path, fraction: str, refused: bool
+) -> None:
+    """Two sweeps of different rows: 950 of 1,900 rows (50%), then 910 more (1,860 of 1,900
+    gone, 97.9%). Each alone is under the threshold; together the second crosses 0.95 and
+    not 0.99. The dry run says what the real run then does, and deletes nothing."""
+    conn.execute(BIG)
+    config = tmp_path / "reaper.toml"
+    config.write_text(DISJOINT + f"max_eligible_fraction = {fraction}\n")
+    args = ("run-once", "--sweep", "first_half", "--sweep", "most_of_the_rest", "--json",
+            "--config", str(config))
+    dry = run_reaper(*args, "--dry-run", env={"REAPER_DSN": dsn})
+    assert dry.code == 0, dry.stderr
+    by_name = {r["sweep"]: r for r in dry.json()}
+    assert [by_name[n]["rows"] for n in ("first_half", "most_of_the_rest")] == [950, 910]
+    assert by_name["first_half"]["refusal"] is None
+    assert (by_name["most_of_the_rest"]["refusal"] is not None) is refused, by_name
+    assert _big(conn) == 1900
+    real = run_reaper(*args, env={"REAPER_DSN": dsn})
+    assert real.code == (1 if refused else 0), real.stderr
+    assert _big(conn) == (950 if refused else 40)
 
 
 def test_the_opt_in_lets_the_halves_empty_the_table(

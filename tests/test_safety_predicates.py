@@ -290,8 +290,8 @@ def test_daemon_gauges_refuse_without_evaluating(
     daemon = Daemon(settings, sweeps, registry=CollectorRegistry())
     daemon.db.open()
     try:
-        daemon.refresh_gauges()
-        result = daemon.run_sweep_now("members")
+        daemon.gauges.refresh()
+        result = daemon.run_sweep("members")
     finally:
         daemon.stop(timedelta(seconds=5))
     out = capsys.readouterr()

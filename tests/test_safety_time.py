@@ -349,7 +349,7 @@ def test_gauges_report_minus_infinity_as_a_finite_age(
     daemon = Daemon(settings, configured_sweeps(settings), registry=registry)
     daemon.db.open()
     try:
-        daemon.refresh_gauges()
+        daemon.gauges.refresh()
     finally:
         daemon.stop(timedelta(seconds=5))
     out = capsys.readouterr()

@@ -3,11 +3,11 @@
 -- PostgreSQL shows every role the pid, user and application_name of other sessions; their
 -- client address and times only to a superuser or a member of pg_read_all_stats (NULL here,
 -- shown as hidden: an unknown address is not a local connection).
-SELECT DISTINCT ON (a.pid) a.pid, coalesce(a.application_name, ''),
+SELECT DISTINCT ON (a.pid) a.pid, coalesce(a.application_name, '') AS application_name,
        CASE WHEN a.client_addr IS NOT NULL THEN host(a.client_addr)
             WHEN a.backend_start IS NOT NULL THEN 'local'
-            ELSE 'hidden' END,
-       a.backend_start, coalesce(a.usename::text, ''), a.state_change
+            ELSE 'hidden' END AS client,
+       a.backend_start, coalesce(a.usename::text, '') AS "user", a.state_change AS state_since
 FROM pg_locks l
 JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.pid <> pg_backend_pid()

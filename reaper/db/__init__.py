@@ -1,0 +1,71 @@
+"""The database: the only package that imports psycopg.
+
+It owns the connection pool (:mod:`.pool`), the watchdog and session settings every reaper
+connection carries (:mod:`.connection`), the composition of a sweep's statements
+(:mod:`.statements`), the catalog queries (:mod:`.catalog`), the advisory locks
+(:mod:`.locks`), one sweep run's session (:mod:`.session`), the rows it reads as typed
+dataclasses (:mod:`.rows`), and the translation of psycopg's errors into
+:mod:`reaper.errors`, any password scrubbed from the message (:mod:`.errors`).
+
+The rest of reaper imports from here (``from reaper.db import Database``), never from the
+modules.
+"""
+
+from __future__ import annotations
+
+from reaper.db.connection import utc_instant
+from reaper.db.errors import _Redactor, dsn_has_password
+from reaper.db.locks import LockHolder, advisory_lock_key
+from reaper.db.pool import Database
+from reaper.db.rows import (
+    BrokenIndex,
+    ForeignKey,
+    IndexLookup,
+    IndexState,
+    Relation,
+    TableColumn,
+    TableLeaf,
+    TableOwner,
+    TableStatus,
+    WhoAmI,
+)
+from reaper.db.session import Session, check_predicate_on
+from reaper.db.statements import (
+    MIN_HEAP_WALK_VERSION,
+    BatchRows,
+    Heap,
+    HeapStatements,
+    SweepStatements,
+    compose_relations,
+    regclass_text,
+    table_identifier,
+)
+
+__all__ = [
+    "MIN_HEAP_WALK_VERSION",
+    "BatchRows",
+    "BrokenIndex",
+    "Database",
+    "ForeignKey",
+    "Heap",
+    "HeapStatements",
+    "IndexLookup",
+    "IndexState",
+    "LockHolder",
+    "Relation",
+    "Session",
+    "SweepStatements",
+    "TableColumn",
+    "TableLeaf",
+    "TableOwner",
+    "TableStatus",
+    "WhoAmI",
+    "_Redactor",
+    "advisory_lock_key",
+    "check_predicate_on",
+    "compose_relations",
+    "dsn_has_password",
+    "regclass_text",
+    "table_identifier",
+    "utc_instant",
+]

@@ -1,0 +1,178 @@
+"""What a session reads from the catalog: the heaps a table covers (and the relations reaper
+refuses), privileges, the objects a predicate may not use, table sizes, the read-only state."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from psycopg import sql
+
+from reaper import errors, sqlfiles
+from reaper import predicate as predicates
+from reaper.db.queries import Queries
+from reaper.db.rows import Privilege, RefusedObject, Relation
+from reaper.db.statements import _CATALOG_PROOF, Heap, SweepStatements, TableStats, regclass_text
+from reaper.predicate import CatalogObjects, CheckedPredicate
+
+if TYPE_CHECKING:
+    from reaper.sweeps import Sweep
+
+# Why reaper refuses to delete from a relation of each kind (pg_class.relkind) other than an
+# ordinary table ('r') and a partitioned table ('p', whose rows are in its partitions).
+REFUSED_KINDS = {
+    "v": "a view: its rows belong to the tables it reads; declare a sweep of each of those",
+    "m": "a materialized view: REFRESH MATERIALIZED VIEW replaces its rows, DELETE cannot",
+    "f": "a foreign table: its rows live on another server, where a tuple id names no row "
+         "reaper can delete safely; sweep the table on that server",
+    "S": "a sequence",
+    "i": "an index",
+    "I": "a partitioned index",
+    "c": "a composite type",
+    "t": "a TOAST table",
+}
+
+
+class Catalog(Queries):
+    """The catalog queries of a :class:`reaper.db.Session`."""
+
+    def write_refusal(self) -> tuple[str | None, bool]:
+        """Why the server would refuse reaper's deletes now, and whether new sessions would see
+        another ``default_transaction_read_only`` than this one.
+
+        Returns:
+            ``(reason, stale)``: ``reason`` None when the server accepts writes; ``stale``
+            True when this session's read-only default differs from the one a new session of
+            this role would get now (an ALTER DATABASE/ROLE ... SET since it connected).
+        """
+        with self._errors(), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(sqlfiles.ops("write_refusal")))
+            row = cur.fetchone()
+        assert row is not None
+        return (None if row[0] is None else str(row[0])), bool(row[1])
+
+    def _describe_missing(self, needed: Sequence[tuple[str, str]]) -> str | None:
+        try:
+            missing = self.missing_privileges(needed)
+            role = self.scalar("SELECT current_user::text")
+        except errors.DatabaseError:
+            return None
+        if not missing:
+            return None
+        grants = "; ".join(f"GRANT {p} ON {t} TO {role}" for t, p in missing)
+        what = ", ".join(f"{p} on table {t}" for t, p in missing)
+        return f"role {role} lacks {what} (grant it: {grants}; see {sqlfiles.where('grants.sql')})"
+
+    def missing_privileges(self, needed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The ``(table, privilege)`` pairs of ``needed`` that the current role lacks; UPDATE
+        counts as held when granted on at least one column. Tables that do not exist are
+        skipped."""
+        quoted = {regclass_text(t): t for t, _ in needed}
+        rows = self.fetch(
+            Privilege,
+            sqlfiles.ops("privileges"),
+            {"tables": [regclass_text(t) for t, _ in needed],
+             "privileges": [p for _, p in needed]},
+        )
+        return [(quoted[r.table_name], r.privilege) for r in rows if not r.granted]
+
+    def heaps(self, table: str) -> list[Heap]:
+        """The heaps ``table`` covers, from the catalog: itself when it is an ordinary table,
+        and every inheritance child and partition at any depth that is one. A partitioned
+        table (or a partitioned child) has no heap of its own and adds none.
+
+        Raises:
+            ObjectMissing: no such table.
+            RelationRefused: ``table``, or a relation it covers, is of a kind reaper cannot
+                delete rows from by tuple id (a view, a foreign table, a materialized view,
+                ...): names it and says why.
+        """
+        rows = self.fetch(
+            Relation, sqlfiles.engine("heaps"), {"table": regclass_text(table)}, context=table
+        )
+        out: list[Heap] = []
+        for r in rows:
+            kind = r.relkind
+            if kind == "p":
+                continue
+            if kind != "r":
+                why = REFUSED_KINDS.get(kind, f"a relation of kind {kind!r}")
+                where = "is" if r.declared else f"covers {r.schema}.{r.name}, which is"
+                raise errors.RelationRefused(
+                    f"table {table} {where} {why}; reaper deletes only from ordinary tables "
+                    "(and the partitions and inheritance children of one)"
+                )
+            if r.delete_rule:
+                where = "has" if r.declared else f"covers {r.schema}.{r.name}, which has"
+                raise errors.RelationRefused(
+                    f"table {table} {where} a rule ON DELETE: a rule rewrites a DELETE into "
+                    "other statements, so the rows a batch selected would not be the rows it "
+                    "deletes; drop the rule or sweep the table the rule writes to"
+                )
+            stats = TableStats(r.estimated_rows, r.analyzed_blocks, r.blocks)
+            out.append(Heap(r.oid, r.schema, r.name, stats, proof=_CATALOG_PROOF))
+        return out
+
+    def statements(self, checked: CheckedPredicate) -> SweepStatements:
+        """A sweep's statements for its table, from a predicate :meth:`check_predicate`
+        accepted: its deletes composed per heap it covers (:meth:`heaps`).
+
+        Raises:
+            ObjectMissing: no such table.
+            RelationRefused: a relation reaper cannot delete from by tuple id.
+        """
+        return SweepStatements(checked, heaps=self.heaps(checked.table))
+
+    def refused_objects(self, objects: CatalogObjects) -> list[tuple[str, str]]:
+        """``(what, why)`` of each function, operator, cast type or relation in ``objects``
+        that a predicate may not use (``refused_objects.sql``); every candidate of a name on
+        this session's search path counts."""
+        rows = self.fetch(
+            RefusedObject,
+            sqlfiles.engine("refused_objects"),
+            {
+                "functions": list(objects.functions),
+                "operators": list(objects.operators),
+                "types": list(objects.types),
+                "relations": list(objects.relations),
+                "table": objects.table,
+                "columns": list(objects.columns),
+                "all_columns": objects.all_columns,
+            },
+        )
+        return [(r.what, r.why) for r in rows]
+
+    def check_predicate(self, sweep: Sweep) -> CheckedPredicate:
+        """``sweep``'s predicate and ``since`` expression, checked by the predicate rule and
+        against this server's catalog (:func:`reaper.predicate.verify`): the one way to a
+        :class:`SweepStatements`, so every command that evaluates a predicate checks it
+        first.
+
+        Raises:
+            PredicateRefused: one line naming the sweep and the offending part.
+            DatabaseError: the catalog could not be read.
+        """
+        try:
+            return predicates.verify(
+                self, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+            )
+        except predicates.PredicateError as exc:
+            where = f"sweep {sweep.name}" if sweep.builtin else f"[sweeps.{sweep.name}]"
+            raise errors.PredicateRefused(f"{where} predicate {exc}") from None
+
+    def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
+        """The catalog's estimated rows of each existing table in ``tables``."""
+        with self._errors(), self._conn.cursor() as cur:
+            quoted = {regclass_text(t): t for t in tables}
+            cur.execute(
+                sql.SQL(sqlfiles.engine("storage_rows")),
+                {"tables": list(quoted)},
+            )
+            return {quoted[str(name)]: int(n) for name, n in cur.fetchall()}
+
+    def missing_tables(self, tables: Sequence[str]) -> list[str]:
+        """The tables among ``tables`` that do not exist or that this role cannot see."""
+        with self._errors(), self._conn.cursor() as cur:
+            quoted = {regclass_text(t): t for t in tables}
+            cur.execute(sql.SQL(sqlfiles.engine("missing_tables")), {"tables": list(quoted)})
+            return [quoted[str(row[0])] for row in cur.fetchall()]

@@ -1,0 +1,168 @@
+"""psycopg's errors as :mod:`reaper.errors`, and passwords scrubbed from every message.
+
+Every statement reaper runs goes through :func:`translate_errors`: what crosses out of
+:mod:`reaper.db` is one of reaper's own exceptions, its first line only, with any password of
+the connection string scrubbed (:class:`_Redactor`), and the server's SQLSTATE and CONTEXT
+line kept on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+
+import psycopg
+import psycopg.errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import PoolTimeout
+
+from reaper import errors
+
+
+def describe_target(dsn: str | None) -> str:
+    """``user@host:port/dbname`` of a connection string, never its password."""
+    try:
+        params = conninfo_to_dict(dsn or "")
+    except psycopg.ProgrammingError:
+        return "<unparsable connection string>"
+    host = params.get("host") or params.get("hostaddr") or "(libpq default host)"
+    port = params.get("port") or ""
+    user = params.get("user") or ""
+    db = params.get("dbname") or ""
+    return f"{f'{user}@' if user else ''}{host}{f':{port}' if port else ''}/{db}"
+
+
+# A password at least this long is scrubbed wherever it appears; a shorter one only where a
+# password goes (password=..., a URI's user:...@, a quoted token), so that a password "a" or
+# "on" does not turn every "a" or "on" of a message into "***".
+_SCRUB_ANYWHERE_CHARS = 8
+
+_SCRUB_TOKEN_CHARS = 4
+# Where a password goes, whatever its value: the value is scrubbed even when it is not one we
+# know (a percent-encoded form, a second DSN quoted in a message).
+_PASSWORD_POSITIONS = (
+    # password = 'quoted \' value' | password=value
+    re.compile(r"(password\s*=\s*)(?:'(?:[^'\\]|\\.)*'?|[^\s'\"]+)", re.IGNORECASE),
+    # scheme://user:value@host
+    re.compile(r"(://[^:/@?#\s]*:)([^@/?#\s]*)(?=@)"),
+)
+
+
+class _Redactor:
+    """Scrubs a connection string's password out of any text: every password of the DSN, of any
+    length, wherever a password goes (``password=``, a URI's ``user:...@``, a quoted token);
+    a long one (8+ characters) wherever it appears, a 4+ character one as a whole token."""
+
+    def __init__(self, dsn: str | None) -> None:
+        secrets: list[str] = []
+        try:
+            secrets.append(str(conninfo_to_dict(dsn or "").get("password") or ""))
+        except psycopg.ProgrammingError:
+            # Unparsable (a bad percent-escape, say): find the password by its shape, since
+            # libpq's complaint may quote it ('invalid percent-encoded token: "Sekr%zz"').
+            secrets += re.findall(r"://[^:/@?#]*:([^@/?#]*)@", dsn or "")
+            secrets += [a or b for a, b in re.findall(
+                r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'?|(\S+))", dsn or ""
+            )]
+        self._dsn = dsn or ""
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+        self._patterns = []
+        for secret in self._secrets:
+            quoted = re.escape(secret)
+            if len(secret) >= _SCRUB_ANYWHERE_CHARS:
+                self._patterns.append(re.compile(quoted))
+            elif len(secret) >= _SCRUB_TOKEN_CHARS:
+                self._patterns.append(re.compile(rf"(?<![\w%]){quoted}(?![\w%])"))
+            else:
+                # A quoted token: libpq quotes what it complains about ("...", '...').
+                self._patterns.append(re.compile(rf"(?<=[\"']){quoted}(?=[\"'])"))
+
+    def __call__(self, text: str) -> str:
+        if self._dsn and len(self._dsn) > 1:
+            text = text.replace(self._dsn, "***")
+        text = _PASSWORD_POSITIONS[0].sub(r"\1***", text)
+        text = _PASSWORD_POSITIONS[1].sub(r"\1***", text)
+        for pattern in self._patterns:
+            text = pattern.sub("***", text)
+        return text
+
+
+def dsn_has_password(dsn: str | None) -> bool:
+    """True when the connection string carries a password (False when it does not parse)."""
+    try:
+        return bool(conninfo_to_dict(dsn or "").get("password"))
+    except psycopg.ProgrammingError:
+        return bool(re.search(r"://[^:/@?#]*:[^@/?#]+@|password\s*=", dsn or "", re.IGNORECASE))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+@contextlib.contextmanager
+def translate_errors(redact: _Redactor, context: str = "") -> Iterator[None]:
+    """Re-raise psycopg errors as :mod:`reaper.errors`, password scrubbed, context prefixed."""
+    try:
+        with _translate(redact, context):
+            yield
+    except errors.DatabaseError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, psycopg.Error) and exc.sqlstate is None:
+            exc.sqlstate = cause.sqlstate
+            exc.server_context = cause.diag.context
+        raise
+
+
+@contextlib.contextmanager
+def _translate(redact: _Redactor, context: str = "") -> Iterator[None]:
+    prefix = f"{context}: " if context else ""
+    try:
+        yield
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise errors.PrivilegeMissing(prefix + redact(_first_line(exc))) from exc
+    except (
+        psycopg.errors.UndefinedTable,
+        psycopg.errors.UndefinedColumn,
+        psycopg.errors.UndefinedFunction,
+        psycopg.errors.InvalidSchemaName,
+    ) as exc:
+        raise errors.ObjectMissing(prefix + redact(_first_line(exc))) from exc
+    except psycopg.errors.ReadOnlySqlTransaction as exc:
+        raise errors.ReadOnlyDatabase(
+            prefix + "the server is read-only (a standby, or a demoted primary after a "
+            f"failover): {redact(_first_line(exc))}"
+        ) from exc
+    except psycopg.errors.LockNotAvailable as exc:
+        raise errors.LockTimeout(prefix + redact(_first_line(exc))) from exc
+    except psycopg.errors.QueryCanceled as exc:
+        raise _canceled_kind(exc)(prefix + redact(_first_line(exc))) from exc
+    except psycopg.errors.ForeignKeyViolation as exc:
+        raise errors.ForeignKeyConflict(prefix + redact(_first_line(exc))) from exc
+    except PoolTimeout as exc:
+        raise errors.ConnectionFailed(prefix + redact(_first_line(exc))) from exc
+    except psycopg.OperationalError as exc:
+        raise errors.ConnectionFailed(prefix + redact(_first_line(exc))) from exc
+    except psycopg.Error as exc:
+        raise errors.DatabaseError(prefix + redact(_first_line(exc))) from exc
+
+
+# SQLSTATE 57014 (query_canceled) has three causes, which only the server's message tells
+# apart (ProcessInterrupts in PostgreSQL's postgres.c); a lock wait past lock_timeout raises
+# 55P03 (lock_not_available) instead, its message as below.
+_CANCEL_CAUSES: tuple[tuple[str, type[errors.StatementCanceled]], ...] = (
+    ("due to statement timeout", errors.StatementTimeout),
+    ("due to lock timeout", errors.LockTimeout),
+    ("due to user request", errors.QueryCanceled),
+)
+
+
+def _canceled_kind(exc: psycopg.errors.QueryCanceled) -> type[errors.StatementCanceled]:
+    """The kind of a query_canceled error, by the server's message; a message in another
+    language (the server's lc_messages) counts as a statement timeout."""
+    message = exc.diag.message_primary or str(exc)
+    for words, kind in _CANCEL_CAUSES:
+        if words in message:
+            return kind
+    return errors.StatementTimeout

@@ -1,0 +1,372 @@
+"""The connection pool of one database: how every reaper connection is made and configured,
+the pooler check, and the sessions a run borrows."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Mapping
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import psycopg.errors
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg_pool import ConnectionPool
+
+from reaper import errors, sqlfiles
+from reaper.db.connection import (
+    APPLICATION_NAME,
+    CLIENT_CONNECTION_CHECK_SECONDS,
+    KEEPALIVES_COUNT,
+    KEEPALIVES_IDLE_SECONDS,
+    KEEPALIVES_INTERVAL_SECONDS,
+    POOL_CHECK_SECONDS,
+    TCP_USER_TIMEOUT_SECONDS,
+    WATCHDOG_MARGIN_SECONDS,
+    BoundedConnection,
+    _bounded,
+    _log,
+    _ms,
+)
+from reaper.db.errors import _first_line, _Redactor, describe_target, translate_errors
+from reaper.db.locks import LOCK_NOT_HELD, LOCK_PROBE_ROUNDS, SESSION_MOVED
+from reaper.db.session import Session
+
+if TYPE_CHECKING:
+    from reaper.settings import Settings
+
+
+class Database:
+    """A pool of reaper connections to one PostgreSQL database.
+
+    Every connection (the pool's, the dedicated sessions, the pooler check, the direct
+    connection check) is made by :meth:`_connect` / :meth:`_configure`: autocommit,
+    ``application_name=reaper``, no prepared statements, client keepalives and
+    ``tcp_user_timeout`` unless the DSN sets them, the session settings below (the server's
+    keepalives and ``client_connection_check_interval`` included, so the server notices a
+    dead reaper and frees its locks) and the watchdog of :class:`BoundedConnection`. Each
+    batch opens its own short transaction.
+
+    Args:
+        dsn: libpq connection string or URI; None or "" uses libpq's PG* variables.
+        statement_timeout, lock_timeout, idle_in_transaction_session_timeout: PostgreSQL
+            session settings (milliseconds resolution).
+        synchronous_commit: wait for each batch's WAL flush.
+        connect_timeout: how long a connection attempt, and :meth:`session`'s wait for a
+            connection of the pool, may take.
+        max_connections: the pool's size.
+        session_pooler: the DSN points at a pooler in session mode (one server session per
+            client connection for its whole life): accepted where a pooler is otherwise
+            refused.
+        time_zone: every session's TimeZone (``timestamp_time_zone``): the zone in which
+            PostgreSQL reads a timestamp-without-time-zone or date column compared with a
+            cutoff. Pinned, so that no server, database, role, DSN or PGTZ setting changes
+            what a comparison means.
+        dsn_label: how an error names where the DSN came from (``--dsn``, ``REAPER_DSN``,
+            the config file's ``dsn``).
+
+    Raises:
+        ConfigError: the DSN does not parse.
+    """
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, max_connections: int = 4, dsn_label: str = "--dsn"
+    ) -> Database:
+        """A Database (not yet open) from ``settings``' connection and session fields;
+        ``dsn_label`` names where the DSN came from in an error (flag, variable, file)."""
+        return cls(
+            settings.dsn,
+            statement_timeout=settings.statement_timeout,
+            lock_timeout=settings.lock_timeout,
+            idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+            synchronous_commit=settings.synchronous_commit,
+            connect_timeout=settings.connect_timeout,
+            max_connections=max_connections,
+            session_pooler=settings.session_pooler,
+            time_zone=settings.timestamp_time_zone,
+            dsn_label=dsn_label,
+        )
+
+    def __init__(
+        self,
+        dsn: str | None,
+        *,
+        statement_timeout: timedelta,
+        lock_timeout: timedelta,
+        idle_in_transaction_session_timeout: timedelta,
+        synchronous_commit: bool = False,
+        connect_timeout: timedelta = timedelta(seconds=10),
+        max_connections: int = 4,
+        session_pooler: bool = False,
+        time_zone: str = "UTC",
+        dsn_label: str = "--dsn",
+    ) -> None:
+        self.dsn = dsn or ""
+        self.target = describe_target(dsn)
+        self._redact = _Redactor(dsn)
+        self._connect_timeout = connect_timeout
+        self.session_pooler = session_pooler
+        # The watchdog's bound on any one wait for the server (BoundedConnection).
+        self.bound = statement_timeout.total_seconds() + WATCHDOG_MARGIN_SECONDS
+        self._settings = {
+            "application_name": APPLICATION_NAME,
+            "statement_timeout": f"{_ms(statement_timeout)}ms",
+            "lock_timeout": f"{_ms(lock_timeout)}ms",
+            "idle_in_transaction_session_timeout": f"{_ms(idle_in_transaction_session_timeout)}ms",
+            "synchronous_commit": "on" if synchronous_commit else "off",
+            # A generic plan cannot know the cutoff, and could pick a full scan for a batch.
+            "plan_cache_mode": "force_custom_plan",
+            # What a wall time without a time zone means in a comparison with a cutoff.
+            "TimeZone": time_zone,
+        }
+        try:
+            params = conninfo_to_dict(self.dsn)
+            self._conninfo = make_conninfo(
+                self.dsn, connect_timeout=max(1, int(connect_timeout.total_seconds())),
+                **{k: v for k, v in self.tcp_defaults().items() if k not in params},
+            )
+            effective = conninfo_to_dict(self._conninfo)
+        except psycopg.ProgrammingError as exc:
+            raise errors.ConfigError(
+                f"{dsn_label} is not a valid connection string: "
+                f"{self._redact(_first_line(exc))}"
+            ) from None
+        # The server watches reaper's side as reaper watches the server's: the same figures
+        # (a DSN that sets the client's sets the server's too). Session settings any role may
+        # set; on a Unix socket PostgreSQL ignores them.
+        self._server_tcp = {
+            "tcp_keepalives_idle": str(effective.get("keepalives_idle", "")),
+            "tcp_keepalives_interval": str(effective.get("keepalives_interval", "")),
+            "tcp_keepalives_count": str(effective.get("keepalives_count", "")),
+            "tcp_user_timeout": str(effective.get("tcp_user_timeout", "")),
+        }
+        # Connections lent out now, so that a shutdown that runs out of time can cancel the
+        # statement in flight (its transaction rolls back) instead of waiting for it.
+        self._lent: set[psycopg.Connection[Any]] = set()
+        self._lent_lock = threading.Lock()
+        self._pool: ConnectionPool[BoundedConnection] = ConnectionPool(
+            self._conninfo,
+            connection_class=BoundedConnection,
+            min_size=1,
+            max_size=max_connections,
+            kwargs=self._connect_kwargs(),
+            configure=self._configure,
+            # A connection that died while idle in the pool (a restart, pg_terminate_backend,
+            # a silent network) is replaced before it is lent, so the run after an outage
+            # does not fail on it; the check waits at most POOL_CHECK_SECONDS.
+            check=self._check,
+            # Back in the pool, a connection holds no advisory lock, whatever its run did.
+            reset=self._reset,
+            open=False,
+            name="reaper",
+            reconnect_timeout=0,
+        )
+
+    @staticmethod
+    def tcp_defaults() -> dict[str, int]:
+        """The libpq TCP parameters every reaper connection gets unless its DSN sets them:
+        keepalives on (idle, interval: seconds) and ``tcp_user_timeout`` (milliseconds)."""
+        return {
+            "keepalives": 1,
+            "keepalives_idle": KEEPALIVES_IDLE_SECONDS,
+            "keepalives_interval": KEEPALIVES_INTERVAL_SECONDS,
+            "keepalives_count": KEEPALIVES_COUNT,
+            "tcp_user_timeout": TCP_USER_TIMEOUT_SECONDS * 1000,
+        }
+
+    @staticmethod
+    def _connect_kwargs() -> dict[str, Any]:
+        # No prepared statements: they are session state, and psycopg would prepare a batch
+        # after its 5th run (no plan is gained: plan_cache_mode is force_custom_plan).
+        return {
+            "autocommit": True,
+            "application_name": APPLICATION_NAME,
+            "prepare_threshold": None,
+        }
+
+    def _connect(self) -> BoundedConnection:
+        """A configured connection outside the pool (closed by the caller).
+
+        Raises:
+            ConnectionFailed: the database cannot be reached within connect_timeout.
+        """
+        with translate_errors(self._redact, f"cannot connect to {self.target}"):
+            conn = BoundedConnection.connect(self._conninfo, **self._connect_kwargs())
+            try:
+                self._configure(conn)
+            except BaseException:
+                conn.close()
+                raise
+        return conn
+
+    def _configure(self, conn: BoundedConnection) -> None:
+        conn.bound = self.bound
+        row = conn.execute(self._set_all(self._settings, "SELECT pg_backend_pid(), ")).fetchone()
+        conn.server_pid = int(row[0]) if row else None
+        # Best effort: a platform without TCP_USER_TIMEOUT or without closed-socket events
+        # (client_connection_check_interval) refuses the setting; the client side and the
+        # watchdog still bound every wait, so the connection is used all the same.
+        version = conn.info.server_version
+        watch = {
+            name: value for name, value in self._server_tcp.items()
+            if value and (name != "tcp_user_timeout" or version >= 120000)
+        }
+        if version >= 140000:
+            watch["client_connection_check_interval"] = f"{CLIENT_CONNECTION_CHECK_SECONDS}s"
+        try:
+            conn.execute(self._set_all(watch, "SELECT "))
+        except psycopg.errors.DatabaseError as exc:
+            _log.warning("the server cannot watch reaper's connections (%s): %s",
+                         ", ".join(watch), self._redact(_first_line(exc)))
+
+    @staticmethod
+    def _set_all(values: Mapping[str, str], select: str) -> sql.Composed:
+        return sql.SQL(select + "{}").format(
+            sql.SQL(", ").join(
+                sql.SQL("set_config({}, {}, false)").format(sql.Literal(k), sql.Literal(v))
+                for k, v in values.items()
+            )
+        )
+
+    @staticmethod
+    def _check(conn: BoundedConnection) -> None:
+        with _bounded(conn, POOL_CHECK_SECONDS):
+            conn.execute("")
+
+    @staticmethod
+    def _reset(conn: psycopg.Connection[Any]) -> None:
+        conn.execute(sql.SQL(sqlfiles.engine("release_advisory_locks")))
+
+    def check_advisory_locks(self, rounds: int = LOCK_PROBE_ROUNDS) -> None:
+        """Check that a session-level advisory lock can hold on this connection string: that
+        each client connection is one server session for its whole life.
+
+        Deterministic, and takes no lock (nothing can outlive it): PostgreSQL announces at
+        connect the server process that serves the connection (its cancel key); a pooler
+        announces a key of its own, since any of its server sessions may serve the client. A
+        connection whose serving process is not the announced one goes through a pooler and
+        is refused, unless ``session_pooler`` vouches that the pooler keeps one server session
+        per client connection; then ``rounds`` transactions must all be served by that same
+        process (a pooler in transaction mode, mistaken for one in session mode, is caught
+        when another client makes it switch: a sanity check, not a proof).
+
+        Raises:
+            LockNotHeld: a pooler that does not keep sessions (see :data:`LOCK_NOT_HELD`).
+            ConnectionFailed: the database cannot be reached.
+        """
+        conn = self._connect()
+        with conn, translate_errors(self._redact, "pooler check"):
+            if not conn.pooled:
+                return
+            if not self.session_pooler:
+                raise errors.LockNotHeld(LOCK_NOT_HELD)
+            for _ in range(rounds):
+                row = conn.execute("SELECT pg_backend_pid()").fetchone()
+                if not row or row[0] != conn.server_pid:
+                    raise errors.LockNotHeld(SESSION_MOVED)
+
+    def cancel_running(self) -> int:
+        """Cancel the statement in flight on every connection lent out now (its transaction
+        rolls back). Returns how many connections were sent a cancel request."""
+        with self._lent_lock:
+            lent = list(self._lent)
+        for conn in lent:
+            with contextlib.suppress(Exception):
+                conn.cancel_safe(timeout=2.0)
+        return len(lent)
+
+    def check_connection(self) -> int:
+        """Connect once, outside the pool, to report why the database cannot be reached.
+
+        Returns the server version number.
+
+        Raises:
+            ConnectionFailed: with libpq's reason (password scrubbed) and the target.
+        """
+        try:
+            with BoundedConnection.connect(self._conninfo, **self._connect_kwargs()) as conn:
+                return conn.info.server_version
+        except psycopg.Error as exc:
+            raise errors.ConnectionFailed(
+                f"cannot connect to {self.target}: {self._redact(_first_line(exc))}"
+            ) from None
+
+    @contextlib.contextmanager
+    def dedicated_session(self, *, statement_timeout: timedelta | None = None) -> Iterator[Session]:
+        """A connection of its own, outside the pool, closed afterwards: for a session-level
+        advisory lock that must outlive one statement, and for ``CREATE INDEX CONCURRENTLY``.
+
+        Args:
+            statement_timeout: replaces the session's statement_timeout; ``timedelta(0)``
+                means none (an index build runs as long as it needs).
+
+        Raises:
+            ConnectionFailed: the database cannot be reached.
+        """
+        conn = self._connect()
+        try:
+            with translate_errors(self._redact):
+                if statement_timeout is not None:
+                    ms = round(statement_timeout.total_seconds() * 1000)
+                    conn.execute(
+                        "SELECT set_config('statement_timeout', %s, false)", (f"{ms}ms",)
+                    )
+                    # The watchdog follows: none for a statement that may run as long as it
+                    # needs (the socket options still notice a dead peer).
+                    conn.bound = (
+                        statement_timeout.total_seconds() + WATCHDOG_MARGIN_SECONDS
+                        if ms > 0 else None
+                    )
+            yield Session(conn, self._redact, session_pooler=self.session_pooler)
+        finally:
+            conn.close()
+
+    def open(self) -> None:
+        """Start the pool (connections are made in the background)."""
+        self._pool.open(wait=False)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close every connection; waits at most ``timeout`` seconds."""
+        self._pool.close(timeout=timeout)
+
+    @contextlib.contextmanager
+    def session(self, *, bound: float | None = None) -> Iterator[Session]:
+        """Borrow a connection for one sweep run.
+
+        Args:
+            bound: seconds any one wait on the server may take in this session (at most the
+                watchdog's statement_timeout + margin): the readiness probe's is shorter.
+
+        Raises:
+            ConnectionFailed: no connection within connect_timeout.
+        """
+        if self._pool.closed:
+            self.open()
+        with (
+            translate_errors(self._redact, f"cannot connect to {self.target}"),
+            self._pool.connection(timeout=self._connect_timeout.total_seconds()) as conn,
+            _bounded(conn, bound),
+        ):
+            with self._lent_lock:
+                self._lent.add(conn)
+            try:
+                yield Session(conn, self._redact, session_pooler=self.session_pooler)
+            finally:
+                with self._lent_lock:
+                    self._lent.discard(conn)
+
+    def renew_connections(self) -> None:
+        """Replace every pooled connection (those lent out when they come back): new sessions
+        see settings that only apply at connect, such as an ALTER DATABASE ... SET."""
+        if not self._pool.closed:
+            self._pool.drain()
+
+    def __enter__(self) -> Database:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

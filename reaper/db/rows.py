@@ -1,0 +1,159 @@
+"""Rows read from the database, as typed frozen dataclasses (psycopg's ``class_row``): one
+field per column the statement returns, named as the statement names it.
+
+Read with :meth:`reaper.db.Session.fetch`, e.g. ``session.fetch(TableColumn,
+sqlfiles.ops("table_columns"), {"table": ...})``. A statement and its row class change
+together: a column the class lacks (or a field the statement does not return) fails the
+first fetch with a ``TypeError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class WhoAmI:
+    """The connected role and server (``ops/whoami.sql``)."""
+
+    role_name: str
+    superuser: bool
+    server_version: int
+    can_create_temp: bool
+    can_create_in_public: bool
+    database: str
+
+
+@dataclass(frozen=True)
+class TableLeaf:
+    """One heap of a table: the table itself, or a leaf partition (``ops/table_leaves.sql``).
+
+    ``estimated_rows`` is ``pg_class.reltuples`` (-1: never analyzed); ``blocks`` its heap
+    blocks now."""
+
+    relname: str
+    estimated_rows: int
+    blocks: int
+
+
+@dataclass(frozen=True)
+class TableColumn:
+    """A column of a table (``ops/table_columns.sql``); ``base_type`` is a domain's base
+    type's name, else the type's own."""
+
+    column_name: str
+    column_type: str
+    base_type: str
+
+
+@dataclass(frozen=True)
+class TableOwner:
+    """A table's owner, and whether the connected role acts as it (``ops/table_owner.sql``)."""
+
+    owner: str
+    acts_as_owner: bool
+
+
+@dataclass(frozen=True)
+class TableStatus:
+    """A table's size and vacuum times, summed over its leaves (``ops/table_status.sql``).
+
+    ``estimated_rows`` -1 when never analyzed; ``total_bytes`` with indexes and TOAST; the
+    tuple counts and vacuum times None where the statistics have none."""
+
+    estimated_rows: int
+    total_bytes: int
+    live_tuples: int | None
+    dead_tuples: int | None
+    last_vacuum: datetime | None
+    last_autovacuum: datetime | None
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """An index named by a sweep (``ops/index_state.sql``); the other fields are None when
+    it is not ``present``."""
+
+    name: str
+    present: bool
+    index_name: str | None
+    table_name: str | None
+    valid: bool
+    ready: bool
+    definition: str | None
+
+
+@dataclass(frozen=True)
+class BrokenIndex:
+    """An index that is not valid and ready on a table a sweep reads
+    (``ops/broken_indexes.sql``); ``building`` while a CREATE INDEX CONCURRENTLY runs."""
+
+    index_name: str
+    table_name: str
+    valid: bool
+    ready: bool
+    definition: str
+    building: bool
+
+
+@dataclass(frozen=True)
+class IndexLookup:
+    """An index of a table, by name (``ops/index_lookup.sql``)."""
+
+    oid: int
+    schema_name: str
+    index_name: str
+    valid: bool
+    ready: bool
+    building: bool
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    """A foreign key that references a swept table (``ops/foreign_keys.sql``); ``indexed``
+    when a valid index leads with its ``columns``."""
+
+    constraint_name: str
+    referencing_table: str
+    columns: list[str]
+    indexed: bool
+
+
+@dataclass(frozen=True)
+class Privilege:
+    """Whether the role holds ``privilege`` on ``table_name`` (``ops/privileges.sql``)."""
+
+    table_name: str
+    privilege: str
+    granted: bool
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A relation a sweep's table covers: itself and its inheritance children and
+    partitions at any depth (``engine/heaps.sql``).
+
+    ``relkind`` is ``pg_class.relkind``; ``declared`` is the sweep's own table;
+    ``delete_rule`` a rule ON DELETE rewrites its deletes; ``estimated_rows`` and
+    ``analyzed_blocks`` from ``pg_class`` (-1 / 0: never analyzed); ``blocks`` its heap
+    blocks now (0 for anything but an ordinary table)."""
+
+    oid: int
+    schema: str
+    name: str
+    relkind: str
+    declared: bool
+    delete_rule: bool
+    estimated_rows: int
+    analyzed_blocks: int
+    blocks: int
+
+
+@dataclass(frozen=True)
+class RefusedObject:
+    """A function, operator, type or column a predicate may not use, and why
+    (``engine/refused_objects.sql``)."""
+
+    what: str
+    why: str

@@ -1,0 +1,224 @@
+"""A sweep's statements, composed once from the engine's SQL templates (``sql/engine/``) and
+its checked predicate; identifiers always through :class:`psycopg.sql.Identifier`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from psycopg import sql
+
+from reaper import sqlfiles, sqlinfo
+from reaper.predicate import CheckedPredicate
+
+# TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
+MIN_HEAP_WALK_VERSION = 140000
+
+
+def table_identifier(table: str) -> sql.Identifier:
+    """``schema.table`` or ``table`` as a quoted identifier (never string formatting)."""
+    return sql.Identifier(*table.split(".", 1))
+
+
+def compose_relations(template: str, **relations: tuple[str, str]) -> sql.Composed:
+    """``template`` (one statement with ``{slot}`` placeholders) with each slot filled by a
+    ``(schema, name)`` relation, quoted as an identifier (never string formatting)."""
+    return sql.SQL(template).format(**{k: sql.Identifier(*v) for k, v in relations.items()})
+
+
+def regclass_text(table: str) -> str:
+    """``schema.table`` or ``table`` as text for a ``::regclass`` cast, each part quoted the way
+    :func:`table_identifier` quotes it: an unquoted name would be folded to lower case, and
+    the catalog would be asked about another table than the one the sweep deletes from. A
+    value (a parameter), never composed into SQL."""
+    return ".".join('"' + part.replace('"', '""') + '"' for part in table.split(".", 1))
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """A table's size, from the catalog: no scan.
+
+    Attributes:
+        estimated_rows: ``pg_class.reltuples`` (-1 when never vacuumed or analyzed).
+        analyzed_blocks: ``pg_class.relpages``, heap blocks when last analyzed.
+        blocks: heap blocks now (``pg_relation_size`` / block size).
+    """
+
+    estimated_rows: int
+    analyzed_blocks: int
+    blocks: int
+
+    @property
+    def rows_per_block(self) -> float:
+        """Estimated rows per heap block (0 when the table was never analyzed)."""
+        if self.estimated_rows <= 0 or self.analyzed_blocks <= 0:
+            return 0.0
+        return self.estimated_rows / self.analyzed_blocks
+
+
+# The only key that builds a Heap: Session.heaps holds it, after the catalog said relkind 'r'.
+_CATALOG_PROOF = object()
+
+
+@dataclass(frozen=True)
+class Heap:
+    """One ordinary table (``pg_class.relkind = 'r'``): a heap of its own, in which a tuple
+    id names exactly one row. Built only by :meth:`Session.heaps` from the catalog; every
+    statement that deletes is composed from one Heap and reads it ``FROM ONLY``, so no batch
+    can reach a row of another relation (an inheritance child, a partition).
+
+    Attributes:
+        oid: ``pg_class.oid``.
+        schema, name: its schema and name.
+        stats: its size from the catalog when the run began.
+
+    Raises:
+        TypeError: built by anything but :meth:`Session.heaps`.
+    """
+
+    oid: int
+    schema: str
+    name: str
+    stats: TableStats
+    proof: object = field(repr=False, compare=False, default=None)
+
+    def __post_init__(self) -> None:
+        if self.proof is not _CATALOG_PROOF:
+            raise TypeError("a Heap is read from the catalog (Session.heaps), never built")
+
+    @property
+    def qualified(self) -> str:
+        """``schema.name``, for logs."""
+        return f"{self.schema}.{self.name}"
+
+
+class HeapStatements:
+    """The statements that delete one sweep's garbage from one :class:`Heap`.
+
+    ``alias`` is the declared table's name, so that a predicate that names its columns as
+    ``table.column`` reads the same in every heap.
+    """
+
+    def __init__(self, heap: Heap, table: str, predicate: str) -> None:
+        self.heap = heap
+        parts = {
+            "heap": sql.Identifier(heap.schema, heap.name),
+            "alias": sql.Identifier(table.split(".", 1)[-1]),
+            "predicate": sql.SQL(predicate),
+        }
+
+        def compose(name: str) -> sql.Composed:
+            return sql.SQL(sqlfiles.engine(name)).format(**parts)
+
+        self.lock_heap = compose("lock_heap")
+        self.heap_batch = compose("heap_batch")
+        self.heap_range_batch = compose("heap_range_batch")
+        self.index_batch = compose("index_batch")
+        self.heap_first_victim = compose("heap_first_victim")
+        self.index_first_victim = compose("index_first_victim")
+        self.delete_row = compose("delete_row")
+        self.count_eligible = compose("heap_count_eligible")
+        self.count_rows = compose("heap_count_rows")
+        self.sample_eligible = compose("sample_eligible")
+
+
+class SweepStatements:
+    """A sweep's statements, composed once from the engine templates and its predicate.
+
+    The table goes through :class:`psycopg.sql.Identifier`; the predicate (and ``since``)
+    only as a :class:`reaper.predicate.CheckedPredicate`, which only
+    :meth:`Session.check_predicate` builds, after the predicate rule and the server's
+    catalog accepted it: no statement evaluates a predicate that was not checked. The
+    statements that delete are per heap (``heaps``, from :meth:`Session.statements`); those
+    that only read (backlog, oldest row, plans) read the declared table, which covers the
+    same rows.
+    """
+
+    def __init__(
+        self,
+        checked: CheckedPredicate,
+        *,
+        heaps: Sequence[Heap] = (),
+    ) -> None:
+        if not isinstance(checked, CheckedPredicate):
+            raise TypeError("SweepStatements takes a CheckedPredicate (Session.check_predicate)")
+        table, predicate, since = checked.table, checked.text, checked.since
+        cutoff_param = checked.cutoffs[0] if checked.cutoffs else "cutoff"
+        self.checked = checked
+        self.table = table
+        self.heaps = tuple(HeapStatements(h, table, predicate) for h in heaps)
+        parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
+        # What a batch reads, planned over the declared table (reaper check): one victims
+        # query through the predicate's index, across every heap the table covers.
+        self.index_plan = sql.SQL(sqlfiles.engine("index_plan")).format(**parts)
+        self.count_eligible = sql.SQL(sqlfiles.engine("count_eligible")).format(**parts)
+        self.estimate_eligible = sql.SQL(sqlfiles.engine("estimate_eligible")).format(**parts)
+        self._parts = parts
+        self._predicate = predicate
+        self._tables_read: tuple[str, ...] | None = None
+        self.backlog_rows = sql.SQL(sqlfiles.engine("backlog_rows")).format(**parts)
+        self.backlog_oldest: sql.Composed | None = None
+        if since:
+            self.backlog_oldest = sql.SQL(sqlfiles.engine("backlog_oldest")).format(
+                since=sql.SQL(since), cutoff=sql.Placeholder(cutoff_param), **parts
+            )
+        self.sample_eligible = sql.SQL(sqlfiles.engine("sample_eligible")).format(
+            heap=parts["table"], alias=sql.Identifier(table.split(".", 1)[-1]),
+            predicate=parts["predicate"],
+        )
+
+    @property
+    def tables_read(self) -> tuple[str, ...]:
+        """The swept table, then every table the predicate's subqueries read (parsed once).
+
+        Raises:
+            ConfigError: the predicate does not parse.
+        """
+        if self._tables_read is None:
+            self._tables_read = sqlinfo.tables_read(self.table, self._predicate)
+        return self._tables_read
+
+    def oldest_eligible(self, expressions: Sequence[str]) -> sql.Composed:
+        """``SELECT least(min(expr), ...) FROM table WHERE predicate`` over ``expressions``,
+        SQL text taken from the predicate itself (:func:`reaper.sqlinfo.cutoff_expressions`)."""
+        oldest = sql.SQL("least({})").format(
+            sql.SQL(", ").join(
+                sql.SQL("min(({})::timestamptz)").format(sql.SQL(e)) for e in expressions
+            )
+        )
+        return sql.SQL(sqlfiles.engine("oldest_eligible")).format(oldest=oldest, **self._parts)
+
+    def required_privileges(self) -> list[tuple[str, str]]:
+        """``(table, privilege)`` pairs the batches need: SELECT on every table read, DELETE on
+        the swept table. No UPDATE: batches take no row lock (``FOR UPDATE``) and can change
+        no row. PostgreSQL checks a partition's or an inheritance child's own privileges when
+        it is named directly, as every batch names its heap: each heap needs SELECT and
+        DELETE too."""
+        need = [(self.table, p) for p in ("SELECT", "DELETE")]
+        for h in self.heaps:
+            if h.heap.qualified != self.table and h.heap.name != self.table:
+                need += [(h.heap.qualified, p) for p in ("SELECT", "DELETE")]
+        need += [(t, "SELECT") for t in self.tables_read[1:]]
+        return need
+
+
+@dataclass(frozen=True)
+class BatchRows:
+    """What one batch did: rows ``deleted``, rows ``selected`` as victims (more than deleted
+    when a concurrent transaction changed a victim so that the predicate no longer holds),
+    and the ``last`` tuple id selected, ``(block, offset)`` (heap walk only; None when none)."""
+
+    deleted: int
+    selected: int
+    last: tuple[int, int] | None = None
+
+
+def parse_tid(text: str) -> tuple[int, int]:
+    """``'(12,3)'`` -> ``(12, 3)``."""
+    block, offset = text.strip("()").split(",")
+    return int(block), int(offset)
+
+
+def tid_text(tid: tuple[int, int]) -> str:
+    """``(12, 3)`` -> ``'(12,3)'``, for a ``::tid`` parameter."""
+    return f"({tid[0]},{tid[1]})"

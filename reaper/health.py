@@ -1,0 +1,169 @@
+"""Liveness and readiness of ``reaper run``: what /healthz and /readyz answer, and the probe
+that keeps readiness current.
+
+/healthz is the process: no fatal error, the scheduler runs and its heartbeat (a job that
+touches no database, on an executor of its own) is recent. It never depends on the database:
+a database outage is /readyz's business, and a restart would not help. /readyz is the work:
+the database answered the last probe within its bound, every swept table exists, reaper's
+role holds the privileges the batches need, and the server accepts writes (not a standby, not
+read-only).
+
+:class:`Health` is written by the probe and the sweeps' runs (scheduler threads) and read by
+HTTP threads; :func:`probe` asks the database.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import structlog
+
+from reaper import errors, sqlfiles
+from reaper.db import Database, Session
+
+# The daemon's logger: operators filter its lines on logger="reaper.daemon".
+log = structlog.get_logger("reaper.daemon")
+
+# The readiness probe asks the database every 5 s; /readyz fails when the last answer is
+# older than 3 probes plus a connect timeout (one slow probe is not an outage).
+READINESS_PROBE_SECONDS = 5.0
+READY_STALE_PROBES = 3
+# The readiness probe's statements each wait at most this long (reaper's watchdog), so one
+# probe ends within connect_timeout (the pool's checkout) + this, whatever the network does.
+PROBE_BOUND_SECONDS = 5.0
+# /healthz fails when the scheduler's heartbeat (a job that touches no database, every 5 s, on
+# an executor of its own) is older than this: the scheduler thread is gone or wedged. A
+# restart is what helps then.
+HEARTBEAT_SECONDS = 5.0
+HEALTHY_HEARTBEAT_AGE_SECONDS = 30.0
+
+
+class Health:
+    """Readiness and liveness state, shared between threads (times: ``time.monotonic()``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ready = False
+        self.reason = "no database answer yet"
+        self.answered_at: float | None = None
+        self.heartbeat_at = time.monotonic()
+        self._reported: bool | None = None
+
+    def set(self, ready: bool, reason: str) -> bool:
+        """Record a probe's or a run's answer; log only the changes (an outage is one line
+        when it starts and one when it ends, not one per probe). Returns True when this
+        answer ends an outage (not ready before, ready now)."""
+        with self.lock:
+            self.ready, self.reason = ready, reason
+            if ready:
+                self.answered_at = time.monotonic()
+            changed, self._reported = self._reported is not ready, ready
+        if changed and ready:
+            log.info("database_ready")
+        elif changed:
+            log.warning("database_not_ready", reason=reason)
+        return changed and ready
+
+    def beat(self) -> None:
+        """The scheduler's heartbeat job ran (what /healthz reads)."""
+        self.heartbeat_at = time.monotonic()
+
+    def healthz(self, *, fatal: str | None, scheduler_running: bool) -> tuple[bool, str]:
+        """Alive: no ``fatal`` error, the scheduler runs and its heartbeat ran within
+        :data:`HEALTHY_HEARTBEAT_AGE_SECONDS`; else False with the reason."""
+        if fatal:
+            return False, fatal
+        if not scheduler_running:
+            return False, "the scheduler is not running"
+        age = time.monotonic() - self.heartbeat_at
+        if age > HEALTHY_HEARTBEAT_AGE_SECONDS:
+            return False, f"the scheduler has not run a job for {age:.0f}s"
+        return True, ""
+
+    def readyz(self, *, connect_timeout: timedelta) -> tuple[bool, str]:
+        """Ready: the last probe (or run) found the database able to do the work, and it
+        answered within :data:`READY_STALE_PROBES` probes plus ``connect_timeout``; else
+        False with the reason."""
+        with self.lock:
+            ready, reason, answered = self.ready, self.reason, self.answered_at
+        if not ready:
+            return False, reason
+        stale = READY_STALE_PROBES * READINESS_PROBE_SECONDS + connect_timeout.total_seconds()
+        if answered is None or time.monotonic() - answered > stale:
+            return False, f"no database answer for {stale:.0f}s"
+        return True, ""
+
+
+@dataclass(frozen=True)
+class ProbeAnswer:
+    """What one readiness probe found.
+
+    Attributes:
+        problem: why the database cannot do the work now (unreachable, a standby, missing
+            tables, a missing privilege); None when it can.
+        locks_checked: the probe also checked that advisory locks hold on this pool.
+    """
+
+    problem: str | None
+    locks_checked: bool
+
+
+def probe(
+    db: Database,
+    tables: Sequence[str],
+    privileges: Callable[[Session], list[tuple[str, str]]],
+    *,
+    check_locks: bool,
+) -> ProbeAnswer:
+    """Ask the database whether the sweeps can work: it answers, every table of ``tables``
+    exists, reaper's role holds every ``(table, privilege)`` that ``privileges(session)``
+    names, and the server accepts writes. Each statement waits at most
+    :data:`PROBE_BOUND_SECONDS`. Pooled connections are renewed when the database's
+    read-only default changed since they connected.
+
+    Args:
+        check_locks: also check that advisory locks hold on this connection string (once
+            per pool: a transaction-pooling proxy in between makes them meaningless).
+
+    Raises:
+        LockNotHeld: ``check_locks`` found that advisory locks do not hold (fatal).
+    """
+    try:
+        with db.session(bound=PROBE_BOUND_SECONDS) as session:
+            missing = session.missing_tables(tables)
+            refusal, stale = session.write_refusal()
+            lacking = [] if missing else session.missing_privileges(privileges(session))
+        if stale:
+            # An ALTER DATABASE/ROLE ... SET default_transaction_read_only since the pool
+            # connected: its sessions keep the old value, new ones get the new one.
+            log.info("database_settings_changed", action="renewing pooled connections")
+            db.renew_connections()
+        if check_locks:
+            db.check_advisory_locks()
+    except errors.LockNotHeld:
+        raise
+    except errors.ConnectionFailed as exc:
+        # The pool only says it got no connection in time; a direct attempt tells why
+        # (refused, authentication, no such database), password scrubbed.
+        reason = str(exc)
+        try:
+            db.check_connection()
+        except errors.ConnectionFailed as direct:
+            reason = str(direct)
+        return ProbeAnswer(reason, locks_checked=False)
+    except errors.DatabaseError as exc:
+        return ProbeAnswer(str(exc), locks_checked=False)
+    if refusal is not None:
+        problem: str | None = refusal
+    elif missing:
+        problem = f"missing tables: {', '.join(missing)}"
+    elif lacking:
+        what = ", ".join(f"{p} on table {t}" for t, p in lacking)
+        problem = f"reaper's role lacks {what} (see {sqlfiles.where('grants.sql')})"
+    else:
+        problem = None
+    return ProbeAnswer(problem, locks_checked=check_locks)

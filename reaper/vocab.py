@@ -1,0 +1,157 @@
+"""The words reaper uses for its fixed sets of values, each set defined once.
+
+Each set is a :class:`~enum.StrEnum`: a member *is* its string (``Outcome.SUCCESS ==
+"success"``), so label values, JSON, log lines and ``repr`` read exactly as the plain strings
+did. Compare against the members, never against string literals, so that a typo is a name
+error rather than a silent mismatch.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum, unique
+
+
+class _Word(StrEnum):
+    # A member prints as its string wherever it ends up: in a dict logged by the console
+    # renderer, an assertion message or a repr() of a result, not as <Outcome.SUCCESS: ...>.
+    __repr__ = str.__repr__
+
+
+@unique
+class Outcome(_Word):
+    """How a sweep run ended (the ``outcome`` label of ``reaper_sweep_runs_total``)."""
+
+    SUCCESS = "success"
+    FAILURE = "failure"
+    # Another session held the sweep's advisory lock: nothing was done.
+    SKIPPED = "skipped"
+
+
+@unique
+class StopReason(_Word):
+    """Why a run's batch loop ended (``stopped_by`` in a result)."""
+
+    # Nothing eligible was left.
+    DONE = "done"
+    # ``--max-rows-per-run`` / ``--max-seconds-per-run`` was spent with work left.
+    MAX_ROWS = "max_rows"
+    MAX_SECONDS = "max_seconds"
+    # A stop was asked for (SIGTERM, SIGINT): the batch in flight finished first.
+    STOP = "stop"
+    # A standby stayed further behind than --max-replica-lag until the run's budget (or the
+    # pacer's longest pause) ran out.
+    REPLICA_LAG = "replica_lag"
+
+
+# A run that ended on one of these left a backlog behind it.
+BUDGET_STOPS = (StopReason.MAX_ROWS, StopReason.MAX_SECONDS)
+
+
+@unique
+class Strategy(_Word):
+    """How a run finds its victims (the ``strategy`` setting; ``strategy`` in a result)."""
+
+    # Measure the garbage fraction on a sample and pick one of the two below.
+    AUTO = "auto"
+    # Walk the table front to back in ranges of heap blocks.
+    HEAP = "heap"
+    # Follow the predicate's index, a batch at a time.
+    INDEX = "index"
+
+
+@unique
+class CheckStatus(_Word):
+    """The verdict of one finding of ``reaper check``."""
+
+    PASS = "pass"
+    # Worth knowing, not a failure.
+    WARN = "warn"
+    FAIL = "fail"
+
+
+@unique
+class CheckName(_Word):
+    """What one finding of ``reaper check`` is about (the ``check`` label of
+    ``reaper_check_failures``)."""
+
+    # About the server and the connection (labelled sweep="*").
+    SERVER_VERSION = "server_version"
+    ROLE = "role"
+    ADVISORY_LOCK = "advisory_lock"
+    PACING = "pacing"
+    # About one sweep.
+    TABLE = "table"
+    COLUMNS = "columns"
+    TIME_ZONE = "time_zone"
+    PRIVILEGES = "privileges"
+    INDEX = "index"
+    FOREIGN_KEY_INDEX = "foreign_key_index"
+    PLAN = "plan"
+    PARTITIONS = "partitions"
+
+
+SERVER_CHECKS = (
+    CheckName.SERVER_VERSION, CheckName.ROLE, CheckName.ADVISORY_LOCK, CheckName.PACING,
+)
+# The per-sweep checks whose reaper_check_failures series exist at 0 from the start.
+# time_zone is not among them: it only ever warns, so it never counts as a failure.
+SWEEP_CHECKS = (
+    CheckName.TABLE,
+    CheckName.COLUMNS,
+    CheckName.PRIVILEGES,
+    CheckName.INDEX,
+    CheckName.FOREIGN_KEY_INDEX,
+    CheckName.PLAN,
+    CheckName.PARTITIONS,
+)
+
+
+@unique
+class SkipReason(_Word):
+    """Why an eligible row was left (the ``reason`` label of ``reaper_skipped_rows_total``)."""
+
+    # A writer held the row: it is tried again next run.
+    LOCKED = "locked"
+    # Its delete alone ran past statement_timeout.
+    TIMEOUT = "timeout"
+    # A foreign key refused it (RESTRICT / NO ACTION from a table the sweep does not delete).
+    FOREIGN_KEY = "foreign_key"
+    # Another error (a trigger that raises, a check in a cascade).
+    ERROR = "error"
+
+
+@unique
+class IndexStep(_Word):
+    """What ``reaper indexes ensure`` does with one index (``action`` of its result)."""
+
+    # Valid and ready: nothing to do.
+    PRESENT = "present"
+    # Absent: build it.
+    CREATE = "create"
+    # INVALID (an interrupted build): drop it concurrently and build it again.
+    REBUILD = "rebuild"
+    # The table is absent, or another session is building the index right now.
+    SKIP = "skip"
+
+
+@unique
+class IndexOutcome(_Word):
+    """How ``reaper indexes ensure`` ended for one index (``outcome`` of its result)."""
+
+    DONE = "done"
+    DRY_RUN = "dry_run"
+    FAILED = "failed"
+    # Nothing to do.
+    NONE = "none"
+
+
+@unique
+class PartitionAction(_Word):
+    """What a sweep does with a partition wholly past its cutoff (``partition_action``)."""
+
+    # DETACH CONCURRENTLY, then DROP TABLE.
+    DROP = "drop"
+    # Keep it as a table of its own.
+    DETACH = "detach"
+    # Leave it to the batches.
+    OFF = "off"
