@@ -3,6 +3,7 @@ and several processes sharing one database."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -120,6 +121,11 @@ def private_server() -> Iterator[dict[str, Any]]:
     try:
         yield {"dsn": uri, "stop": stop, "start": start}
     finally:
+        # pgserver stops only the postmaster it started itself; after a stop and start here it
+        # would delete the directory under a running server (whose WAL writes then race the
+        # deletion). Stop whichever postmaster runs now first.
+        with contextlib.suppress(subprocess.CalledProcessError):
+            stop()
         srv.cleanup()
 
 
