@@ -175,12 +175,13 @@ _WIDE_OPTION = click.option(
 @click.version_option(__version__, prog_name="reaper")
 @click.option(
     "--log-level",
-    type=click.Choice(log.LEVELS),
-    default="info",
+    type=click.Choice(["auto", *log.LEVELS]),
+    default="auto",
     envvar=_envvar("log_level"),
     show_envvar=True,
     show_default=True,
-    help="Lowest level logged (to stderr).",
+    help="Lowest level logged (to stderr). auto: info, but warning for a command other than "
+    "run whose stderr is a terminal (its table and progress bar show the same figures).",
 )
 @click.option(
     "--log-format",
@@ -194,6 +195,9 @@ _WIDE_OPTION = click.option(
 def cli(log_level: str, log_format: str) -> None:
     """reaper keeps a control plane's PostgreSQL tables bounded: it deletes what the retention
     rules say is garbage, in short index-served batches, and counts what it removed."""
+    if log_level == "auto":
+        command = click.get_current_context().invoked_subcommand
+        log_level = "warning" if sys.stderr.isatty() and command != "run" else "info"
     log.configure(log_level, None if log_format == "auto" else log_format == "json")
 
 

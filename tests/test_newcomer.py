@@ -4,6 +4,7 @@ printed, against the server `make demo-server` keeps up."""
 from __future__ import annotations
 
 import os
+import pty
 import re
 import signal
 import subprocess
@@ -18,7 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from reaper import demo, devserver
 from tests.daemon_helpers import free_port, http_get, wait_for
-from tests.support import credentials, run_reaper, small_sizes
+from tests.support import credentials, reaper_executable, run_reaper, small_sizes
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.db
@@ -234,3 +235,36 @@ def test_an_option_on_the_wrong_side_says_where_it_goes(args, expected) -> None:
     run = run_reaper(*args, env={"REAPER_DSN": "host=/nonexistent"})
     assert run.code == 2
     assert expected in run.stderr and run.stderr.count("\n") == 1, run.stderr
+
+
+def on_a_terminal(*args: str, env: dict[str, str]) -> str:
+    """Run ``reaper`` with stdout and stderr on a pseudo-terminal; return what it printed."""
+    main, child = pty.openpty()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("REAPER_", "PG"))}
+    proc = subprocess.Popen([reaper_executable(), *args], stdin=subprocess.DEVNULL,
+                            stdout=child, stderr=child, env={**base, **credentials(), **env})
+    os.close(child)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the terminal's other side closed: the process has ended
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    assert proc.wait(timeout=60) == 0, out
+    return out.decode(errors="replace")
+
+
+def test_a_command_on_a_terminal_shows_its_table_not_info_lines(dsn, conn) -> None:
+    demo.seed(dsn, small_sizes())
+    env = {"REAPER_DSN": dsn, "REAPER_MAX_ELIGIBLE_FRACTION": "1", "COLUMNS": "100"}
+    shown = on_a_terminal("run-once", env=env)
+    assert "router_leases" in shown and "deleted" in shown
+    assert "sweep_finished" not in shown
+    # Asked for, the info lines come back; off a terminal (a pipe: systemd, kubectl logs)
+    # they are there by default.
+    assert "sweep_finished" in on_a_terminal("--log-level", "info", "run-once", env=env)
+    assert "sweep_finished" in run_reaper("run-once", env=env).stderr
