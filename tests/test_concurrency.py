@@ -27,6 +27,7 @@ import structlog
 from reaper.db import Database
 from reaper.runner import SweepResult, run_sweep, run_sweeps
 from reaper.settings import Settings
+from tests.daemon_helpers import scalar, wait_for
 from tests.support import (  # noqa: F401 (fixtures)
     NOW,
     SECOND,
@@ -105,7 +106,9 @@ def test_refreshes_racing_a_sweep_keep_their_rows(
         strategy=strategy, batch_size=20, lock_timeout=WAIT_LIMIT, statement_timeout=WAIT_LIMIT
     )
     stop = threading.Event()
-    refreshers = [Refresher(dsn, peers, stop, seed) for seed in range(3)]
+    # Each heartbeat stream has members of its own: two streams that shared members could
+    # deadlock with each other (not with reaper) and fail the test for the wrong reason.
+    refreshers = [Refresher(dsn, peers[seed::3], stop, seed) for seed in range(3)]
     for r in refreshers:
         r.start()
 
@@ -250,40 +253,54 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
     not see it) and before the delete: the foreign key refuses the delete, the batch rolls
     back and is retried, and the retry sees the request.
 
-    To open that window on purpose, the sweep is a copy of bootstrap_tokens whose predicate
-    pauses once per statement (pg_sleep); the writer commits during the pause. pg_sleep is
-    volatile, which the catalog allow-list refuses: this test lifts it, and only it."""
+    To open that window on purpose, the sweep is a copy of bootstrap_tokens whose predicate,
+    in a DELETE, first waits at a gate (a function that sleeps until a row says open): the
+    test sees the batch waiting, commits the request, then opens the gate (a handshake, at
+    any speed). The function is volatile, which the catalog allow-list refuses: this test
+    lifts it, and only it."""
     from reaper.db import Session
 
     monkeypatch.setattr(Session, "refused_objects", lambda self, objects: [])
     monkeypatch.setattr("reaper.predicate._denied", lambda name: False)
     raced = seed_tokens(conn)
+    conn.execute("""
+        CREATE TABLE gate (open boolean NOT NULL);
+        INSERT INTO gate VALUES (false);
+        CREATE FUNCTION public.wait_at_gate() RETURNS boolean LANGUAGE plpgsql AS $$
+        BEGIN
+            WHILE NOT (SELECT open FROM public.gate) LOOP PERFORM pg_sleep(0.005); END LOOP;
+            RETURN true;
+        END $$""")
     base = SWEEPS["bootstrap_tokens"]
-    slowed = replace(base, predicate=f"({base.predicate}) AND (SELECT true FROM pg_sleep(0.3))")
-    settings = make_settings(strategy="index")
+    # Only the batch's DELETE waits, not the block sample that measures the table first (a
+    # wait there would let the request in before the batch's snapshot). The pattern is split
+    # so that the predicate's own text, in every statement, does not match it.
+    slowed = replace(base, predicate=(
+        f"({base.predicate}) AND CASE WHEN current_query() LIKE '%%' || 'DELETE' || ' FROM%%'"
+        " THEN (SELECT wait_at_gate()) ELSE true END"
+    ))
+    settings = make_settings(strategy="index", statement_timeout="60s")
     inserted = threading.Event()
     errors: list[BaseException] = []
 
-    def insert_during_pause() -> None:
+    def insert_while_the_batch_waits() -> None:
         try:
             with psycopg.connect(dsn, autocommit=True) as w:
-                for _ in range(3000):
-                    row = w.execute(
+                try:
+                    wait_for("the batch waiting at the gate", lambda: scalar(
+                        w,
                         "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper'"
                         " AND datname = current_database() AND wait_event = 'PgSleep'"
-                        # The batch's DELETE, not the block sample that measures the table
-                        # first (its pause would let the request in before the batch's snapshot).
-                        " AND query ILIKE '%%DELETE%%'"
-                    ).fetchone()
-                    if row and row[0]:
-                        add_request(w, "raced-request", token_id=raced, created_at=NOW)
-                        inserted.set()
-                        return
-                    threading.Event().wait(0.002)
+                        " AND query LIKE '%%DELETE FROM%%'",
+                    ), limit=30)
+                    add_request(w, "raced-request", token_id=raced, created_at=NOW)
+                    inserted.set()
+                finally:
+                    w.execute("UPDATE gate SET open = true")
         except BaseException as exc:
             errors.append(exc)
 
-    thread = threading.Thread(target=insert_during_pause, daemon=True)
+    thread = threading.Thread(target=insert_while_the_batch_waits, daemon=True)
     thread.start()
     with structlog.testing.capture_logs() as logs, open_database(settings) as db:
         result = run_sweep(db, slowed, settings, now=NOW)

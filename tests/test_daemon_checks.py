@@ -46,7 +46,9 @@ def test_checks_run_at_startup_and_on_schedule(
 ) -> None:
     conn.execute("DROP INDEX nodes_session_expires_at_idx")
     daemon = make_daemon(sweeps=["nodes_session", "router_leases"], check_interval="1s")
-    wait_for("the failing index check", lambda: failures(daemon, "nodes_session", "index") == 1)
+    # The gauge is set a moment before the findings are kept: wait for both.
+    wait_for("the failing index check", lambda: failures(daemon, "nodes_session", "index") == 1
+             and daemon.findings is not None)
     assert failures(daemon, "router_leases", "index") == 0
     assert failures(daemon, "*", "advisory_lock") == 0
     assert daemon.findings is not None

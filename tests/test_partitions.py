@@ -578,16 +578,21 @@ def test_writers_inserting_into_the_boundary_partition_during_the_sweep_lose_not
                     # The boundary partition, after the cutoff: always kept.
                     add(w, key, STRADDLE_CUTOFF + timedelta(seconds=n + 1))
                     inserted.append(key)
+                    writing.set()
                     n += 1
         except BaseException as exc:  # reported below
             failures.append(exc)
+            writing.set()
 
     def on_batch(_result: SweepResult) -> None:
         add(conn, f"stay-batch-{_result.batches}", STRADDLE_CUTOFF + MICROSECOND)
 
+    writing = threading.Event()
     thread = threading.Thread(target=writer)
     thread.start()
     try:
+        # The writer is inserting before the sweep starts, however slow its connection.
+        writing.wait(timeout=30)
         settings, sweep = events_settings(dsn, batch_size=1)
         result, _ = sweep_once(db, settings, sweep, on_batch=on_batch)
     finally:
