@@ -140,12 +140,15 @@ def primary_and_standby(**settings: str) -> Iterator[Pair]:
 
 
 def wait_streaming(primary: str, timeout: float = 60.0) -> None:
-    """Wait until the standby streams and has replayed everything the primary wrote."""
+    """Wait until the standby streams, has replayed everything the primary wrote, and shows
+    no lag: ``replay_lag`` keeps its last measurement (that of the seeding's last record) for
+    a moment after the standby caught up, and a pacer reading it then would pause at once."""
     deadline = time.monotonic() + timeout
     with psycopg.connect(primary, autocommit=True) as conn:
         while True:
             row = conn.execute(
                 "SELECT state = 'streaming' AND replay_lsn >= pg_current_wal_lsn() "
+                "AND coalesce(replay_lag, interval '0') < interval '20ms' "
                 "FROM pg_stat_replication WHERE application_name = %s", (STANDBY_NAME,)
             ).fetchone()
             if row and row[0]:
