@@ -64,9 +64,14 @@ def measured(step: Callable[[str], Run], dsn: str) -> Run:
 
 def backlog(server: Server, rows: int, *, with_loop: bool = True,
             loop_max_seconds: float | None = None, with_unlocked: bool = True,
-            say: Callable[[str], None] = print) -> tuple[list[Run], float]:
+            repeat: int = 1, say: Callable[[str], None] = print) -> tuple[list[Run], float]:
     """B1/B2: ``rows`` requests, two thirds garbage interleaved. Returns the runs and the
-    seconds the seeding took."""
+    seconds the seeding took.
+
+    ``repeat``: the variants run that many rounds, interleaved (a, b, c, d, a, b, ...), each
+    on a fresh clone; each variant's run of median wall time is returned, with every round's
+    seconds in ``extra["rounds"]``. A single plain DELETE varied by a third between runs on a
+    shared machine (0.88-1.51 s), and every ratio divides by it."""
     t0 = time.perf_counter()
     template = server.seed(f"requests_{rows}", seed_requests(rows, 2, 3))
     seeded = time.perf_counter() - t0
@@ -78,11 +83,18 @@ def backlog(server: Server, rows: int, *, with_loop: bool = True,
     steps.append(lambda dsn: reaper_sweep(dsn, REQUESTS))
     if with_unlocked:
         steps.append(lambda dsn: unlocked_walk(dsn, REQUESTS, 256))
-    for step in steps:
-        with server.clone(template) as dsn:
-            run = measured(step, dsn)
-        say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s")
-        runs.append(run)
+    rounds: list[list[Run]] = [[] for _ in steps]
+    for n in range(repeat):
+        for i, step in enumerate(steps):
+            with server.clone(template) as dsn:
+                run = measured(step, dsn)
+            label = f" (round {n + 1} of {repeat})" if repeat > 1 else ""
+            say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s{label}")
+            rounds[i].append(run)
+    for variant_runs in rounds:
+        median = sorted(variant_runs, key=lambda r: r.seconds)[len(variant_runs) // 2]
+        median.extra["rounds"] = [r.seconds for r in variant_runs]
+        runs.append(median)
     server.release(template)
     return runs, seeded
 

@@ -30,13 +30,16 @@ from reaper.vocab import PartitionAction, Strategy
 DEFAULT_SESSION_RETENTION = timedelta(hours=72)
 DEFAULT_NODE_RETENTION = timedelta(days=30)
 DEFAULT_EPHEMERAL_NODE_RETENTION = timedelta(hours=1)
-# Rows per batch (the heap walk's cap per block range; the index path's LIMIT). bench --tune,
-# B1 (1,333,333 of 2,000,000 requests, PostgreSQL 15, 2 shared cores), target 50 ms:
-# 5,000 rows: 3.25 s, batch p99 22 ms; 10,000: 2.99 s, p99 35 ms; 20,000: 3.15 s, p99 58 ms;
-# 50,000 (the time target rules): 3.22 s, p99 85 ms. Per-batch overhead is small; 10,000 keeps
-# p99 well under 100 ms on a noisy machine, and a steady-state index batch of 10,000 scattered
-# rows takes ~0.1-0.2 s (bench B3).
-DEFAULT_BATCH_SIZE = 10_000
+# Rows per batch (the heap walk's cap per block range; the index path's LIMIT). Bench B1
+# (1,333,333 of 2,000,000 requests, PostgreSQL 15, 2 shared cores, target 50 ms), five rounds
+# each on an AMD EPYC: 10,000 rows: median 1.68 s (1.39-1.81), batch p99 14-17 ms, 1.37 s of
+# server CPU; 20,000: 1.43 s (1.14-1.55), p99 22-26 ms, 1.17-1.26 s of server CPU; one plain
+# DELETE 1.22-1.50 s. Each batch costs the server a fixed share (its transaction, the
+# statement's start), so half as many batches came 15% nearer one DELETE; on an older Intel
+# machine the two were within noise (2.99 and 3.15 s). While other sessions use the database
+# a batch aims at --busy-batch-seconds instead, so the size only rules on a quiet database.
+# A steady-state index batch of 10,000 scattered rows takes ~0.1-0.2 s (bench B3).
+DEFAULT_BATCH_SIZE = 20_000
 # A heap-walk batch aims at this many seconds; its block range shrinks or grows to stay near it.
 # bench --tune: 30 ms made the same sweep 5-25% slower (more, smaller batches) for no better
 # p99 at 10,000 rows; the walk's 2x growth per step can overshoot the target, so it sits at
