@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from reaper.daemon import Daemon
 from reaper.db import Database
+from reaper.errors import FullTableRefused
 from reaper.runner import run_sweep
 from reaper.settings import FULL_TABLE_MIN_ROWS, build_settings
 from reaper.sweeps import BUILTIN_SWEEPS, configured_sweeps
@@ -362,3 +363,62 @@ def test_a_busy_table_is_not_refused_for_its_churn(
             assert result.outcome == "success" and result.rows == 1000, result.error
     got = conn.execute("SELECT count(*) FROM busy").fetchone()
     assert got == (10000,)
+
+
+def test_a_real_run_never_leaves_less_than_the_threshold_allows_and_the_dry_run_agrees(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The demo's data (the testnet audit's): 124,851 nodes, of which the node sweeps together
+    would delete 95.6%. A block sample projects 131,420 rows: judged on it, nodes_silent got
+    through and left 4.4% of the table. Near the threshold the judgement counts rows: no run
+    leaves less than 5%, and the dry run names the sweeps the real run refuses."""
+    from reaper import demo
+
+    demo.seed(dsn, demo.Sizes())
+    before = int(conn.execute("SELECT count(*) FROM nodes").fetchone()[0])  # type: ignore[index]
+    args = ("run-once", "--json")
+    dry = run_reaper(*args, "--dry-run", env={"REAPER_DSN": dsn}, timeout=300)
+    assert dry.code == 0, dry.stderr
+    would_refuse = {r["sweep"] for r in dry.json() if r["refusal"]}
+    real = run_reaper(*args, env={"REAPER_DSN": dsn}, timeout=300)
+    refused = {r["sweep"] for r in real.json()
+               if r["outcome"] == "failure" and "max_eligible_fraction" in (r["error"] or "")}
+    assert refused and refused == would_refuse, (dry.stdout, real.stdout)
+    after = int(conn.execute("SELECT count(*) FROM nodes").fetchone()[0])  # type: ignore[index]
+    assert after / before > 1 - 0.95, f"{before:,} nodes, {after:,} left"
+
+
+@pytest.mark.parametrize("rows_error", [-0.1, -0.03, 0.0, 0.03, 0.1])
+@pytest.mark.parametrize("fraction_error", [-0.03, 0.03])
+@pytest.mark.parametrize("deleted_before", [0, 5_000])
+@pytest.mark.parametrize(("gone", "refused"), [(0.94, False), (0.96, True)])
+def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
+    dsn: str, conn: psycopg.Connection[Any], rows_error: float, fraction_error: float,
+    deleted_before: int, gone: float, refused: bool,
+) -> None:
+    """A table of 10,000 nodes at the window's start; ``deleted_before`` of them deleted by an
+    earlier sweep of the window; the rest eligible so that ``gone`` of the 10,000 would be
+    gone after this run. Its block samples project the rows (now and at the window's start)
+    up to 10% off either way, and the eligible fraction 3 points off (a sample's eligible
+    and sampled rows come from the same blocks: their ratio is what it measures best). Near
+    the threshold the judgement counts, and its verdict is that of the true figures."""
+    from reaper.runner import EligibleMeasure, _TableWindow, compute_cutoffs, judge_table
+
+    start = 10_000
+    rows = start - deleted_before
+    eligible = round(gone * start) - deleted_before
+    _seed(conn, garbage=eligible, keep=rows - eligible)
+    settings = build_settings({"dsn": dsn})
+    sweep = next(s for s in BUILTIN_SWEEPS if s.name == "nodes_silent")
+    projected = rows * (1 + rows_error)
+    measure = EligibleMeasure(
+        {}, projected, projected * min(eligible / rows + fraction_error, 1.0))
+    window = _TableWindow(0.0, start * (1 + rows_error), deleted_before)
+    with Database.from_settings(settings) as db, db.session() as session:
+        stmts = session.statements(session.check_predicate(sweep))
+        params = dict(compute_cutoffs(session, sweep, settings, None))
+        if refused:
+            with pytest.raises(FullTableRefused):
+                judge_table(session, sweep, stmts, params, measure, 0.95, window)
+        else:
+            judge_table(session, sweep, stmts, params, measure, 0.95, window)
