@@ -40,6 +40,7 @@ from tests.daemon_helpers import (
     wait_for,
 )
 from tests.netfaults import SilentProxy, namespaced_server, netns_unavailable
+from tests.support import run_reaper
 from tests.test_daemon_process import pgbouncer
 
 __all__ = ["pgbouncer"]  # a fixture, used by name
@@ -227,6 +228,34 @@ def test_a_dsn_that_sets_keepalives_wins(settings: Settings) -> None:
         # The server watches with the same figures.
         assert session.scalar("SELECT current_setting('tcp_keepalives_idle')") == "30"
         assert session.scalar("SELECT current_setting('tcp_user_timeout')") == "9000"
+
+
+def test_a_dsn_that_sets_connect_timeout_wins_for_the_pool_too(settings: Settings) -> None:
+    dsn = make_conninfo(settings.dsn or "", connect_timeout=3)
+    db = Database(dsn, statement_timeout=timedelta(seconds=10), lock_timeout=timedelta(seconds=1),
+                  idle_in_transaction_session_timeout=timedelta(seconds=60),
+                  connect_timeout=timedelta(seconds=30))
+    assert conninfo_to_dict(db._conninfo)["connect_timeout"] == "3"
+    assert db._connect_timeout == timedelta(seconds=3)  # the pool's checkout bound
+    with db, db.session() as session:
+        assert session.scalar("SELECT 1") == 1
+
+
+@pytest.mark.parametrize(("param", "value"), [
+    ("keepalives_idle", "abc"), ("tcp_user_timeout", "-5"), ("connect_timeout", "xyz"),
+    ("connect_timeout", "0"), ("keepalives_count", "1.5"),
+])
+def test_a_timing_parameter_of_the_dsn_that_is_not_a_whole_number_exits_2(
+    settings: Settings, param: str, value: str
+) -> None:
+    """libpq checks these only when it connects, with the exit code of a refused connection:
+    reaper checks them first, as bad configuration."""
+    dsn = make_conninfo(settings.dsn or "", **{param: value})
+    run = run_reaper("status", env={"REAPER_DSN": dsn})
+    assert run.code == 2, run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith(f"reaper: REAPER_DSN sets {param}=")
+    assert "whole number" in line or "forever" in line
 
 
 def test_no_statement_is_ever_prepared(database, conn) -> None:

@@ -38,6 +38,35 @@ if TYPE_CHECKING:
     from reaper.settings import Settings
 
 
+
+# The libpq parameters that reaper gives defaults (docs/connections.md): a DSN may set them,
+# to a whole number. libpq itself checks them only when it connects, with an error that a
+# refused connection would also give (exit 1, not 2).
+_TIMING_PARAMS = ("connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+                  "keepalives_count", "tcp_user_timeout")
+
+
+def _check_timing_params(params: Mapping[str, Any], dsn_label: str) -> None:
+    """Refuse a DSN whose timing parameters are not whole numbers, or whose connect_timeout
+    is 0 (libpq would then wait for a silent host forever).
+
+    Raises:
+        ConfigError: one line naming the parameter, its value and what is expected.
+    """
+    for name in _TIMING_PARAMS:
+        value = str(params.get(name, "")).strip()
+        if name in params and not value.isdigit():
+            example = {"connect_timeout": 10, **Database.tcp_defaults()}[name]
+            raise errors.ConfigError(
+                f"{dsn_label} sets {name}={value!r}; expected a whole number, e.g. "
+                f"{name}={example} (reaper's default)"
+            )
+    if "connect_timeout" in params and int(str(params["connect_timeout"])) == 0:
+        raise errors.ConfigError(
+            f"{dsn_label} sets connect_timeout=0, which waits for a host that does not answer "
+            "forever: give seconds (at least 1), or leave it out to use --connect-timeout"
+        )
+
 class Database:
     """A pool of reaper connections to one PostgreSQL database.
 
@@ -124,16 +153,24 @@ class Database:
         }
         try:
             params = conninfo_to_dict(self.dsn)
-            self._conninfo = make_conninfo(
-                self.dsn, connect_timeout=max(1, int(connect_timeout.total_seconds())),
-                **{k: v for k, v in self.tcp_defaults().items() if k not in params},
-            )
-            effective = conninfo_to_dict(self._conninfo)
         except psycopg.ProgrammingError as exc:
             raise errors.ConfigError(
                 f"{dsn_label} is not a valid connection string: "
                 f"{self._redact(_first_line(exc))}"
             ) from None
+        _check_timing_params(params, dsn_label)
+        # reaper's defaults for what the DSN leaves out; what it sets wins (its connect_timeout
+        # then also bounds the wait for a connection of the pool).
+        defaults: dict[str, Any] = {
+            "connect_timeout": max(1, int(connect_timeout.total_seconds())),
+            **self.tcp_defaults(),
+        }
+        if "connect_timeout" in params:
+            self._connect_timeout = timedelta(seconds=int(str(params["connect_timeout"])))
+        self._conninfo = make_conninfo(
+            self.dsn, **{k: v for k, v in defaults.items() if k not in params}
+        )
+        effective = conninfo_to_dict(self._conninfo)
         # The server watches reaper's side as reaper watches the server's: the same figures
         # (a DSN that sets the client's sets the server's too). Session settings any role may
         # set; on a Unix socket PostgreSQL ignores them.
