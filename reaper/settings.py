@@ -688,7 +688,7 @@ class Settings:
         None,
         _optional_interval,
         "reaper run: how often each sweep runs, unless its [sweeps.NAME] table sets interval "
-        "(none: each sweep's own default, 5m for ephemeral members, 1h for the others).",
+        "(unset or 0: each sweep's own default, 5m for ephemeral members, 1h for the others).",
         "DURATION",
     )
     jitter: float = _setting(
