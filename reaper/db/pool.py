@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from reaper.settings import Settings
 
 
-
 # The libpq parameters that reaper gives defaults (docs/connections.md): a DSN may set them,
 # to a whole number. libpq itself checks them only when it connects, with an error that a
 # refused connection would also give (exit 1, not 2).
@@ -66,6 +65,7 @@ def _check_timing_params(params: Mapping[str, Any], dsn_label: str) -> None:
             f"{dsn_label} sets connect_timeout=0, which waits for a host that does not answer "
             "forever: give seconds (at least 1), or leave it out to use --connect-timeout"
         )
+
 
 class Database:
     """A pool of reaper connections to one PostgreSQL database.
