@@ -358,8 +358,10 @@ def _listen(value: Any) -> str:
         raise ValueError(f"{_shown(value)} is not a string")
     text = value.strip()
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
+    if not sep or not port.isdigit():
         raise ValueError(f"{text!r} is not HOST:PORT (e.g. :9465, 127.0.0.1:9465, [::]:9465)")
+    if not 0 <= int(port) < 65536:
+        raise ValueError(f"{text!r}: port {int(port)} is out of range (0 to 65535)")
     if host.startswith("[") != host.endswith("]"):
         raise ValueError(f"{text!r}: an IPv6 address goes in brackets, e.g. [::1]:9465")
     return text
@@ -912,9 +914,11 @@ def build_settings(
         try:
             parsed[name] = names[name].metadata["parse"](raw)
         except (ValueError, TypeError, OverflowError) as exc:
-            raise ConfigError(
-                f"{where}: {exc}; expected {names[name].metadata['expected']}"
-            ) from None
+            expected = names[name].metadata["expected"]
+            if isinstance(raw, str):
+                # Quotes matter in TOML, where a bare 9465 is a number; a flag is text anyway.
+                expected = expected.replace(" in quotes", "")
+            raise ConfigError(f"{where}: {exc}; expected {expected}") from None
     parsed["sweeps"] = _parse_sweeps_table(sweeps_table, source)
     return Settings(**parsed).validate(source)
 

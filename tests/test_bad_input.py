@@ -239,3 +239,10 @@ def test_text_from_the_database_is_printed_literally(capsys: pytest.CaptureFixtu
     joined = "".join(line.strip(" │|") for line in out.splitlines())
     assert out.count(MARKUP) >= 1 and "❌" not in out, out
     assert MARKUP.replace(" ", "") in joined.replace(" ", ""), out
+
+
+def test_a_port_out_of_range_says_so_and_a_flag_needs_no_quotes() -> None:
+    run = run_reaper("run", "--listen", "127.0.0.1:99999")
+    assert run.code == 2
+    (line,) = run.stderr.strip().splitlines()
+    assert "port 99999 is out of range (0 to 65535)" in line and "in quotes" not in line
