@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pty
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -245,15 +246,22 @@ def on_a_terminal(*args: str, env: dict[str, str]) -> str:
                             stdout=child, stderr=child, env={**base, **credentials(), **env})
     os.close(child)
     out = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # the terminal's other side closed: the process has ended
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(main)
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            ready, _, _ = select.select([main], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                proc.kill()
+                raise AssertionError(f"reaper {' '.join(args)} still running after 60 s: {out!r}")
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the terminal's other side closed: the process has ended
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        os.close(main)
     assert proc.wait(timeout=60) == 0, out
     return out.decode(errors="replace")
 
