@@ -554,6 +554,10 @@ class Daemon:
             self._health.set(False, self.fatal)
             self.exit_requested.set()
             return
+        if self._stop.is_set():
+            # Answered while the daemon shut down (its pool closing): says nothing about the
+            # database, and would log "not ready" after daemon_stopped.
+            return
         if answer.locks_checked:
             self._lock_checked = True
         if answer.problem is not None:
