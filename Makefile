@@ -21,11 +21,11 @@ $(VENV)/.test: pyproject.toml | $(BIN)/python
 
 ## demo: seed the testnet audit's garbage into an embedded PostgreSQL (or $$REAPER_DSN) and sweep it
 demo: $(VENV)/.demo
-	$(BIN)/python -m reaper.demo
+	$(BIN)/python -m reaper.dev.demo
 
 ## demo-server: keep the demo's PostgreSQL up (re-seeded) for reaper status/run; Ctrl-C stops it
 demo-server: $(VENV)/.demo
-	$(BIN)/python -m reaper.demo --serve
+	$(BIN)/python -m reaper.dev.demo --serve
 
 ## docs: build the documentation site into site/ (mkdocs build --strict: a broken link fails)
 docs: $(VENV)/.test

@@ -1,7 +1,7 @@
 """``make bench`` / ``python -m bench``: reaper's benchmarks, printed as Markdown tables.
 
 The server: ``REAPER_BENCH_DSN``, else ``REAPER_TEST_DSN``, else an embedded one
-(reaper.devserver). Each scenario creates its own databases and drops them; B6 runs on a
+(reaper.dev.devserver). Each scenario creates its own databases and drops them; B6 runs on a
 throwaway primary and standby of its own (bench.replica). The default run (B1-B6) takes about
 10 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of B2; ``--crossover`` and
 ``--tune`` measure what reaper's defaults are set from.
@@ -21,7 +21,7 @@ from typing import Any
 from bench import b7, report, scenarios
 from bench.pg import Server
 from bench.variants import Run, percentile
-from reaper import devserver
+from reaper.dev import devserver
 
 B1_ROWS = 2_000_000
 # B1's variants run this many interleaved rounds; the median of each is reported.

@@ -174,10 +174,10 @@ def reaper_sweep(dsn: str, now: datetime, action: str, label: str) -> Run:
 def child(spec: dict[str, Any]) -> int:
     """The sweep, in its own process: one JSON line with the result and the wall time."""
     from reaper import log
+    from reaper.config.settings import build_settings
+    from reaper.config.sweeps import configured_sweeps
     from reaper.db import Database
-    from reaper.runner import run_sweep
-    from reaper.settings import build_settings
-    from reaper.sweeps import configured_sweeps
+    from reaper.engine.run import run_sweep
 
     log.configure("warning", json=True)
     settings = build_settings(
@@ -278,7 +278,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     if args.child:
         return child(json.loads(args.child))
-    from reaper import devserver
+    from reaper.dev import devserver
 
     if args.dsn:
         os.environ["REAPER_BENCH_DSN"] = args.dsn

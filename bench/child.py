@@ -1,7 +1,7 @@
 """Variant c in its own process: reaper's sweep through the real engine, measured alone.
 
 ``python -m bench.child '{"dsn": ..., "sweep": ..., "settings": {...}}'`` runs
-:func:`reaper.runner.run_sweep` with the built-in sweep of that name and prints one JSON line:
+:func:`reaper.engine.run.run_sweep` with the built-in sweep of that name and prints one JSON line:
 the result, the wall seconds around run_sweep, and the process's resident memory before the
 sweep and at its peak (``ru_maxrss``), so that the figure is reaper's alone (the benchmark's
 own lists of latencies never count against it).
@@ -20,12 +20,12 @@ from prometheus_client import CollectorRegistry
 
 from bench.pg import backend_cpu_seconds
 from reaper import log
+from reaper.config.settings import build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
 from reaper.db import Database
+from reaper.engine.pacing import REASONS
+from reaper.engine.run import run_sweep
 from reaper.metrics import Metrics
-from reaper.pacing import REASONS
-from reaper.runner import run_sweep
-from reaper.settings import build_settings
-from reaper.sweeps import BUILTIN_SWEEPS, by_name
 
 
 def rss_kib() -> int:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/daemon_memory.py [--runs 1000] [--small]
 
 Starts a PostgreSQL as `make demo` does (REAPER_DSN, or an embedded pgserver), seeds the
-testnet audit's rows (reaper.demo), runs the real `reaper run` process with 100 ms
+testnet audit's rows (reaper.dev.demo), runs the real `reaper run` process with 100 ms
 intervals (the shortest reaper accepts) while a writer keeps adding garbage (so that runs
 delete rows, not just find nothing), reads the process's VmRSS from /proc at 10 runs and
 at --runs runs, and prints both. Also prints the time from SIGTERM to exit. A figure to
@@ -26,7 +26,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reaper import demo, devserver
+from reaper.dev import demo, devserver
 from tests.daemon_helpers import (
     free_port,
     http_get,

@@ -22,8 +22,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from reaper import devserver, sqlfiles
+from reaper import sqltext
 from reaper.db import table_identifier
+from reaper.dev import devserver
 
 SQL_DIR = Path(__file__).with_name("sql")
 
@@ -31,7 +32,7 @@ SQL_DIR = Path(__file__).with_name("sql")
 @functools.cache
 def bench_sql(name: str) -> str:
     """The text of ``bench/sql/<name>.sql``, comments removed."""
-    return sqlfiles.strip_comments((SQL_DIR / f"{name}.sql").read_text("utf-8"))
+    return sqltext.strip_comments((SQL_DIR / f"{name}.sql").read_text("utf-8"))
 
 
 def compose(name: str, table: str, predicate: str = "TRUE", key: str = "id") -> sql.Composed:
@@ -94,10 +95,10 @@ class Server:
         with psycopg.connect(self.dsn_of(name), autocommit=True) as conn:
             conn.execute("SET synchronous_commit = off")
             conn.execute("SET maintenance_work_mem = '256MB'")
-            for stmt in sqlfiles.statements("schema.sql"):
+            for stmt in sqltext.statements("schema.sql"):
                 conn.execute(sql.SQL(stmt))  # type: ignore[arg-type,unused-ignore]
             fill(conn)
-            for stmt in sqlfiles.statements("indexes.sql"):
+            for stmt in sqltext.statements("indexes.sql"):
                 conn.execute(sql.SQL(stmt))  # type: ignore[arg-type,unused-ignore]
             conn.execute("VACUUM (FREEZE, ANALYZE)")
         return name

@@ -28,9 +28,9 @@ from bench.variants import (
     sweep_named,
     unlocked_walk,
 )
-from reaper import sqlfiles
+from reaper import sqltext
+from reaper.config.settings import DEFAULT_BACKLOG_LIMIT
 from reaper.db import SweepStatements, check_predicate_on
-from reaper.settings import DEFAULT_BACKLOG_LIMIT
 
 REQUESTS = "enrollment_requests"
 EPHEMERAL_REQUESTS = "enrollment_requests_ephemeral"
@@ -122,7 +122,7 @@ def steady_state(server: Server, rows: int, eligible_every: int,
         stmts = SweepStatements(check_predicate_on(conn, sweep))
     with connect(server.dsn_of(template)) as conn, conn.transaction():
         # As reaper's index batch runs: after index_batch_settings.sql, in one transaction.
-        conn.execute(psycopg.sql.SQL(sqlfiles.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
+        conn.execute(psycopg.sql.SQL(sqltext.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
         params = dict(cutoffs(conn, sweep), batch_size=5000)
         plan = "\n".join(
             str(r[0]) for r in conn.execute(
@@ -233,14 +233,14 @@ def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print,
 
 def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, list[float], Any]]:
     """B5: the cost of each gauge's query on ``template`` (ms samples and the last value)."""
-    from reaper.runner import SAMPLE_BLOCKS
-    from reaper.sweeps import BUILTIN_SWEEPS
+    from reaper.config.sweeps import BUILTIN_SWEEPS
+    from reaper.engine.run import SAMPLE_BLOCKS
 
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
         stmts = SweepStatements(check_predicate_on(conn, sweep))
     tables = sorted({s.table for s in BUILTIN_SWEEPS})
-    no_seqscan = psycopg.sql.SQL(sqlfiles.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
+    no_seqscan = psycopg.sql.SQL(sqltext.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
     out = []
     with connect(server.dsn_of(template)) as conn:
         params = cutoffs(conn, sweep)
@@ -254,7 +254,7 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
         # (label, statement, params, run with enable_seqscan off, value from the rows)
         queries: list[tuple[str, Any, Any, bool, Callable[[list[Any]], Any]]] = [
             ("reaper_storage_rows (storage_rows.sql, all swept tables)",
-             psycopg.sql.SQL(sqlfiles.engine("storage_rows")),  # type: ignore[arg-type,unused-ignore]
+             psycopg.sql.SQL(sqltext.engine("storage_rows")),  # type: ignore[arg-type,unused-ignore]
              {"tables": tables}, False, lambda rows: sum(int(r[1]) for r in rows)),
             ("backlog: the planner's estimate (estimate_eligible.sql)",
              stmts.estimate_eligible, params, False,
@@ -366,7 +366,7 @@ def replica_lag(rows: int, max_lag: float, hold_seconds: float,
     times, its throttled seconds and the lag (measured apart every 50 ms, as reaper
     measures it) tell when it stopped and resumed."""
     from bench import replica
-    from reaper.pacing import Standby, WalHistory, standby_lag
+    from reaper.engine.pacing import Standby, WalHistory, standby_lag
 
     with replica.primary_and_standby() as pair:
         server = Server(pair.primary)
@@ -438,13 +438,13 @@ def replica_lag(rows: int, max_lag: float, hold_seconds: float,
 
 def daemon_gauges(server: Server, template: str, repeat: int = 20
                   ) -> list[tuple[str, list[float], Any]]:
-    """B5, as ``reaper run`` refreshes its gauges (reaper.daemon): every gauge's own call on a
-    reaper Session, at the default settings, on ``template`` (ms samples and the last value)."""
+    """B5, as ``reaper run`` refreshes its gauges (reaper.daemon.gauges): every gauge's own call on
+    a reaper Session, at the default settings, on ``template`` (ms samples and the last value)."""
     from reaper import errors
+    from reaper.config.settings import build_settings
+    from reaper.config.sweeps import BUILTIN_SWEEPS
     from reaper.db import Database
-    from reaper.runner import compute_cutoffs
-    from reaper.settings import build_settings
-    from reaper.sweeps import BUILTIN_SWEEPS
+    from reaper.engine.run import compute_cutoffs
 
     settings = build_settings({"dsn": server.dsn_of(template)})
     tables = sorted({s.table for s in BUILTIN_SWEEPS})

@@ -2,7 +2,7 @@
 
 (a) one plain DELETE of the rows the sweep's predicate matches: the physical limit;
 (b) the ``DELETE ... WHERE key IN (SELECT key ... LIMIT n)`` loop most cleaners use;
-(c) reaper's sweep, through :func:`reaper.runner.run_sweep`, in a child process;
+(c) reaper's sweep, through :func:`reaper.engine.run.run_sweep`, in a child process;
 (d) the heap walk's block ranges without row locks (what FOR UPDATE SKIP LOCKED costs).
 
 Each returns a :class:`Run`. Cutoffs for a, b and d come from the same retentions reaper uses,
@@ -23,8 +23,8 @@ from typing import Any
 import psycopg
 
 from bench.pg import backend_cpu_seconds, compose, connect, timed
-from reaper.settings import build_settings
-from reaper.sweeps import BUILTIN_SWEEPS, Sweep, by_name
+from reaper.config.settings import build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, Sweep, by_name
 
 LIMIT_LOOP_BATCH = 5000  # a typical cleaner's batch
 

@@ -3,7 +3,7 @@
 MkDocs runs this file as a hook (``hooks:`` in mkdocs.yml): a page holding one of the markers
 below gets, in its place, a Markdown table built from the code's own definitions:
 
-- ``<!-- reference:settings -->``: every setting of :class:`reaper.settings.Settings`, from
+- ``<!-- reference:settings -->``: every setting of :class:`reaper.config.settings.Settings`, from
   its field's metadata (help text, metavar) and default, with its flag, variable and TOML key;
 - ``<!-- reference:metrics -->``: every metric of :class:`reaper.metrics.Metrics`, from its
   definition (name as exported, type, labels, help text);
@@ -32,7 +32,7 @@ def _cell(text: str) -> str:
 def settings_table() -> str:
     """The configuration reference: one row per setting, defaults as the CLI shows them."""
     from reaper.cli import _default_text, _envvar
-    from reaper.settings import SETTING_FIELDS, Settings
+    from reaper.config.settings import SETTING_FIELDS, Settings
 
     defaults = Settings()
     rows = [
@@ -108,7 +108,7 @@ def commands() -> list[tuple[str, click.Command]]:
 
 def own_options(cmd: click.Command) -> list[click.Option]:
     """The options of ``cmd`` that are not settings (those are in the settings table)."""
-    from reaper.settings import SETTING_FIELDS
+    from reaper.config.settings import SETTING_FIELDS
 
     settings = {f.name for f in SETTING_FIELDS}
     return [

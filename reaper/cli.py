@@ -1,6 +1,6 @@
 """The command line: ``reaper run-once`` (and the commands that build on it).
 
-Every setting of :class:`reaper.settings.Settings` is a flag on each command, with its
+Every setting of :class:`reaper.config.settings.Settings` is a flag on each command, with its
 ``REAPER_*`` environment variable; flags and variables win over the TOML file (``--config``),
 which wins over the defaults. Exit codes: 0 every sweep succeeded (3: run-once found every
 sweep's lock held by another session, so nothing ran), 1 a sweep (or the
@@ -20,16 +20,10 @@ import click
 import structlog
 from prometheus_client import REGISTRY, CollectorRegistry
 
-from reaper import __version__, checks, errors, indexes, log, render, status
-from reaper.db import Database, dsn_has_password
-from reaper.metrics import Metrics
-from reaper.progress import IndexProgress, SweepProgress
-from reaper.runner import (
-    check_predicates,
-    refuse_unsweepable,
-    run_sweep,
-)
-from reaper.settings import (
+from reaper import __version__, errors, log
+from reaper.commands import checks, indexes, render, status
+from reaper.commands.progress import IndexProgress, SweepProgress
+from reaper.config.settings import (
     SETTING_FIELDS,
     Settings,
     build_settings,
@@ -37,7 +31,14 @@ from reaper.settings import (
     load_toml,
     reload_settings,
 )
-from reaper.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
+from reaper.config.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
+from reaper.db import Database, dsn_has_password
+from reaper.engine.run import (
+    check_predicates,
+    refuse_unsweepable,
+    run_sweep,
+)
+from reaper.metrics import Metrics
 from reaper.vocab import IndexOutcome, Outcome
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -153,7 +154,7 @@ def open_database(settings: Settings) -> Database:
 def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:
     """The sweeps to run: the built-in and declared ones named (all when none), minus those
     the config disables (a sweep named explicitly runs even when disabled), in dependency
-    order. See :func:`reaper.sweeps.configured_sweeps`.
+    order. See :func:`reaper.config.sweeps.configured_sweeps`.
 
     Raises:
         ConfigError: an unknown sweep name in ``names``, or a bad ``[sweeps.NAME]`` table.
@@ -393,8 +394,8 @@ def run(config_path: Path | None, **raw: Any) -> None:
     log line and the running settings stay. Exit code 2: bad configuration, or a connection
     on which advisory locks do not hold.
     """
-    from reaper.daemon import Daemon
-    from reaper.process import serve
+    from reaper.daemon.process import serve
+    from reaper.daemon.scheduler import Daemon
 
     settings = load_settings(config_path, raw)
     sweeps = enabled_sweeps(settings, ())

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, write_to_textfile
 
-from reaper.pacing import REASONS as THROTTLE_REASONS
-from reaper.sweeps import Sweep
+from reaper.config.sweeps import Sweep
+from reaper.engine.pacing import REASONS as THROTTLE_REASONS
 from reaper.vocab import SERVER_CHECKS, SWEEP_CHECKS, Outcome, SkipReason
 
 # The checks of `reaper check` (the `check` label of reaper_check_failures): those about the

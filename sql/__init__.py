@@ -4,5 +4,5 @@ This folder is the source tree's top-level ``sql/``; pyproject.toml maps it into
 (``[tool.setuptools.package-dir]``), so a wheel ships it as ``reaper/sql/`` and an editable
 install imports it from here. The marker file makes it a regular package, which an editable
 install can map (it cannot map a namespace folder inside a regular package).
-:mod:`reaper.sqlfiles` reads the files.
+:mod:`reaper.sqltext` reads the files.
 """

@@ -1,7 +1,7 @@
 """Fixtures: a real PostgreSQL, never a mock.
 
 The server is ``REAPER_TEST_DSN`` if set, else testcontainers' PostgreSQL when Docker
-answers, else an embedded pgserver (reaper.devserver). One template database holds the
+answers, else an embedded pgserver (reaper.dev.devserver). One template database holds the
 reference schema; every test that needs isolation gets a fresh ``CREATE DATABASE ...
 TEMPLATE`` copy, dropped afterwards.
 """
@@ -17,9 +17,9 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reaper import devserver
+from reaper.config.settings import Settings, build_settings
 from reaper.db import Database
-from reaper.settings import Settings, build_settings
+from reaper.dev import devserver
 
 DB_FIXTURES = {"pg_server", "template_db", "dsn", "conn", "database"}
 

@@ -12,8 +12,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from reaper import cli, sqlfiles
-from reaper.sqlinfo import IndexSpec, shipped_indexes
+from reaper import cli, sqltext
+from reaper.sqltext.sqlinfo import IndexSpec, shipped_indexes
 from tests.support import login_as
 
 
@@ -37,7 +37,7 @@ def run_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
 def apply_grants(dsn: str) -> str:
     """Run grants.sql as the tables' owner; return the DSN of the reaper role."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for stmt in sqlfiles.statements("grants.sql"):
+        for stmt in sqltext.statements("grants.sql"):
             conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
     return login_as(dsn, "reaper")
 

@@ -22,8 +22,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from reaper import demo, devserver
-from reaper.sweeps import BUILTIN_SWEEPS, Sweep, by_name
+from reaper.config.sweeps import BUILTIN_SWEEPS, Sweep, by_name
+from reaper.dev import demo, devserver
 
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
@@ -194,7 +194,7 @@ def sample(
 
 def small_sizes() -> Any:
     """The demo's mix of garbage, live and banned rows at a few hundred rows in all."""
-    from reaper.demo import Sizes
+    from reaper.dev.demo import Sizes
 
     return Sizes(
         requests_stale=300,

@@ -1,6 +1,7 @@
 """Every bad input is one line on stderr naming the setting and the fix, and exit code 2.
 
-The table is generated from the settings' own definitions (:data:`reaper.settings.SETTING_FIELDS`
+The table is generated from the settings' own definitions
+(:data:`reaper.config.settings.SETTING_FIELDS`
 and the kind each declares through its metavar): a new setting is covered by adding it. Each
 setting gets every wrong value of its kind, plus the ones every setting must refuse (a TOML
 date, time, array or table; NaN and infinity; control characters; bytes that are not UTF-8),
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from reaper.cli import main
-from reaper.settings import EXPECTED, MAX_CONFIG_BYTES, SETTING_FIELDS, Settings
+from reaper.config.settings import EXPECTED, MAX_CONFIG_BYTES, SETTING_FIELDS, Settings
 from tests.support import reaper_executable, run_reaper
 
 # Checked before any connection: the DSN points nowhere (port 1 refuses at once).
@@ -228,9 +229,9 @@ MARKUP = '[bold]x[/bold] [/] :x: [link=http://e.test]y[/link] \\[z]'
 
 def test_text_from_the_database_is_printed_literally(capsys: pytest.CaptureFixture[str]) -> None:
     """Names and server messages are text, never rich markup or emoji codes."""
-    from reaper.render import print_results, print_status
-    from reaper.runner import SweepResult
-    from reaper.status import SweepStatus
+    from reaper.commands.render import print_results, print_status
+    from reaper.commands.status import SweepStatus
+    from reaper.engine.run import SweepResult
 
     print_results([SweepResult("s", MARKUP, MARKUP, outcome="failure", error=MARKUP)],
                   dry_run=False)

@@ -21,12 +21,12 @@ import structlog
 from prometheus_client import CollectorRegistry
 from psycopg import sql
 
-from reaper import cli, sqlfiles
+from reaper import cli, sqltext
+from reaper.config.settings import Settings, build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.db import Database
+from reaper.engine.run import SweepResult, run_sweep
 from reaper.metrics import Metrics
-from reaper.runner import SweepResult, run_sweep
-from reaper.settings import Settings, build_settings
-from reaper.sweeps import BUILTIN_SWEEPS
 from tests.support import SWEEPS
 
 STRATEGIES = pytest.mark.parametrize("strategy", ["heap", "index"])
@@ -313,10 +313,10 @@ def planned(conn: psycopg.Connection[Any], query: str, *, heap_walk: bool) -> di
     batch or a gauge, in one transaction (rolled back)."""
     with conn.transaction(force_rollback=True):
         if heap_walk:
-            conn.execute(sql.SQL(sqlfiles.engine("batch_settings")),
+            conn.execute(sql.SQL(sqltext.engine("batch_settings")),
                          {"lock_timeout_ms": 5, "heap_walk": True})
         else:
-            conn.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+            conn.execute(sql.SQL(sqltext.engine("index_batch_settings")))
         row = conn.execute(f"EXPLAIN (FORMAT JSON) {query}").fetchone()
     assert row is not None
     return row[0][0]["Plan"]  # type: ignore[no-any-return]

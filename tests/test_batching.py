@@ -1,8 +1,8 @@
-"""The batch-size policy (reaper.batching), with plain numbers: no database, no clock."""
+"""The batch-size policy (reaper.engine.sizing), with plain numbers: no database, no clock."""
 
 from __future__ import annotations
 
-from reaper.batching import BatchSizer, Splitter
+from reaper.engine.sizing import BatchSizer, Splitter
 
 
 def test_a_timeout_halves_until_it_fits_and_fast_batches_grow_back() -> None:

@@ -8,11 +8,11 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reaper import checks
 from reaper.cli import open_database
+from reaper.commands import checks
+from reaper.config.settings import build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, Sweep
 from reaper.metrics import Metrics
-from reaper.settings import build_settings
-from reaper.sweeps import BUILTIN_SWEEPS, Sweep
 from tests.ops_helpers import (
     apply_grants,
     index_state,
@@ -342,7 +342,7 @@ def test_check_and_status_quote_the_table_as_the_sweep_does(
 ) -> None:
     from psycopg import sql
 
-    from reaper import status
+    from reaper.commands import status
 
     ident = sql.Identifier(*table.split(".", 1))
     conn.execute(sql.SQL("CREATE TABLE {} (created_at timestamptz NOT NULL)").format(ident))

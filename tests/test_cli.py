@@ -15,8 +15,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from reaper import demo
-from reaper.sweeps import BUILTIN_SWEEPS
+from reaper.config.sweeps import BUILTIN_SWEEPS
+from reaper.dev import demo
 from tests.support import census, emptied_dsn, module_dsn_fixture, run_reaper, small_sizes  # noqa: F401 (fixtures)
 
 ALL = [s.name for s in BUILTIN_SWEEPS]
@@ -235,8 +235,8 @@ def test_a_password_never_appears(dsn, conn, tmp_path) -> None:
 def test_an_error_with_brackets_is_printed_as_it_is(capsys) -> None:
     """A database's error text is not rich markup: "[/]" or "[bold]" in it must neither crash
     the table nor vanish from it."""
-    from reaper.render import print_results
-    from reaper.runner import SweepResult
+    from reaper.commands.render import print_results
+    from reaper.engine.run import SweepResult
 
     error = 'syntax error at or near "[/]" in ARRAY[1] [bold]'
     print_results(

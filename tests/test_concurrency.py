@@ -24,9 +24,9 @@ import psycopg
 import pytest
 import structlog
 
+from reaper.config.settings import Settings
 from reaper.db import Database
-from reaper.runner import SweepResult, run_sweep, run_sweeps
-from reaper.settings import Settings
+from reaper.engine.run import SweepResult, run_sweep, run_sweeps
 from tests.daemon_helpers import scalar, wait_for
 from tests.support import (  # noqa: F401 (fixtures)
     NOW,
@@ -261,7 +261,7 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
     from reaper.db import Session
 
     monkeypatch.setattr(Session, "refused_objects", lambda self, objects: [])
-    monkeypatch.setattr("reaper.predicate._denied", lambda name: False)
+    monkeypatch.setattr("reaper.sqltext.predicates._denied", lambda name: False)
     raced = seed_tokens(conn)
     conn.execute("""
         CREATE TABLE gate (open boolean NOT NULL);

@@ -20,11 +20,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
 from reaper import cli
+from reaper.config.settings import Settings, build_settings
+from reaper.config.sweeps import configured_sweeps
 from reaper.db import Database, SweepStatements, check_predicate_on
+from reaper.engine.run import run_sweeps
 from reaper.metrics import Metrics
-from reaper.runner import run_sweeps
-from reaper.settings import Settings, build_settings
-from reaper.sweeps import configured_sweeps
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_TOML = EXAMPLES / "token-table.toml"

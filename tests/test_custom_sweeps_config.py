@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from reaper import cli
+from reaper.config.settings import build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, configured_sweeps
 from reaper.errors import ConfigError
-from reaper.predicate import PredicateError, check
-from reaper.settings import build_settings
-from reaper.sweeps import BUILTIN_SWEEPS, configured_sweeps
+from reaper.sqltext.predicates import PredicateError, check
 
 NOWHERE = "postgresql://reaper@127.0.0.1:1/nowhere?connect_timeout=1"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "token-table.toml"

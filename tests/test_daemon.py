@@ -14,10 +14,10 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reaper.daemon import Daemon
+from reaper.config.settings import Settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
+from reaper.daemon.scheduler import Daemon
 from reaper.db import advisory_lock_key
-from reaper.settings import Settings
-from reaper.sweeps import BUILTIN_SWEEPS, by_name
 from tests.daemon_helpers import (
     count,
     http_get,
@@ -112,7 +112,7 @@ def test_jitter_stays_within_bounds(make_daemon) -> None:
 
 
 def test_the_intervals_come_from_the_sweep_the_flag_and_the_file(make_settings) -> None:
-    from reaper.settings import build_settings
+    from reaper.config.settings import build_settings
 
     defaults = make_settings()
     assert defaults.interval_for("nodes_ephemeral", SWEEPS["nodes_ephemeral"].interval) == (
@@ -256,7 +256,7 @@ def test_backlog_and_storage_gauges(make_daemon, conn) -> None:
 
 
 def test_backlog_oldest_of_every_builtin_sweep(make_daemon, conn) -> None:
-    from reaper import demo
+    from reaper.dev import demo
 
     demo.seed(conn.info.dsn, demo.Sizes(
         requests_stale=200, requests_recent=20, nodes_silent=100, nodes_live=10,
@@ -346,7 +346,7 @@ def test_a_read_only_server_fails_the_run_with_a_clear_error(make_daemon, conn) 
 def test_apply_swaps_settings_and_reschedules(make_daemon) -> None:
     daemon = make_daemon(["router_leases", "nodes_session"])
     settings = daemon.settings
-    from reaper.settings import build_settings
+    from reaper.config.settings import build_settings
 
     new = build_settings(
         {"dsn": settings.dsn, "interval": "2h", "jitter": "0", "listen": "127.0.0.1:0"}
@@ -363,23 +363,23 @@ def test_apply_swaps_settings_and_reschedules(make_daemon) -> None:
     (":9465", "", 9465), ("127.0.0.1:9465", "127.0.0.1", 9465), ("[::1]:9465", "::1", 9465),
 ])
 def test_listen_addresses(listen, host, port) -> None:
-    from reaper.settings import build_settings, split_listen
+    from reaper.config.settings import build_settings, split_listen
 
     assert split_listen(build_settings({"listen": listen}).listen) == (host, port)
 
 
 @pytest.mark.parametrize("listen", ["9465", "host:", ":99999", "[::1:9465", "::1:x"])
 def test_bad_listen_addresses(listen) -> None:
+    from reaper.config.settings import build_settings
     from reaper.errors import ConfigError
-    from reaper.settings import build_settings
 
     with pytest.raises(ConfigError, match="--listen"):
         build_settings({"listen": listen})
 
 
 def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
-    from reaper.settings import build_settings
-    from reaper.sweeps import configured_sweeps
+    from reaper.config.settings import build_settings
+    from reaper.config.sweeps import configured_sweeps
 
     conn.execute("CREATE TABLE audit_log (id bigint PRIMARY KEY, logged_at timestamptz)")
     conn.execute("CREATE INDEX ON audit_log (logged_at)")
@@ -409,8 +409,8 @@ def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
 
 
 def test_a_declared_since_is_checked_like_a_predicate() -> None:
+    from reaper.config.settings import build_settings
     from reaper.errors import ConfigError
-    from reaper.settings import build_settings
 
     with pytest.raises(ConfigError, match=r"\[sweeps.audit_log\] since"):
         build_settings({}, {"sweeps": {"audit_log": {

@@ -13,8 +13,8 @@ import psycopg
 import pytest
 
 from reaper.cli import enabled_sweeps
-from reaper.daemon import Daemon
-from reaper.settings import Settings, reload_settings
+from reaper.config.settings import Settings, reload_settings
+from reaper.daemon.scheduler import Daemon
 from tests.daemon_helpers import (
     count,
     free_port,

@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from reaper import demo, devserver
+from reaper.dev import demo, devserver
 from tests.daemon_helpers import (
     ReaperProcess,
     count,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reaper.settings import build_settings, load_toml, parse_duration
+from reaper.config.settings import build_settings, load_toml, parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -297,8 +297,8 @@ def test_rules_use_the_metrics_and_labels_reaper_exports() -> None:
     against what reaper exports (a fresh registry holds every label set from the start)."""
     from prometheus_client import CollectorRegistry
 
+    from reaper.config.sweeps import BUILTIN_SWEEPS
     from reaper.metrics import Metrics
-    from reaper.sweeps import BUILTIN_SWEEPS
 
     exported: dict[str, set[frozenset[str]]] = {}
     for family in Metrics(BUILTIN_SWEEPS, CollectorRegistry()).registry.collect():
@@ -640,7 +640,7 @@ def test_wheel_builds_and_entry_point_runs_in_a_clean_venv(tmp_path: Path) -> No
     check = run(
         venv / "bin" / "python",
         "-c",
-        "import reaper, reaper.sqlfiles as s; print(reaper.__file__);"
+        "import reaper, reaper.sqltext as s; print(reaper.__file__);"
         " print(sum(1 for n in s.all_files() if s.read(n)))",
         cwd=tmp_path,
     )

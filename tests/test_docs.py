@@ -13,7 +13,7 @@ from types import ModuleType
 import click
 import pytest
 
-from reaper.settings import SETTING_FIELDS
+from reaper.config.settings import SETTING_FIELDS
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

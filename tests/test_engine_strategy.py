@@ -14,10 +14,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from reaper.config.settings import Settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
 from reaper.db import Database
-from reaper.runner import run_sweep
-from reaper.settings import Settings
-from reaper.sweeps import BUILTIN_SWEEPS, by_name
+from reaper.engine.run import run_sweep
 
 ROWS = 20_000
 

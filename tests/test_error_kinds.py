@@ -21,11 +21,12 @@ import pytest
 import structlog
 from prometheus_client import CollectorRegistry
 
-from reaper import errors, runner
-from reaper.daemon import Daemon
+from reaper import errors
+from reaper.config.settings import Settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
+from reaper.daemon.scheduler import Daemon
 from reaper.db import Database, Session
-from reaper.settings import Settings
-from reaper.sweeps import BUILTIN_SWEEPS, by_name
+from reaper.engine import run as runner
 from tests.daemon_helpers import seed_routers
 from tests.support import NOW, add_router, run_reaper
 

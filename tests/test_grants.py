@@ -17,11 +17,12 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from reaper import demo, sqlfiles
+from reaper import sqltext
 from reaper.cli import open_database
-from reaper.runner import run_sweeps
-from reaper.settings import build_settings
-from reaper.sweeps import BUILTIN_SWEEPS
+from reaper.config.settings import build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS
+from reaper.dev import demo
+from reaper.engine.run import run_sweeps
 from tests.ops_helpers import apply_grants, run_json
 from tests.support import run_reaper
 from tests.test_status import small_sizes
@@ -84,7 +85,7 @@ def run_grants(dsn: str) -> list[str]:
     notices: list[str] = []
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
-        for stmt in sqlfiles.statements("grants.sql"):
+        for stmt in sqltext.statements("grants.sql"):
             conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
     return notices
 
@@ -131,7 +132,7 @@ def test_grants_sql_runs_twice_as_the_owner_and_grants_select_and_delete_only(
 
 def test_grants_sql_says_who_must_create_the_role(dsn: str) -> None:
     """Without the role and without CREATEROLE, the owner is told what to ask for."""
-    text = sqlfiles.statements("grants.sql")[0]
+    text = sqltext.statements("grants.sql")[0]
     assert "CREATE ROLE reaper LOGIN" in text and "CREATEROLE" not in text.split("THEN")[0]
     assert re.search(r"may not create roles", text)
 
@@ -160,8 +161,8 @@ def test_what_the_role_may_do(reaper_only: str, dsn: str) -> None:
 def test_no_engine_statement_locks_rows_for_update() -> None:
     """FOR UPDATE (and FOR NO KEY UPDATE) needs UPDATE: no statement reaper runs takes it, so
     the role needs none, and `reaper check` asks for none."""
-    for name in sqlfiles.all_files():
-        text = sqlfiles.strip_comments(sqlfiles.read(name))
+    for name in sqltext.all_files():
+        text = sqltext.strip_comments(sqltext.read(name))
         assert not re.search(r"\bFOR\s+(NO\s+KEY\s+)?UPDATE\b", text, re.IGNORECASE), name
 
 
@@ -243,7 +244,7 @@ def test_missing_privilege_names_it_and_the_table_and_the_rest_goes_on(
         assert results[name].outcome == "failure"
         assert results[name].error == (
             "nodes: permission denied for table nodes: role reaper lacks DELETE on table nodes "
-            f"(grant it: GRANT DELETE ON nodes TO reaper; see {sqlfiles.where('grants.sql')})"
+            f"(grant it: GRANT DELETE ON nodes TO reaper; see {sqltext.where('grants.sql')})"
         )
     # The token sweep reads the requests (its anti-join): it names that table.
     assert "lacks SELECT on table enrollment_requests" in str(results["bootstrap_tokens"].error)

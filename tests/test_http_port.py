@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reaper.errors import ConfigError
-from reaper.http import (
+from reaper.daemon.http import (
     MAX_CONNECTIONS,
     MAX_HEADER_COUNT,
     READ_TIMEOUT_SECONDS,
     HttpServer,
     make_app,
 )
+from reaper.errors import ConfigError
 from tests.daemon_helpers import free_port, http_get, kill_leftovers, start_reaper, wait_for
 
 # The repro: ~98 header lines of 65 KB each, never finished.

@@ -10,10 +10,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from reaper import errors, indexes
+from reaper import errors
 from reaper.cli import open_database
-from reaper.settings import build_settings
-from reaper.sqlinfo import shipped_indexes
+from reaper.commands import indexes
+from reaper.config.settings import build_settings
+from reaper.sqltext.sqlinfo import shipped_indexes
 from tests.ops_helpers import index_state, run_cli, run_json, spec
 
 

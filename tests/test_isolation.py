@@ -16,12 +16,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 from psycopg import sql
 
-from reaper import demo
+from reaper.config.settings import Settings
+from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.db import Database
+from reaper.dev import demo
+from reaper.engine.run import SweepResult, run_sweeps
 from reaper.metrics import Metrics
-from reaper.runner import SweepResult, run_sweeps
-from reaper.settings import Settings
-from reaper.sweeps import BUILTIN_SWEEPS
 from tests.support import (
     KEYS,
     NOW,

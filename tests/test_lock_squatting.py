@@ -15,8 +15,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from reaper.runner import lock_keys
-from reaper.sweeps import BUILTIN_SWEEPS
+from reaper.config.sweeps import BUILTIN_SWEEPS
+from reaper.engine.run import lock_keys
 from tests.daemon_helpers import count, seed_routers
 from tests.support import emptied_dsn, module_dsn_fixture, run_reaper  # noqa: F401
 

@@ -9,10 +9,10 @@ import os
 import psycopg
 from prometheus_client import CollectorRegistry, generate_latest
 
-from reaper import demo
+from reaper.config.sweeps import BUILTIN_SWEEPS
+from reaper.dev import demo
+from reaper.engine.run import run_sweep, run_sweeps
 from reaper.metrics import Metrics
-from reaper.runner import run_sweep, run_sweeps
-from reaper.sweeps import BUILTIN_SWEEPS
 from reaper.vocab import Outcome
 from tests.support import (  # noqa: F401 (fixtures)
     KEYS,

@@ -23,12 +23,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from reaper import devserver, errors
-from reaper.daemon import Daemon
+from reaper import errors
+from reaper.config.settings import Settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
+from reaper.daemon.health import READINESS_PROBE_SECONDS
+from reaper.daemon.scheduler import Daemon
 from reaper.db import Database, advisory_lock_key
-from reaper.health import READINESS_PROBE_SECONDS
-from reaper.settings import Settings
-from reaper.sweeps import BUILTIN_SWEEPS, by_name
+from reaper.dev import devserver
 from tests.daemon_helpers import (
     free_port,
     http_get,
@@ -520,7 +521,7 @@ def test_a_sweep_through_a_transaction_pooler_is_refused_before_any_delete(
     """The chokepoints themselves, past the startup check: the run's lock and every batch."""
     seed_stale_nodes(conn, 100)
     through = pgbouncer("transaction")
-    from reaper.runner import run_sweep
+    from reaper.engine.run import run_sweep
 
     db = Database(through, statement_timeout=timedelta(seconds=10),
                   lock_timeout=timedelta(seconds=1),

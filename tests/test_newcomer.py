@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from reaper import demo, devserver
+from reaper.dev import demo, devserver
 from tests.daemon_helpers import free_port, http_get, wait_for
 from tests.support import credentials, reaper_executable, run_reaper, small_sizes
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.db
 
 
 def printed_commands(text: str) -> list[str]:
-    """The indented command lines of :func:`reaper.demo.next_steps`' text, comments cut."""
+    """The indented command lines of :func:`reaper.dev.demo.next_steps`' text, comments cut."""
     return [
         line.split("  #")[0].strip()
         for line in text.splitlines()
@@ -37,7 +37,7 @@ def printed_commands(text: str) -> list[str]:
 
 @pytest.fixture
 def demo_server(pg_server: str, tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``make demo-server`` (``python -m reaper.demo --serve``) against the test server, on a
+    """``make demo-server`` (``python -m reaper.dev.demo --serve``) against the test server, on a
     database of its own; yields the process and what it printed up to its next steps."""
     name = f"reaper_demo_{uuid.uuid4().hex[:8]}"
     env = {
@@ -49,7 +49,7 @@ def demo_server(pg_server: str, tmp_path: Path) -> Iterator[tuple[subprocess.Pop
         "PYTHONUNBUFFERED": "1",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "reaper.demo", "--serve"],
+        [sys.executable, "-m", "reaper.dev.demo", "--serve"],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     out = []

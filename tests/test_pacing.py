@@ -1,4 +1,4 @@
-"""The pacing policy (reaper.pacing), driven with a fake clock and fake samples: no database,
+"""The pacing policy (reaper.engine.pacing), driven with a fake clock and fake samples: no database,
 no sleeping."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from reaper.pacing import MAX_PAUSE_SECONDS, Pacer, Sample, Standby, WalHistory, standby_lag
+from reaper.engine.pacing import MAX_PAUSE_SECONDS, Pacer, Sample, Standby, WalHistory, standby_lag
 
 
 class FakeClock:
@@ -365,8 +365,8 @@ def test_standby_lag_takes_the_larger_signal() -> None:
     ],
 )
 def test_pacing_settings_refuse_bad_values(values: dict[str, object], message: str) -> None:
+    from reaper.config.settings import build_settings
     from reaper.errors import ConfigError
-    from reaper.settings import build_settings
 
     with pytest.raises(ConfigError) as exc:
         build_settings(values)
@@ -377,7 +377,7 @@ def test_pacing_settings_refuse_bad_values(values: dict[str, object], message: s
 def test_pacing_settings_defaults_and_off() -> None:
     from datetime import timedelta
 
-    from reaper.settings import build_settings
+    from reaper.config.settings import build_settings
 
     s = build_settings({})
     assert s.max_replica_lag == timedelta(seconds=10) and s.busy_share == 0.5
@@ -390,8 +390,8 @@ def test_pacing_settings_defaults_and_off() -> None:
 def test_throttled_seconds_start_at_zero_for_every_sweep_and_reason() -> None:
     from prometheus_client import CollectorRegistry
 
+    from reaper.config.sweeps import BUILTIN_SWEEPS
     from reaper.metrics import Metrics
-    from reaper.sweeps import BUILTIN_SWEEPS
 
     registry = CollectorRegistry()
     metrics = Metrics(BUILTIN_SWEEPS, registry)

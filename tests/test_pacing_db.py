@@ -15,12 +15,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from bench import replica
-from reaper import checks, devserver
+from reaper.commands import checks
+from reaper.config.settings import build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
 from reaper.db import Database
+from reaper.dev import devserver
+from reaper.engine.run import SUCCESS, SweepResult, run_sweep
 from reaper.metrics import Metrics
-from reaper.runner import SUCCESS, SweepResult, run_sweep
-from reaper.settings import build_settings
-from reaper.sweeps import BUILTIN_SWEEPS, by_name
 
 NODES_SILENT = by_name(BUILTIN_SWEEPS)["nodes_silent"]
 

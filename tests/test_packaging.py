@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from reaper.sweeps import BUILTIN_SWEEPS
+from reaper.config.sweeps import BUILTIN_SWEEPS
 
 SOURCE = Path(__file__).resolve().parent.parent
 SOURCE_SQL = SOURCE / "sql"
@@ -32,11 +32,11 @@ SOURCE_SQL = SOURCE / "sql"
 # Runs inside the fresh environment, from a directory with no source tree on sys.path.
 PROBE = """
 import json, reaper
-from reaper import sqlfiles
+from reaper import sqltext
 try:
-    names = sqlfiles.all_files()
-    texts = {n: sqlfiles.read(n) for n in names}
-    from reaper.sweeps import BUILTIN_SWEEPS
+    names = sqltext.all_files()
+    texts = {n: sqltext.read(n) for n in names}
+    from reaper.config.sweeps import BUILTIN_SWEEPS
     predicates = {s.name: s.predicate for s in BUILTIN_SWEEPS}
     error = None
 except Exception as exc:

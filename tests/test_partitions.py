@@ -18,15 +18,15 @@ import pytest
 import structlog
 from prometheus_client import CollectorRegistry
 
-from reaper import checks
-from reaper import partitions as partitions_module
+from reaper.commands import checks
+from reaper.config.settings import Settings, build_settings
+from reaper.config.sweeps import Sweep, configured_sweeps
 from reaper.db import Database
+from reaper.engine import partitions as partitions_module
+from reaper.engine.partitions import NotProven, key_bound
+from reaper.engine.run import SweepResult, run_sweep
 from reaper.errors import ConfigError
 from reaper.metrics import Metrics
-from reaper.partitions import NotProven, key_bound
-from reaper.runner import SweepResult, run_sweep
-from reaper.settings import Settings, build_settings
-from reaper.sweeps import Sweep, configured_sweeps
 from tests.support import NOW, run_reaper
 
 # 182 days and 12 hours before NOW (2026-06-01 12:00 UTC): exactly 2025-12-01 00:00 UTC, the

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reaper import demo, devserver
+from reaper.dev import demo, devserver
 from tests.daemon_helpers import free_port, http_get, start_reaper, wait_for
 from tests.support import run_reaper, small_sizes
 

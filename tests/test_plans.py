@@ -15,11 +15,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from reaper import devserver
+from reaper.config.settings import DEFAULT_BATCH_SIZE, Settings, build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, Sweep
 from reaper.db import Database
-from reaper.runner import compute_cutoffs
-from reaper.settings import DEFAULT_BATCH_SIZE, Settings, build_settings
-from reaper.sweeps import BUILTIN_SWEEPS, Sweep
+from reaper.dev import devserver
+from reaper.engine.run import compute_cutoffs
 from tests.support import NOW
 
 pytestmark = [pytest.mark.slow, pytest.mark.db]

@@ -1,4 +1,5 @@
-"""The run policy of `reaper run` (reaper.policy), with fakes: no database, no clock, no sleep.
+"""The run policy of `reaper run` (reaper.daemon.policy), with fakes: no database, no clock, no
+sleep.
 
 What the daemon does with each decision (jobs rescheduled, log lines) is tried against a real
 PostgreSQL in test_daemon.py; here, only the decisions.
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from reaper.policy import (
+from reaper.daemon.policy import (
     Backoff,
     SweepState,
     after_run,

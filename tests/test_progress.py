@@ -8,11 +8,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from reaper import progress
 from reaper.cli import open_database
-from reaper.runner import run_sweep
-from reaper.settings import build_settings
-from reaper.sweeps import BUILTIN_SWEEPS
+from reaper.commands import progress
+from reaper.config.settings import build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS
+from reaper.engine.run import run_sweep
 from tests.ops_helpers import run_cli
 
 

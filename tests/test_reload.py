@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from reaper.config.settings import changed_settings, reload_settings
 from reaper.errors import ConfigError
-from reaper.settings import changed_settings, reload_settings
 
 
 def test_reload_reads_the_file_again_under_the_same_flags(tmp_path: Path) -> None:

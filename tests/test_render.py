@@ -9,8 +9,10 @@ import re
 import pytest
 from rich.console import Console
 
-from reaper import demo, render, sqlfiles
-from reaper.sweeps import BUILTIN_SWEEPS
+from reaper import sqltext
+from reaper.commands import render
+from reaper.config.sweeps import BUILTIN_SWEEPS
+from reaper.dev import demo
 from tests.support import (  # noqa: F401 (fixtures)
     emptied_dsn,
     module_dsn_fixture,
@@ -102,7 +104,7 @@ def test_check_at_80_columns_is_short_and_keeps_what_did_not_pass(dsn) -> None:
     if "warn" in flat:
         assert "mistake has no limit. Fix: run reaper as the role of" in flat
         # The file's path on this machine, whole (a long one may be folded at 80 columns).
-        assert sqlfiles.where("grants.sql") in "".join(run.stdout.split())
+        assert sqltext.where("grants.sql") in "".join(run.stdout.split())
 
 
 def test_a_dry_run_says_what_its_dependants_count_leaves_out(dsn) -> None:

@@ -14,12 +14,12 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reaper.daemon import Daemon
+from reaper.config.settings import FULL_TABLE_MIN_ROWS, build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, configured_sweeps
+from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
+from reaper.engine.run import run_sweep
 from reaper.errors import FullTableRefused
-from reaper.runner import run_sweep
-from reaper.settings import FULL_TABLE_MIN_ROWS, build_settings
-from reaper.sweeps import BUILTIN_SWEEPS, configured_sweeps
 from tests.support import run_reaper
 
 
@@ -372,7 +372,7 @@ def test_a_real_run_never_leaves_less_than_the_threshold_allows_and_the_dry_run_
     would delete 95.6%. A block sample projects 131,420 rows: judged on it, nodes_silent got
     through and left 4.4% of the table. Near the threshold the judgement counts rows: no run
     leaves less than 5%, and the dry run names the sweeps the real run refuses."""
-    from reaper import demo
+    from reaper.dev import demo
 
     demo.seed(dsn, demo.Sizes())
     before = int(conn.execute("SELECT count(*) FROM nodes").fetchone()[0])  # type: ignore[index]
@@ -402,7 +402,7 @@ def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
     up to 10% off either way, and the eligible fraction 3 points off (a sample's eligible
     and sampled rows come from the same blocks: their ratio is what it measures best). Near
     the threshold the judgement counts, and its verdict is that of the true figures."""
-    from reaper.runner import EligibleMeasure, _TableWindow, compute_cutoffs, judge_table
+    from reaper.engine.run import EligibleMeasure, _TableWindow, compute_cutoffs, judge_table
 
     start = 10_000
     rows = start - deleted_before

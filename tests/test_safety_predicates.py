@@ -20,10 +20,10 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
-from reaper.daemon import Daemon
-from reaper.predicate import PredicateError, check
-from reaper.settings import build_settings
-from reaper.sweeps import BUILTIN_SWEEPS, configured_sweeps
+from reaper.config.settings import build_settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, configured_sweeps
+from reaper.daemon.scheduler import Daemon
+from reaper.sqltext.predicates import PredicateError, check
 from tests.ops_helpers import apply_grants
 from tests.support import keys, run_reaper
 
@@ -327,7 +327,7 @@ def test_allowed_builtins_run(
 
 def test_builtin_sweeps_pass_the_catalog(dsn: str, make_settings: Callable[..., Any]) -> None:
     from reaper.db import Database
-    from reaper.runner import check_predicates
+    from reaper.engine.run import check_predicates
 
     settings = make_settings()
     with Database.from_settings(settings) as db:

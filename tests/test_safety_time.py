@@ -17,12 +17,12 @@ from prometheus_client import CollectorRegistry
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from reaper import status
-from reaper.daemon import Daemon
+from reaper.commands import status
+from reaper.config.settings import Settings, build_settings
+from reaper.config.sweeps import configured_sweeps
+from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
-from reaper.runner import SUCCESS, compute_cutoffs, run_sweep
-from reaper.settings import Settings, build_settings
-from reaper.sweeps import configured_sweeps
+from reaper.engine.run import SUCCESS, compute_cutoffs, run_sweep
 from tests.support import SWEEPS, add_router, keys, run_reaper
 
 RETENTION = timedelta(days=60)

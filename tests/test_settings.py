@@ -14,8 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from reaper.cli import enabled_sweeps, load_settings, settings_options
-from reaper.errors import ConfigError
-from reaper.settings import (
+from reaper.config.settings import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_EPHEMERAL_NODE_RETENTION,
     DEFAULT_NODE_RETENTION,
@@ -25,7 +24,8 @@ from reaper.settings import (
     format_duration,
     parse_duration,
 )
-from reaper.sweeps import BUILTIN_SWEEPS
+from reaper.config.sweeps import BUILTIN_SWEEPS
+from reaper.errors import ConfigError
 
 
 @pytest.mark.parametrize(

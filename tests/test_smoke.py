@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from reaper.runner import run_sweeps
-from reaper.sweeps import BUILTIN_SWEEPS
+from reaper.config.sweeps import BUILTIN_SWEEPS
+from reaper.engine.run import run_sweeps
 
 
 def test_every_sweep_runs_on_an_empty_schema(database, settings) -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import psycopg
 
-from reaper import demo
-from reaper.sweeps import BUILTIN_SWEEPS
+from reaper.config.sweeps import BUILTIN_SWEEPS
+from reaper.dev import demo
 from tests.ops_helpers import run_json
 
 
@@ -70,7 +70,7 @@ def test_a_declared_sweep_on_an_expression_index(capsys, pg_server: str) -> None
     oldest row through the CASE expression, and agrees with the dry run."""
     from pathlib import Path
 
-    from reaper import devserver
+    from reaper.dev import devserver
 
     root = Path(__file__).resolve().parent.parent
     dsn = devserver.create_database(pg_server)

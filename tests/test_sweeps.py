@@ -14,11 +14,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from reaper import demo
+from reaper.config.settings import Settings
+from reaper.config.sweeps import BUILTIN_SWEEPS, select
 from reaper.db import Database
-from reaper.runner import run_sweep, run_sweeps
-from reaper.settings import Settings
-from reaper.sweeps import BUILTIN_SWEEPS, select
+from reaper.dev import demo
+from reaper.engine.run import run_sweep, run_sweeps
 from tests.support import (  # noqa: F401 (fixtures)
     NOW,
     SECOND,

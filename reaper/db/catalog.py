@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 
 from psycopg import sql
 
-from reaper import errors, sqlfiles
-from reaper import predicate as predicates
+from reaper import errors, sqltext
 from reaper.db.queries import Queries
 from reaper.db.rows import Privilege, RefusedObject, Relation
 from reaper.db.statements import _CATALOG_PROOF, Heap, SweepStatements, TableStats, regclass_text
-from reaper.predicate import CatalogObjects, CheckedPredicate
+from reaper.sqltext import predicates
+from reaper.sqltext.predicates import CatalogObjects, CheckedPredicate
 
 if TYPE_CHECKING:
-    from reaper.sweeps import Sweep
+    from reaper.config.sweeps import Sweep
 
 # Why reaper refuses to delete from a relation of each kind (pg_class.relkind) other than an
 # ordinary table ('r') and a partitioned table ('p', whose rows are in its partitions).
@@ -46,7 +46,7 @@ class Catalog(Queries):
             this role would get now (an ALTER DATABASE/ROLE ... SET since it connected).
         """
         with self._errors(), self._conn.cursor() as cur:
-            cur.execute(sql.SQL(sqlfiles.ops("write_refusal")))
+            cur.execute(sql.SQL(sqltext.ops("write_refusal")))
             row = cur.fetchone()
         assert row is not None
         return (None if row[0] is None else str(row[0])), bool(row[1])
@@ -61,7 +61,7 @@ class Catalog(Queries):
             return None
         grants = "; ".join(f"GRANT {p} ON {t} TO {role}" for t, p in missing)
         what = ", ".join(f"{p} on table {t}" for t, p in missing)
-        return f"role {role} lacks {what} (grant it: {grants}; see {sqlfiles.where('grants.sql')})"
+        return f"role {role} lacks {what} (grant it: {grants}; see {sqltext.where('grants.sql')})"
 
     def missing_privileges(self, needed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
         """The ``(table, privilege)`` pairs of ``needed`` that the current role lacks; UPDATE
@@ -70,7 +70,7 @@ class Catalog(Queries):
         quoted = {regclass_text(t): t for t, _ in needed}
         rows = self.fetch(
             Privilege,
-            sqlfiles.ops("privileges"),
+            sqltext.ops("privileges"),
             {"tables": [regclass_text(t) for t, _ in needed],
              "privileges": [p for _, p in needed]},
         )
@@ -88,7 +88,7 @@ class Catalog(Queries):
                 ...): names it and says why.
         """
         rows = self.fetch(
-            Relation, sqlfiles.engine("heaps"), {"table": regclass_text(table)}, context=table
+            Relation, sqltext.engine("heaps"), {"table": regclass_text(table)}, context=table
         )
         out: list[Heap] = []
         for r in rows:
@@ -129,7 +129,7 @@ class Catalog(Queries):
         this session's search path counts."""
         rows = self.fetch(
             RefusedObject,
-            sqlfiles.engine("refused_objects"),
+            sqltext.engine("refused_objects"),
             {
                 "functions": list(objects.functions),
                 "operators": list(objects.operators),
@@ -144,7 +144,7 @@ class Catalog(Queries):
 
     def check_predicate(self, sweep: Sweep) -> CheckedPredicate:
         """``sweep``'s predicate and ``since`` expression, checked by the predicate rule and
-        against this server's catalog (:func:`reaper.predicate.verify`): the one way to a
+        against this server's catalog (:func:`reaper.sqltext.predicates.verify`): the one way to a
         :class:`SweepStatements`, so every command that evaluates a predicate checks it
         first.
 
@@ -165,7 +165,7 @@ class Catalog(Queries):
         with self._errors(), self._conn.cursor() as cur:
             quoted = {regclass_text(t): t for t in tables}
             cur.execute(
-                sql.SQL(sqlfiles.engine("storage_rows")),
+                sql.SQL(sqltext.engine("storage_rows")),
                 {"tables": list(quoted)},
             )
             return {quoted[str(name)]: int(n) for name, n in cur.fetchall()}
@@ -174,5 +174,5 @@ class Catalog(Queries):
         """The tables among ``tables`` that do not exist or that this role cannot see."""
         with self._errors(), self._conn.cursor() as cur:
             quoted = {regclass_text(t): t for t in tables}
-            cur.execute(sql.SQL(sqlfiles.engine("missing_tables")), {"tables": list(quoted)})
+            cur.execute(sql.SQL(sqltext.engine("missing_tables")), {"tables": list(quoted)})
             return [quoted[str(row[0])] for row in cur.fetchall()]

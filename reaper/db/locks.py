@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg import sql
 
-from reaper import errors, sqlfiles
+from reaper import errors, sqltext
 from reaper.db.connection import BoundedConnection
 from reaper.db.queries import Queries
 
@@ -123,7 +123,7 @@ class AdvisoryLocks(Queries):
         server_pid = getattr(self._conn, "server_pid", None) or self.backend_pid
         with self._errors("advisory lock"), self._conn.cursor() as cur:
             cur.execute(
-                sql.SQL(sqlfiles.engine("try_advisory_locks")),
+                sql.SQL(sqltext.engine("try_advisory_locks")),
                 {"keys": list(keys), "server_pid": server_pid},
             )
             row = cur.fetchone()
@@ -137,7 +137,7 @@ class AdvisoryLocks(Queries):
             self.release_advisory_locks()
             return False
         with self._errors("advisory lock"):
-            held = int(self.scalar(sqlfiles.engine("held_advisory_locks"), {"keys": list(keys)}))
+            held = int(self.scalar(sqltext.engine("held_advisory_locks"), {"keys": list(keys)}))
         if held < len(keys):
             self.release_advisory_locks()
             raise errors.LockNotHeld(SESSION_MOVED)
@@ -149,7 +149,7 @@ class AdvisoryLocks(Queries):
         if self._conn.closed:
             return  # the session is gone, and its locks with it
         try:
-            self.scalar(sqlfiles.engine("release_advisory_locks"))
+            self.scalar(sqltext.engine("release_advisory_locks"))
         except errors.DatabaseError as exc:
             _log.warning("advisory lock release failed, closing the connection: %s", exc)
             self._conn.close()
@@ -157,6 +157,6 @@ class AdvisoryLocks(Queries):
     def advisory_lock_holders(self, keys: Sequence[int]) -> list[LockHolder]:
         """The other sessions that hold any of the advisory locks ``keys``."""
         return self.fetch(
-            LockHolder, sqlfiles.engine("advisory_lock_holders"), {"keys": list(keys)},
+            LockHolder, sqltext.engine("advisory_lock_holders"), {"keys": list(keys)},
             context="advisory lock",
         )

@@ -15,7 +15,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg_pool import ConnectionPool
 
-from reaper import errors, sqlfiles
+from reaper import errors, sqltext
 from reaper.db.connection import (
     APPLICATION_NAME,
     CLIENT_CONNECTION_CHECK_SECONDS,
@@ -35,7 +35,7 @@ from reaper.db.locks import LOCK_NOT_HELD, LOCK_PROBE_ROUNDS, SESSION_MOVED
 from reaper.db.session import Session
 
 if TYPE_CHECKING:
-    from reaper.settings import Settings
+    from reaper.config.settings import Settings
 
 
 # The libpq parameters that reaper gives defaults (docs/connections.md): a DSN may set them,
@@ -275,7 +275,7 @@ class Database:
 
     @staticmethod
     def _reset(conn: psycopg.Connection[Any]) -> None:
-        conn.execute(sql.SQL(sqlfiles.engine("release_advisory_locks")))
+        conn.execute(sql.SQL(sqltext.engine("release_advisory_locks")))
 
     def check_advisory_locks(self, rounds: int = LOCK_PROBE_ROUNDS) -> None:
         """Check that a session-level advisory lock can hold on this connection string: that

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from reaper import errors, sqlfiles
+from reaper import errors, sqltext
 from reaper.db.catalog import Catalog
 from reaper.db.connection import APPLICATION_NAME, utc_instant
 from reaper.db.errors import _Redactor
@@ -24,11 +24,11 @@ from reaper.db.statements import (
     parse_tid,
     tid_text,
 )
-from reaper.pacing import Sample, Standby
-from reaper.predicate import CheckedPredicate
+from reaper.engine.pacing import Sample, Standby
+from reaper.sqltext.predicates import CheckedPredicate
 
 if TYPE_CHECKING:
-    from reaper.sweeps import Sweep
+    from reaper.config.sweeps import Sweep
 
 # A batch waits at most this long for a row lock a writer holds (never longer than the
 # session's lock_timeout): then it fails, and the runner splits it until the held row is
@@ -43,7 +43,7 @@ class _OverLimit(Exception):
 def _batch_settings(cur: psycopg.Cursor[Any], *, heap_walk: bool) -> None:
     """batch_settings.sql in the batch's transaction: the short lock wait for rows, and for
     a heap walk's batch, bitmap scans and hash and merge joins off."""
-    cur.execute(sql.SQL(sqlfiles.engine("batch_settings")),
+    cur.execute(sql.SQL(sqltext.engine("batch_settings")),
                 {"lock_timeout_ms": BATCH_LOCK_TIMEOUT_MS, "heap_walk": heap_walk})
 
 
@@ -85,12 +85,12 @@ class Session(Catalog, AdvisoryLocks):
         Scan in the plan means no index can serve it. With ``heap_batch`` it is planned as a
         heap-walk batch runs: after ``batch_settings.sql`` (bitmap scans off).
         """
-        query = sql.SQL(sqlfiles.ops("explain")).format(statement=statement)
+        query = sql.SQL(sqltext.ops("explain")).format(statement=statement)
         with self._errors(context), self._conn.transaction(), self._conn.cursor() as cur:
             if heap_batch:
                 _batch_settings(cur, heap_walk=True)
             if index_batch:
-                cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+                cur.execute(sql.SQL(sqltext.engine("index_batch_settings")))
             cur.execute(query, params)
             row = cur.fetchone()
         assert row is not None
@@ -100,7 +100,7 @@ class Session(Catalog, AdvisoryLocks):
 
     def drop_index_concurrently(self, schema: str, name: str) -> None:
         """``DROP INDEX CONCURRENTLY IF EXISTS schema.name`` (never blocks writers)."""
-        query = sql.SQL(sqlfiles.ops("drop_index_concurrently")).format(
+        query = sql.SQL(sqltext.ops("drop_index_concurrently")).format(
             index=sql.Identifier(schema, name)
         )
         self.execute(query)
@@ -113,7 +113,7 @@ class Session(Catalog, AdvisoryLocks):
             ValueError: ``pinned`` is naive.
         """
         value = self.scalar(
-            sqlfiles.engine("now"), {"now": None if pinned is None else utc_instant(pinned)}
+            sqltext.engine("now"), {"now": None if pinned is None else utc_instant(pinned)}
         )
         assert isinstance(value, datetime)
         return utc_instant(value)
@@ -243,7 +243,7 @@ class Session(Catalog, AdvisoryLocks):
             stmt = hs.index_first_victim
         with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
             if stmt is hs.index_first_victim:
-                cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+                cur.execute(sql.SQL(sqltext.engine("index_batch_settings")))
             cur.execute(stmt, p)
             row = cur.fetchone()
         return parse_tid(str(row[0])) if row is not None and row[0] is not None else None
@@ -284,7 +284,7 @@ class Session(Catalog, AdvisoryLocks):
             cur.execute(hs.lock_heap)
             _batch_settings(cur, heap_walk=not index)
             if index:
-                cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+                cur.execute(sql.SQL(sqltext.engine("index_batch_settings")))
             cur.execute(stmt, params)
             pipeline.sync()
             if cur.description is None:
@@ -309,7 +309,7 @@ class Session(Catalog, AdvisoryLocks):
         table (bench B5: 141-159 ms against 5-7 ms at limit 1,000 on 10,000,000 rows).
         """
         with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
-            cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+            cur.execute(sql.SQL(sqltext.engine("index_batch_settings")))
             cur.execute(stmts.backlog_rows, dict(params, limit=limit))
             row = cur.fetchone()
         return int(row[0]) if row is not None else 0
@@ -330,7 +330,7 @@ class Session(Catalog, AdvisoryLocks):
         if stmts.backlog_oldest is None:
             return None
         with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
-            cur.execute(sql.SQL(sqlfiles.engine("index_batch_settings")))
+            cur.execute(sql.SQL(sqltext.engine("index_batch_settings")))
             cur.execute(stmts.backlog_oldest, dict(params, limit=limit))
             row = cur.fetchone()
         value = row[0] if row is not None else None
@@ -342,7 +342,7 @@ class Session(Catalog, AdvisoryLocks):
         standby's replay position and lag."""
         with self._errors(), self._conn.cursor() as cur:
             cur.execute(
-                sql.SQL(sqlfiles.engine("pacing_sample")),
+                sql.SQL(sqltext.engine("pacing_sample")),
                 {"busy_window": busy_window, "application_name": APPLICATION_NAME},
             )
             row = cur.fetchone()
@@ -369,7 +369,7 @@ class Session(Catalog, AdvisoryLocks):
     def execute_script(self, name: str) -> None:
         """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``)."""
         with self._errors(name), self._conn.transaction(), self._conn.cursor() as cur:
-            for stmt in sqlfiles.statements(name):
+            for stmt in sqltext.statements(name):
                 cur.execute(sql.SQL(stmt))
 
 

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 from psycopg import sql
 
-from reaper import sqlfiles, sqlinfo
-from reaper.predicate import CheckedPredicate
+from reaper import sqltext
+from reaper.sqltext import sqlinfo
+from reaper.sqltext.predicates import CheckedPredicate
 
 # TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
 MIN_HEAP_WALK_VERSION = 140000
@@ -108,7 +109,7 @@ class HeapStatements:
         }
 
         def compose(name: str) -> sql.Composed:
-            return sql.SQL(sqlfiles.engine(name)).format(**parts)
+            return sql.SQL(sqltext.engine(name)).format(**parts)
 
         self.lock_heap = compose("lock_heap")
         self.heap_batch = compose("heap_batch")
@@ -126,7 +127,7 @@ class SweepStatements:
     """A sweep's statements, composed once from the engine templates and its predicate.
 
     The table goes through :class:`psycopg.sql.Identifier`; the predicate (and ``since``)
-    only as a :class:`reaper.predicate.CheckedPredicate`, which only
+    only as a :class:`reaper.sqltext.predicates.CheckedPredicate`, which only
     :meth:`Session.check_predicate` builds, after the predicate rule and the server's
     catalog accepted it: no statement evaluates a predicate that was not checked. The
     statements that delete are per heap (``heaps``, from :meth:`Session.statements`); those
@@ -150,19 +151,19 @@ class SweepStatements:
         parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
         # What a batch reads, planned over the declared table (reaper check): one victims
         # query through the predicate's index, across every heap the table covers.
-        self.index_plan = sql.SQL(sqlfiles.engine("index_plan")).format(**parts)
-        self.count_eligible = sql.SQL(sqlfiles.engine("count_eligible")).format(**parts)
-        self.estimate_eligible = sql.SQL(sqlfiles.engine("estimate_eligible")).format(**parts)
+        self.index_plan = sql.SQL(sqltext.engine("index_plan")).format(**parts)
+        self.count_eligible = sql.SQL(sqltext.engine("count_eligible")).format(**parts)
+        self.estimate_eligible = sql.SQL(sqltext.engine("estimate_eligible")).format(**parts)
         self._parts = parts
         self._predicate = predicate
         self._tables_read: tuple[str, ...] | None = None
-        self.backlog_rows = sql.SQL(sqlfiles.engine("backlog_rows")).format(**parts)
+        self.backlog_rows = sql.SQL(sqltext.engine("backlog_rows")).format(**parts)
         self.backlog_oldest: sql.Composed | None = None
         if since:
-            self.backlog_oldest = sql.SQL(sqlfiles.engine("backlog_oldest")).format(
+            self.backlog_oldest = sql.SQL(sqltext.engine("backlog_oldest")).format(
                 since=sql.SQL(since), cutoff=sql.Placeholder(cutoff_param), **parts
             )
-        self.sample_eligible = sql.SQL(sqlfiles.engine("sample_eligible")).format(
+        self.sample_eligible = sql.SQL(sqltext.engine("sample_eligible")).format(
             heap=parts["table"], alias=sql.Identifier(table.split(".", 1)[-1]),
             predicate=parts["predicate"],
         )
@@ -180,13 +181,14 @@ class SweepStatements:
 
     def oldest_eligible(self, expressions: Sequence[str]) -> sql.Composed:
         """``SELECT least(min(expr), ...) FROM table WHERE predicate`` over ``expressions``,
-        SQL text taken from the predicate itself (:func:`reaper.sqlinfo.cutoff_expressions`)."""
+        SQL text taken from the predicate itself
+        (:func:`reaper.sqltext.sqlinfo.cutoff_expressions`)."""
         oldest = sql.SQL("least({})").format(
             sql.SQL(", ").join(
                 sql.SQL("min(({})::timestamptz)").format(sql.SQL(e)) for e in expressions
             )
         )
-        return sql.SQL(sqlfiles.engine("oldest_eligible")).format(oldest=oldest, **self._parts)
+        return sql.SQL(sqltext.engine("oldest_eligible")).format(oldest=oldest, **self._parts)
 
     def required_privileges(self) -> list[tuple[str, str]]:
         """``(table, privilege)`` pairs the batches need: SELECT on every table read, DELETE on

@@ -6,7 +6,7 @@ the daemon within ``--shutdown-timeout`` and exits: 0 after a stop request, or t
 exit code for a fatal error (2: a connection on which advisory locks do not hold; 1:
 ``--strict`` refused to start), with its reason on stderr.
 
-What the daemon does between start and stop is :class:`reaper.daemon.Daemon`'s business.
+What the daemon does between start and stop is :class:`reaper.daemon.scheduler.Daemon`'s business.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any, NoReturn
 import click
 import structlog
 
-from reaper.daemon import Daemon
-from reaper.settings import Settings
-from reaper.sweeps import Sweep
+from reaper.config.settings import Settings
+from reaper.config.sweeps import Sweep
+from reaper.daemon.scheduler import Daemon
 
 # The command's logger: these lines are the command's, as they always were.
 log = structlog.get_logger("reaper.cli")
@@ -41,7 +41,7 @@ def serve(daemon: Daemon, load: Callable[[], tuple[Settings, Sequence[Sweep]]]) 
     Args:
         daemon: built, not started.
         load: re-reads and validates the configuration for a SIGHUP (see
-            :meth:`reaper.daemon.Daemon.reload`).
+            :meth:`reaper.daemon.scheduler.Daemon.reload`).
     """
     reload_requested = threading.Event()
 

@@ -15,11 +15,11 @@ from typing import Any
 import structlog
 
 from reaper import errors
+from reaper.config.settings import Settings
+from reaper.config.sweeps import Sweep
 from reaper.db import Database, Session, SweepStatements
+from reaper.engine.run import compute_cutoffs
 from reaper.metrics import Metrics
-from reaper.runner import compute_cutoffs
-from reaper.settings import Settings
-from reaper.sweeps import Sweep
 
 # The daemon's logger: operators filter its lines on logger="reaper.daemon".
 log = structlog.get_logger("reaper.daemon")

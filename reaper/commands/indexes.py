@@ -23,9 +23,10 @@ from typing import Any
 
 import structlog
 
-from reaper import errors, sqlfiles, sqlinfo
+from reaper import errors, sqltext
 from reaper.db import Database, IndexLookup, Session, regclass_text
-from reaper.sqlinfo import IndexSpec
+from reaper.sqltext import sqlinfo
+from reaper.sqltext.sqlinfo import IndexSpec
 from reaper.vocab import IndexOutcome, IndexStep
 
 log = structlog.get_logger("reaper.indexes")
@@ -84,10 +85,10 @@ ProgressFn = Callable[[IndexSpec, dict[str, Any]], None]
 
 
 def _inspect(session: Session, spec: IndexSpec) -> IndexAction:
-    if not session.scalar(sqlfiles.ops("table_exists"), {"table": regclass_text(spec.table)}):
+    if not session.scalar(sqltext.ops("table_exists"), {"table": regclass_text(spec.table)}):
         return IndexAction(spec.name, spec.table, SKIP, f"table {spec.table} does not exist")
     found = session.fetch(
-        IndexLookup, sqlfiles.ops("index_lookup"),
+        IndexLookup, sqltext.ops("index_lookup"),
         {"table": regclass_text(spec.table), "name": spec.name},
     )
     if not found:
@@ -144,7 +145,7 @@ def ensure(
     # No statement_timeout: a build takes as long as the table needs; lock_timeout still bounds
     # the wait for the table's lock (a migration holding it makes the build fail, not queue).
     with db.dedicated_session(statement_timeout=timedelta(0)) as build:
-        if not build.scalar(sqlfiles.ops("advisory_try_lock"), {"key": LOCK_KEY}):
+        if not build.scalar(sqltext.ops("advisory_try_lock"), {"key": LOCK_KEY}):
             raise errors.LockNotAcquired(
                 "another `reaper indexes ensure` holds the advisory lock; wait for it to finish"
             )
@@ -157,7 +158,7 @@ def ensure(
                 if action.action in (CREATE, REBUILD):
                     _apply(db, build, spec, action, on_progress)
         finally:
-            build.scalar(sqlfiles.ops("advisory_unlock"), {"key": LOCK_KEY})
+            build.scalar(sqltext.ops("advisory_unlock"), {"key": LOCK_KEY})
     return actions
 
 
@@ -196,7 +197,7 @@ def _apply(
 
 def _drop_leftover(session: Session, spec: IndexSpec) -> None:
     for row in session.fetch(
-        IndexLookup, sqlfiles.ops("index_lookup"),
+        IndexLookup, sqltext.ops("index_lookup"),
         {"table": regclass_text(spec.table), "name": spec.name},
     ):
         if not (row.valid and row.ready):
@@ -224,7 +225,7 @@ def _run_with_progress(
         with db.session() as watcher:
             while worker.is_alive():
                 worker.join(PROGRESS_INTERVAL_SECONDS)
-                rows = watcher.rows(sqlfiles.ops("index_build_progress"),
+                rows = watcher.rows(sqltext.ops("index_build_progress"),
                                     {"pid": build.backend_pid})
                 if rows:
                     on_progress(spec, rows[0])

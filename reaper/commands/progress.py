@@ -2,8 +2,8 @@
 backlog, rate, elapsed), a ``sweep_progress`` log line every few seconds otherwise.
 ``indexes ensure``: a spinner and bar per build.
 
-:func:`reaper.runner.run_sweep` calls ``on_batch`` after every batch (and
-:func:`reaper.indexes.ensure` its ``on_progress``); this module turns those calls into a
+:func:`reaper.engine.run.run_sweep` calls ``on_batch`` after every batch (and
+:func:`reaper.commands.indexes.ensure` its ``on_progress``); this module turns those calls into a
 display, so the engine knows nothing about terminals.
 """
 
@@ -28,9 +28,9 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from reaper.indexes import CREATE, REBUILD, IndexAction
-from reaper.runner import SweepResult
-from reaper.sqlinfo import IndexSpec
+from reaper.commands.indexes import CREATE, REBUILD, IndexAction
+from reaper.engine.run import SweepResult
+from reaper.sqltext.sqlinfo import IndexSpec
 
 log = structlog.get_logger("reaper.progress")
 

@@ -1,6 +1,6 @@
 """The sweeps, as data: what each one deletes, from which table, and why.
 
-A sweep is a :class:`Sweep` value. The engine (:mod:`reaper.runner`) knows nothing about any
+A sweep is a :class:`Sweep` value. The engine (:mod:`reaper.engine.run`) knows nothing about any
 one table: it takes a sweep's table, its predicate (a SQL file under ``reaper/sql/sweeps/``
 for the built-ins, a ``[sweeps.NAME]`` table of the config file for the others), the
 retentions that give its cutoffs, and the sweeps that must run before it.
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from reaper import predicate as predicates
-from reaper import sqlfiles
+from reaper import sqltext
+from reaper.config.settings import did_you_mean, format_duration
 from reaper.errors import ConfigError
-from reaper.settings import did_you_mean, format_duration
+from reaper.sqltext import predicates
 
 # How often `reaper run` runs a sweep unless told otherwise: an hour suits retentions of days
 # (a row lives at most retention + interval); ephemeral members (1 h retention, CI runners
@@ -29,7 +29,7 @@ DEFAULT_SWEEP_INTERVAL = timedelta(hours=1)
 EPHEMERAL_SWEEP_INTERVAL = timedelta(minutes=5)
 
 if TYPE_CHECKING:
-    from reaper.settings import Settings, SweepSettings
+    from reaper.config.settings import Settings, SweepSettings
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,8 @@ class Sweep:
         reason: the ``reason`` label of ``reaper_deleted_rows_total``.
         predicate: a boolean SQL expression over ``table``'s columns; it names each cutoff as
             a parameter (``%(cutoff)s``). Rows for which it holds at the moment of the delete
-            are garbage. A declared sweep's predicate passed :func:`reaper.predicate.check`.
+            are garbage. A declared sweep's predicate passed
+            :func:`reaper.sqltext.predicates.check`.
         cutoffs: parameter name -> retention setting name; each cutoff is
             ``now() - retention`` by the database clock, computed once per sweep run.
         after: sweeps that must run before this one in a run that does both (foreign keys).
@@ -95,13 +96,13 @@ def _builtin(
         name=name,
         table=table,
         reason=reason,
-        predicate=sqlfiles.predicate(name),
+        predicate=sqltext.predicate(name),
         cutoffs=cutoffs,
         after=after,
         description=description,
         indexes=indexes,
         interval=interval,
-        since=sqlfiles.since(name),
+        since=sqltext.since(name),
         builtin=True,
     )
 
@@ -263,7 +264,7 @@ def configured_sweeps(settings: Settings) -> list[Sweep]:
         ConfigError: one line naming ``[sweeps.NAME]`` and the fix: a declaration without
             ``table``, ``reason``, ``predicate`` or ``retention``, a built-in redefined, a
             retention that does not match the predicate's cutoffs, a rejected predicate
-            (see :mod:`reaper.predicate`), an unknown name in ``after``, or a cycle.
+            (see :mod:`reaper.sqltext.predicates`), an unknown name in ``after``, or a cycle.
     """
     builtin_names = [s.name for s in BUILTIN_SWEEPS]
     out: list[Sweep] = []

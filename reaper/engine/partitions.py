@@ -40,16 +40,16 @@ import structlog
 from pglast import ast
 from pglast.enums import A_Expr_Kind, BoolExprType
 
-from reaper import errors, sqlfiles
+from reaper import errors, sqltext
+from reaper.config.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.db import MIN_HEAP_WALK_VERSION as MIN_CONCURRENT_DETACH_VERSION
 from reaper.db import Session, compose_relations, regclass_text
-from reaper.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.vocab import CheckStatus, PartitionAction
 
 if TYPE_CHECKING:
+    from reaper.config.sweeps import Sweep
+    from reaper.engine.run import SweepResult
     from reaper.metrics import Metrics
-    from reaper.runner import SweepResult
-    from reaper.sweeps import Sweep
 
 log = structlog.get_logger("reaper.partitions")
 
@@ -257,7 +257,7 @@ def _read_tree(
 ) -> list[Partition]:
     return session.fetch(
         Partition,
-        sqlfiles.strip_comments(sqlfiles.read("partitions/tree.sql")),
+        sqltext.strip_comments(sqltext.read("partitions/tree.sql")),
         {"table": regclass_text(table), "column": column, "cutoff": cutoff},
     )
 
@@ -325,7 +325,7 @@ def plan(
     candidates = [p for p, _ in out.drop] + [p for p in out.pending if droppable(p)]
     if candidates:
         obstacles = [str(v) for v in session.values(
-            sqlfiles.strip_comments(sqlfiles.read("partitions/obstacles.sql")),
+            sqltext.strip_comments(sqltext.read("partitions/obstacles.sql")),
             {"table": regclass_text(sweep.table)},
         )]
         not_owned = [p.name for p in candidates if not p.owned]
@@ -376,7 +376,7 @@ def _interlock(
 
 def _statement(name: str, **relations: tuple[str, str]) -> Any:
     return compose_relations(
-        sqlfiles.strip_comments(sqlfiles.read(f"partitions/{name}.sql")), **relations
+        sqltext.strip_comments(sqltext.read(f"partitions/{name}.sql")), **relations
     )
 
 

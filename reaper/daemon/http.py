@@ -48,8 +48,8 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 from waitress.utilities import RequestHeaderFieldsTooLarge
 
+from reaper.config.settings import split_listen
 from reaper.errors import ConfigError
-from reaper.settings import split_listen
 
 log = structlog.get_logger("reaper.http")
 

@@ -4,23 +4,25 @@ One APScheduler 3.x ``BackgroundScheduler`` holds one job per sweep (its own int
 ``max_instances=1``, ``coalesce``, a finite misfire grace, a random delay of up to
 ``--jitter`` x interval), plus housekeeping jobs on their own executors so that sweeps can
 never starve them: the readiness probe (every
-:data:`reaper.health.READINESS_PROBE_SECONDS`), the gauge refresh (``reaper_backlog_*`` and
+:data:`reaper.daemon.health.READINESS_PROBE_SECONDS`), the gauge refresh (``reaper_backlog_*`` and
 ``reaper_storage_rows``, every ``--gauge-interval``) and a heartbeat that touches no database
-(every :data:`reaper.health.HEARTBEAT_SECONDS`, what /healthz reads).
+(every :data:`reaper.daemon.health.HEARTBEAT_SECONDS`, what /healthz reads).
 
 When a sweep runs next (backoff, back-to-back runs over a backlog, dependants brought forward)
-is decided by :mod:`reaper.policy`; what /healthz and /readyz answer by :mod:`reaper.health`;
-the backlog and table-size gauges are :mod:`reaper.gauges`; the signals and the main loop of
-the process are :mod:`reaper.process`. This module carries the decisions out: the jobs, the
+is decided by :mod:`reaper.daemon.policy`; what /healthz and /readyz answer by
+:mod:`reaper.daemon.health`;
+the backlog and table-size gauges are :mod:`reaper.daemon.gauges`; the signals and the main loop of
+the process are :mod:`reaper.daemon.process`. This module carries the decisions out: the jobs, the
 pool, the in-process order of the sweeps, reloads and the periodic checks.
 
-Across processes, each run holds its sweep's advisory lock (see :func:`reaper.runner.lock_keys`);
+Across processes, each run holds its sweep's advisory lock (see
+:func:`reaper.engine.run.lock_keys`);
 inside one process a sweep waits for the run of a sweep it depends on rather than being
 skipped by its own process's lock.
 
 The seam for reloading (SIGHUP) and startup checks: :meth:`Daemon.apply` swaps the settings
 and the sweeps and reschedules the jobs; :meth:`Daemon.start` / :meth:`Daemon.stop` are the
-lifecycle; :func:`reaper.process.serve` wires signals to them.
+lifecycle; :func:`reaper.daemon.process.serve` wires signals to them.
 """
 
 from __future__ import annotations
@@ -43,16 +45,18 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from prometheus_client import CollectorRegistry
 
-from reaper import checks, errors, policy
+from reaper import errors
+from reaper.commands import checks
+from reaper.config.settings import Settings, changed_settings, format_duration
+from reaper.config.sweeps import Sweep
+from reaper.daemon import policy
+from reaper.daemon.gauges import GaugeRefresher
+from reaper.daemon.health import HEARTBEAT_SECONDS, READINESS_PROBE_SECONDS, Health, probe
+from reaper.daemon.http import HttpServer, make_app
+from reaper.daemon.policy import SweepState
 from reaper.db import Database, Session, SweepStatements
-from reaper.gauges import GaugeRefresher
-from reaper.health import HEARTBEAT_SECONDS, READINESS_PROBE_SECONDS, Health, probe
-from reaper.http import HttpServer, make_app
+from reaper.engine.run import SweepResult, run_sweep
 from reaper.metrics import Metrics
-from reaper.policy import SweepState
-from reaper.runner import SweepResult, run_sweep
-from reaper.settings import Settings, changed_settings, format_duration
-from reaper.sweeps import Sweep
 from reaper.vocab import Outcome
 
 log = structlog.get_logger("reaper.daemon")
@@ -159,7 +163,7 @@ class Daemon:
         return dict(self._sweeps)
 
     def state(self, sweep: str) -> SweepState:
-        """What the daemon remembers of ``sweep`` (:mod:`reaper.policy` decides from it)."""
+        """What the daemon remembers of ``sweep`` (:mod:`reaper.daemon.policy` decides from it)."""
         return self._state[sweep]
 
     def next_run_time(self, sweep: str) -> datetime | None:
@@ -538,8 +542,8 @@ class Daemon:
         return sorted({s.table for s in self._sweeps.values()})
 
     def _probe(self) -> None:
-        """The readiness probe's job (:func:`reaper.health.probe`). The first answer on a pool
-        also checks that advisory locks hold on this connection string: fatal when not."""
+        """The readiness probe's job (:func:`reaper.daemon.health.probe`). The first answer on a
+        pool also checks that advisory locks hold on this connection string: fatal when not."""
         # Not counted as work in flight: a probe holds nothing, and one stuck connecting to
         # a dead host must not hold up a shutdown.
         if self._stop.is_set():
@@ -597,11 +601,12 @@ class Daemon:
     # -- HTTP checks ---------------------------------------------------------------------
 
     def healthz(self) -> tuple[bool, str]:
-        """/healthz: alive (:meth:`reaper.health.Health.healthz`). Never asks the database."""
+        """/healthz: alive (:meth:`reaper.daemon.health.Health.healthz`). Never asks the
+        database."""
         return self._health.healthz(fatal=self.fatal, scheduler_running=self._scheduler.running)
 
     def readyz(self) -> tuple[bool, str]:
-        """/readyz: ready (:meth:`reaper.health.Health.readyz`): the database answered lately,
-        every swept table exists, reaper's role holds the privileges the batches need, and
+        """/readyz: ready (:meth:`reaper.daemon.health.Health.readyz`): the database answered
+        lately, every swept table exists, reaper's role holds the privileges the batches need, and
         the server accepts writes; else False with the reason."""
         return self._health.readyz(connect_timeout=self._settings.connect_timeout)

@@ -582,7 +582,7 @@ class CheckedPredicate:
 
     def __post_init__(self) -> None:
         if self._token is not _TOKEN:
-            raise TypeError("a CheckedPredicate is built by reaper.predicate.verify alone")
+            raise TypeError("a CheckedPredicate is built by reaper.sqltext.predicates.verify alone")
 
 
 def _quoted(*parts: str) -> str:

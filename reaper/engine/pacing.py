@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from reaper import sqlfiles
+from reaper import sqltext
 
 if TYPE_CHECKING:
+    from reaper.config.settings import Settings
     from reaper.metrics import Metrics
-    from reaper.settings import Settings
 
 log = structlog.get_logger("reaper.pacing")
 
@@ -238,13 +238,13 @@ class Pacer:
             self._once(
                 "replica_lag_unknown",
                 standbys=[sb.name for sb in s.standbys if not sb.visible],
-                fix=f"GRANT pg_monitor TO the reaper role ({sqlfiles.where('grants.sql')})",
+                fix=f"GRANT pg_monitor TO the reaper role ({sqltext.where('grants.sql')})",
             )
         if self.busy_share < 1.0 and s.hidden_sessions:
             self._once(
                 "load_unknown",
                 hidden_sessions=s.hidden_sessions,
-                fix=f"GRANT pg_monitor TO the reaper role ({sqlfiles.where('grants.sql')})",
+                fix=f"GRANT pg_monitor TO the reaper role ({sqltext.where('grants.sql')})",
             )
         return s
 

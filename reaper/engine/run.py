@@ -23,8 +23,9 @@ from typing import Any, Protocol
 
 import structlog
 
-from reaper import errors, pacing, partitions
-from reaper.batching import BatchSizer, Splitter
+from reaper import errors
+from reaper.config.settings import FULL_TABLE_MIN_ROWS, Settings
+from reaper.config.sweeps import Sweep, retention_of
 from reaper.db import (
     MIN_HEAP_WALK_VERSION,
     BatchRows,
@@ -37,10 +38,10 @@ from reaper.db import (
     regclass_text,
     utc_instant,
 )
+from reaper.engine import pacing, partitions
+from reaper.engine.sizing import BatchSizer, Splitter
 from reaper.metrics import SKIP_REASONS, Metrics
-from reaper.predicate import CheckedPredicate
-from reaper.settings import FULL_TABLE_MIN_ROWS, Settings
-from reaper.sweeps import Sweep, retention_of
+from reaper.sqltext.predicates import CheckedPredicate
 from reaper.vocab import Outcome, Strategy
 
 log = structlog.get_logger("reaper.runner")
@@ -95,7 +96,7 @@ class SweepResult:
         skipped: rows skipped by reason (``locked``, ``timeout``, ``foreign_key``, ``error``).
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
         holders: for a skipped run, who held its locks (pid, user, application, client).
-        partitions: partitions removed whole before the batches (reaper.partitions), each
+        partitions: partitions removed whole before the batches (reaper.engine.partitions), each
             ``{partition, action, rows, rows_source}``; with ``dry_run``, those it would
             remove, each ``{partition, action, estimated_rows}``.
         locked_at, unlocked_at: Unix times between which the run held its advisory locks
@@ -195,7 +196,7 @@ class _Progress:
         self.stop = stop
         self.on_batch = on_batch
         self.started = time.monotonic()
-        # Called before each batch (reaper.pacing): waits while the database asks to.
+        # Called before each batch (reaper.engine.pacing): waits while the database asks to.
         self.pace: pacing.Pacer | None = None
         # While the pacer sees live traffic, a batch aims at this many seconds.
         self.busy_batch_seconds: float | None = None

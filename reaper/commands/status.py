@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reaper import errors, sqlfiles, sqlinfo
+from reaper import errors, sqltext
+from reaper.config.settings import Settings
+from reaper.config.sweeps import Sweep
 from reaper.db import Database, LockHolder, Session, TableStatus, regclass_text
-from reaper.runner import compute_cutoffs, lock_keys
-from reaper.settings import Settings
-from reaper.sweeps import Sweep
+from reaper.engine.run import compute_cutoffs, lock_keys
+from reaper.sqltext import sqlinfo
 
 # Count the backlog up to this many rows. Counting 1M index entries takes ~0.1-0.3 s on these
 # machines (bench/); past it the backlog is shown as ">= 1,000,000".
@@ -135,7 +136,7 @@ def _one(
         return st
     try:
         table = session.fetch(
-            TableStatus, sqlfiles.ops("table_status"), {"table": regclass_text(sweep.table)}
+            TableStatus, sqltext.ops("table_status"), {"table": regclass_text(sweep.table)}
         )
         if not table:
             raise errors.ObjectMissing(f'{sweep.table}: relation "{sweep.table}" does not exist')

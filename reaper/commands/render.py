@@ -25,15 +25,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reaper.settings import format_duration
+from reaper.config.settings import format_duration
 from reaper.vocab import CheckStatus, IndexOutcome, Outcome, PartitionAction
 
 if TYPE_CHECKING:
-    from reaper.checks import Finding
-    from reaper.indexes import IndexAction
-    from reaper.runner import SweepResult
-    from reaper.status import SweepStatus
-    from reaper.sweeps import Sweep
+    from reaper.commands.checks import Finding
+    from reaper.commands.indexes import IndexAction
+    from reaper.commands.status import SweepStatus
+    from reaper.config.sweeps import Sweep
+    from reaper.engine.run import SweepResult
 
 DEFAULT_WIDTH_COLUMNS = 80
 

@@ -22,7 +22,7 @@ from datetime import timedelta
 
 import structlog
 
-from reaper import errors, sqlfiles
+from reaper import errors, sqltext
 from reaper.db import Database, Session
 
 # The daemon's logger: operators filter its lines on logger="reaper.daemon".
@@ -163,7 +163,7 @@ def probe(
         problem = f"missing tables: {', '.join(missing)}"
     elif lacking:
         what = ", ".join(f"{p} on table {t}" for t, p in lacking)
-        problem = f"reaper's role lacks {what} (see {sqlfiles.where('grants.sql')})"
+        problem = f"reaper's role lacks {what} (see {sqltext.where('grants.sql')})"
     else:
         problem = None
     return ProbeAnswer(problem, locks_checked=check_locks)

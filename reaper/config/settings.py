@@ -56,7 +56,7 @@ DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT = timedelta(seconds=60)
 # index path took 0.55x the walk's time at 0.1% garbage, 0.66x at 0.5%, 0.90x at 1%, 1.02x at
 # 2%, 1.28x at 5%, 2.8x at 20%: the crossover is at ~2%. On larger tables the index path's
 # cost grows with its number of batches (each re-reads the dead index entries of the ones
-# before), which reaper.runner.MAX_INDEX_BATCHES bounds.
+# before), which reaper.engine.run.MAX_INDEX_BATCHES bounds.
 DEFAULT_HEAP_WALK_THRESHOLD = 0.02
 DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
 # `reaper check`: a batch plan that reads a table of more rows than this sequentially fails.
@@ -103,7 +103,7 @@ DEFAULT_FAILURE_BACKOFF = timedelta(seconds=30)
 DEFAULT_MAX_FAILURE_BACKOFF = timedelta(hours=1)
 
 STRATEGIES = tuple(Strategy)
-# What a sweep does with a partition wholly past its cutoff (reaper.partitions): drop it,
+# What a sweep does with a partition wholly past its cutoff (reaper.engine.partitions): drop it,
 # detach it only (kept as a table of its own, for an archive job), or leave it to the row
 # batches.
 PARTITION_ACTIONS = tuple(PartitionAction)
@@ -476,7 +476,8 @@ class SweepSettings:
     """One ``[sweeps.NAME]`` table of the TOML file, parsed (durations as timedelta).
 
     For a built-in sweep it holds overrides; with ``table`` set it declares a new sweep
-    (:func:`reaper.sweeps.configured_sweeps` turns both into :class:`reaper.sweeps.Sweep`).
+    (:func:`reaper.config.sweeps.configured_sweeps` turns both into
+    :class:`reaper.config.sweeps.Sweep`).
 
     Attributes:
         enabled: False: the sweep runs only when named (``run-once --sweep NAME``).
@@ -492,7 +493,7 @@ class SweepSettings:
         max_eligible_fraction: this sweep's full-table interlock (1: it may empty its
             table); None: the global ``max_eligible_fraction``.
         table, reason, predicate, description: a declared sweep's (None for a built-in).
-        since: a declared sweep's "since" expression (see :class:`reaper.sweeps.Sweep`), for
+        since: a declared sweep's "since" expression (see :class:`reaper.config.sweeps.Sweep`), for
             ``reaper_backlog_oldest_seconds``; None: no such gauge for it.
     """
 
@@ -818,9 +819,9 @@ class Settings:
                 f"max_failure_backoff ({format_duration(self.max_failure_backoff)}); shorten it "
                 "or lengthen max_failure_backoff"
             )
-        # Imported here: reaper.sweeps builds on these settings (it reads them, they never
+        # Imported here: reaper.config.sweeps builds on these settings (it reads them, they never
         # read it), and this is the one place where settings ask for the sweeps' verdict.
-        from reaper.sweeps import configured_sweeps
+        from reaper.config.sweeps import configured_sweeps
 
         try:
             configured_sweeps(self)

@@ -21,7 +21,9 @@ from typing import Any
 
 import structlog
 
-from reaper import errors, pacing, partitions, sqlfiles, sqlinfo
+from reaper import errors, sqltext
+from reaper.config.settings import Settings
+from reaper.config.sweeps import Sweep
 from reaper.db import (
     MIN_HEAP_WALK_VERSION,
     BrokenIndex,
@@ -36,10 +38,10 @@ from reaper.db import (
     WhoAmI,
     regclass_text,
 )
+from reaper.engine import pacing, partitions
+from reaper.engine.run import compute_cutoffs
 from reaper.metrics import ALL_SWEEPS, Metrics
-from reaper.runner import compute_cutoffs
-from reaper.settings import Settings
-from reaper.sweeps import Sweep
+from reaper.sqltext import sqlinfo
 from reaper.vocab import CheckName, CheckStatus
 
 log = structlog.get_logger("reaper.checks")
@@ -148,7 +150,7 @@ def report(findings: Sequence[Finding], metrics: Metrics | None = None) -> None:
 
 def _server_checks(session: Session) -> list[Finding]:
     out: list[Finding] = []
-    who = session.fetch(WhoAmI, sqlfiles.ops("whoami"))[0]
+    who = session.fetch(WhoAmI, sqltext.ops("whoami"))[0]
     version = who.server_version
     shown = f"{version // 10000}.{version % 10000}"
     if version < MIN_SERVER_VERSION:
@@ -171,7 +173,7 @@ def _server_checks(session: Session) -> list[Finding]:
             Finding(ALL_SWEEPS, CheckName.ROLE, WARN, role,
                     "connected as a superuser: the privilege checks prove nothing, and a "
                     "mistake has no limit",
-                    f"run reaper as the role of {sqlfiles.where('grants.sql')}")
+                    f"run reaper as the role of {sqltext.where('grants.sql')}")
         )
     else:
         out.append(Finding(ALL_SWEEPS, CheckName.ROLE, PASS, role, "not a superuser"))
@@ -194,7 +196,7 @@ def _server_checks(session: Session) -> list[Finding]:
 
 
 def _pacing_check(session: Session, settings: Settings) -> Finding:
-    """The pacer can see what it paces by (``reaper.pacing``): the standbys' positions in
+    """The pacer can see what it paces by (``reaper.engine.pacing``): the standbys' positions in
     ``pg_stat_replication`` and other roles' sessions in ``pg_stat_activity`` need
     ``pg_read_all_stats`` (part of ``pg_monitor``). A warning, not a failure: without it the
     sweeps run, unpaced."""
@@ -251,7 +253,7 @@ def _sweep_checks(
         except (errors.DatabaseError, errors.ConfigError) as exc:
             out.append(finding(check, FAIL, subject, str(exc)))
 
-    if not session.scalar(sqlfiles.ops("table_exists"), {"table": regclass_text(sweep.table)}):
+    if not session.scalar(sqltext.ops("table_exists"), {"table": regclass_text(sweep.table)}):
         out.append(finding(CheckName.TABLE, FAIL, sweep.table, "the table does not exist",
                            "check the sweep's table name, or disable the sweep"))
         return out
@@ -259,7 +261,7 @@ def _sweep_checks(
     try:
         stmts = session.statements(session.check_predicate(sweep))
         leaves = session.fetch(
-            TableLeaf, sqlfiles.ops("table_leaves"), {"table": regclass_text(sweep.table)}
+            TableLeaf, sqltext.ops("table_leaves"), {"table": regclass_text(sweep.table)}
         )
     except (errors.DatabaseError, errors.RelationRefused) as exc:
         out.append(finding(CheckName.TABLE, FAIL, sweep.table, str(exc)))
@@ -304,7 +306,7 @@ _FindingFn = Callable[..., Finding]
 
 
 def _columns(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
-    have = {r.column_name for r in session.fetch(TableColumn, sqlfiles.ops("table_columns"),
+    have = {r.column_name for r in session.fetch(TableColumn, sqltext.ops("table_columns"),
                                                  {"table": regclass_text(sweep.table)})}
     used = sqlinfo.columns_used(sweep.table, sweep.predicate)
     missing = [c for c in used if c not in have]
@@ -330,7 +332,7 @@ def _wall_times(
     types = {
         r.column_name: r.base_type
         for r in session.fetch(
-            TableColumn, sqlfiles.ops("table_columns"), {"table": regclass_text(sweep.table)}
+            TableColumn, sqltext.ops("table_columns"), {"table": regclass_text(sweep.table)}
         )
     }
     compared: list[str] = []
@@ -370,7 +372,7 @@ def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -
         held = ", ".join(f"{p} on {t}" for t, p in needed)
         yield finding(CheckName.PRIVILEGES, PASS, stmts.table, f"role {role} holds {held}")
     owner = session.fetch(
-        TableOwner, sqlfiles.ops("table_owner"), {"table": regclass_text(stmts.table)}
+        TableOwner, sqltext.ops("table_owner"), {"table": regclass_text(stmts.table)}
     )
     superuser = session.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
     if owner and owner[0].acts_as_owner and not superuser:
@@ -378,7 +380,7 @@ def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -
                       f"role {role} owns table {stmts.table} (or is a member of its owner "
                       f"{owner[0].owner}): it may alter, truncate or drop it, whatever the "
                       "grants say",
-                      f"connect as the role of {sqlfiles.where('grants.sql')}")
+                      f"connect as the role of {sqltext.where('grants.sql')}")
 
 
 def _shipped(name: str) -> sqlinfo.IndexSpec | None:
@@ -403,7 +405,7 @@ def _indexes(
     names = list(sweep.indexes) or used
     reported: set[str] = set()
     states = (
-        session.fetch(IndexState, sqlfiles.ops("index_state"), {"names": names}) if names else []
+        session.fetch(IndexState, sqltext.ops("index_state"), {"names": names}) if names else []
     )
     for row in states:
         name = row.name
@@ -431,7 +433,7 @@ def _indexes(
     # never uses it, and it may be the one this sweep should be using.
     tables_read = [regclass_text(t) for t in stmts.tables_read]
     for broken in session.fetch(
-        BrokenIndex, sqlfiles.ops("broken_indexes"), {"tables": tables_read}
+        BrokenIndex, sqltext.ops("broken_indexes"), {"tables": tables_read}
     ):
         if broken.index_name in reported:
             continue
@@ -450,7 +452,7 @@ def _indexes(
 
 def _foreign_keys(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
     rows = session.fetch(
-        ForeignKey, sqlfiles.ops("foreign_keys"), {"table": regclass_text(sweep.table)}
+        ForeignKey, sqltext.ops("foreign_keys"), {"table": regclass_text(sweep.table)}
     )
     for row in rows:
         cols = ", ".join(row.columns)

@@ -2,8 +2,8 @@
 indexes that ``indexes.sql`` declares, the tables a sweep's statement reads, and the columns
 its predicate compares with a cutoff.
 
-Nothing here talks to a database; :mod:`reaper.checks`, :mod:`reaper.indexes` and
-:mod:`reaper.status` ask these questions so that they work for any sweep, built in or
+Nothing here talks to a database; :mod:`reaper.commands.checks`, :mod:`reaper.commands.indexes` and
+:mod:`reaper.commands.status` ask these questions so that they work for any sweep, built in or
 declared in a config file, without a list of tables written by hand.
 """
 
@@ -20,7 +20,7 @@ from pglast import ast
 from pglast.enums import A_Expr_Kind
 from pglast.stream import RawStream
 
-from reaper import sqlfiles
+from reaper import sqltext
 from reaper.errors import ConfigError
 
 _PARAM = re.compile(r"%\((\w+)\)s")
@@ -79,7 +79,7 @@ def parse_index_statement(statement: str) -> IndexSpec:
 @functools.cache
 def shipped_indexes() -> tuple[IndexSpec, ...]:
     """The indexes of ``sql/indexes.sql``, in file order."""
-    return tuple(parse_index_statement(s) for s in sqlfiles.statements("indexes.sql"))
+    return tuple(parse_index_statement(s) for s in sqltext.statements("indexes.sql"))
 
 
 def _parse_predicate(table: str, predicate: str) -> Any:

@@ -23,7 +23,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from reaper import sqlfiles
+from reaper import sqltext
 
 # testcontainers' image; PostgreSQL 16 like pgserver's.
 CONTAINER_IMAGE = "postgres:16-alpine"
@@ -118,5 +118,5 @@ def load_schema(dsn: str) -> None:
     """Load the reference schema (``schema.sql``) and the sweeps' indexes (``indexes.sql``)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         for script in ("schema.sql", "indexes.sql"):
-            for stmt in sqlfiles.statements(script):
+            for stmt in sqltext.statements(script):
                 conn.execute(sql.SQL(stmt))

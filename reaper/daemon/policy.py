@@ -1,7 +1,7 @@
 """When each sweep of ``reaper run`` runs next: the decisions, apart from the process.
 
-:class:`reaper.daemon.Daemon` carries these decisions out (jobs, locks, log lines); this module
-only decides, from what a run did and what the daemon remembers of the sweep. It does no I/O,
+:class:`reaper.daemon.scheduler.Daemon` carries these decisions out (jobs, locks, log lines); this
+module only decides, from what a run did and what the daemon remembers of the sweep. It does no I/O,
 reads no clock and draws no random number of its own (the caller passes ``uniform``), so its
 tests run in milliseconds with fakes and need no database.
 
@@ -46,7 +46,7 @@ Uniform = Callable[[float, float], float]
 
 
 class RunReport(Protocol):
-    """What the policy reads of a finished run (:class:`reaper.runner.SweepResult` is one)."""
+    """What the policy reads of a finished run (:class:`reaper.engine.run.SweepResult` is one)."""
 
     @property
     def outcome(self) -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 import psycopg
 
-from reaper import devserver
+from reaper.dev import devserver
 
 DEMO_DATABASE = "reaper_demo"
 

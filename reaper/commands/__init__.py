@@ -1,0 +1,1 @@
+"""What the CLI commands other than run do: check, status, indexes, output."""

@@ -1,0 +1,1 @@
+"""Configuration: value grammar, settings and sweeps, resolved once at load."""

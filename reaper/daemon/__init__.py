@@ -1,0 +1,1 @@
+"""The long-running process: scheduler, policy, health, gauges, the HTTP port."""

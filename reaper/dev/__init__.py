@@ -1,0 +1,1 @@
+"""For development and the demo: an embedded PostgreSQL and the demo data."""

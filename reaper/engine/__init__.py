@@ -1,0 +1,1 @@
+"""One sweep run: the batches, their sizes, pacing, partitions and the interlock."""
