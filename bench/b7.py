@@ -174,17 +174,17 @@ def reaper_sweep(dsn: str, now: datetime, action: str, label: str) -> Run:
 def child(spec: dict[str, Any]) -> int:
     """The sweep, in its own process: one JSON line with the result and the wall time."""
     from reaper import log
-    from reaper.config.settings import build_settings
-    from reaper.config.sweeps import configured_sweeps
+    from reaper.config.load import load_config
     from reaper.db import Database
     from reaper.engine.run import run_sweep
 
     log.configure("warning", json=True)
-    settings = build_settings(
+    config = load_config(
         {"dsn": spec["dsn"], "partition_action": spec["partition_action"]},
         {"sweeps": {"events": SWEEP}},
     )
-    sweep = next(s for s in configured_sweeps(settings) if s.name == "events")
+    settings = config.settings
+    sweep = next(s for s in config.sweeps if s.name == "events")
     with Database.from_settings(settings, max_connections=1) as db:
         with db.session() as session:
             session.now()

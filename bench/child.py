@@ -20,8 +20,8 @@ from prometheus_client import CollectorRegistry
 
 from bench.pg import backend_cpu_seconds
 from reaper import log
-from reaper.config.settings import build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
+from reaper.config.load import load_config
+from reaper.config.sweeps import by_name
 from reaper.db import Database
 from reaper.engine.pacing import REASONS
 from reaper.engine.run import run_sweep
@@ -39,8 +39,9 @@ def rss_kib() -> int:
 def main(argv: list[str]) -> int:
     spec: dict[str, Any] = json.loads(argv[0])
     log.configure("warning", json=True)
-    settings = build_settings({"dsn": spec["dsn"], **spec.get("settings", {})})
-    sweep = by_name(BUILTIN_SWEEPS)[spec["sweep"]]
+    config = load_config({"dsn": spec["dsn"], **spec.get("settings", {})})
+    settings = config.settings
+    sweep = by_name(config.sweeps)[spec["sweep"]]
     db = Database(
         settings.dsn,
         statement_timeout=settings.statement_timeout,

@@ -233,13 +233,13 @@ def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print,
 
 def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, list[float], Any]]:
     """B5: the cost of each gauge's query on ``template`` (ms samples and the last value)."""
-    from reaper.config.sweeps import BUILTIN_SWEEPS
+    from reaper.config.sweeps import BUILTINS
     from reaper.engine.run import SAMPLE_BLOCKS
 
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
         stmts = SweepStatements(check_predicate_on(conn, sweep))
-    tables = sorted({s.table for s in BUILTIN_SWEEPS})
+    tables = sorted({s.table for s in BUILTINS})
     no_seqscan = psycopg.sql.SQL(sqltext.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
     out = []
     with connect(server.dsn_of(template)) as conn:
@@ -441,13 +441,14 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
     """B5, as ``reaper run`` refreshes its gauges (reaper.daemon.gauges): every gauge's own call on
     a reaper Session, at the default settings, on ``template`` (ms samples and the last value)."""
     from reaper import errors
-    from reaper.config.settings import build_settings
-    from reaper.config.sweeps import BUILTIN_SWEEPS
+    from reaper.config.load import load_config
+    from reaper.config.sweeps import BUILTINS
     from reaper.db import Database
     from reaper.engine.run import compute_cutoffs
 
-    settings = build_settings({"dsn": server.dsn_of(template)})
-    tables = sorted({s.table for s in BUILTIN_SWEEPS})
+    config = load_config({"dsn": server.dsn_of(template)})
+    settings = config.settings
+    tables = sorted({s.table for s in BUILTINS})
     out: list[tuple[str, list[float], Any]] = []
     with Database.from_settings(settings, max_connections=1) as db, db.session() as session:
         calls: list[tuple[str, Callable[[], Any]]] = [
@@ -457,7 +458,7 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
         for name in (REQUESTS, EPHEMERAL_REQUESTS):
             sweep = sweep_named(name)
             stmts = SweepStatements(session.check_predicate(sweep))  # as the daemon does
-            params: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, None))
+            params: dict[str, Any] = dict(compute_cutoffs(session, sweep, None))
             calls += [
                 (f"reaper_backlog_rows{{sweep=\"{name}\"}} at the default --backlog-limit "
                  f"{settings.backlog_limit:,}",

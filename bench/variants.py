@@ -23,8 +23,8 @@ from typing import Any
 import psycopg
 
 from bench.pg import backend_cpu_seconds, compose, connect, timed
-from reaper.config.settings import build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, Sweep, by_name
+from reaper.config.load import load_config
+from reaper.config.sweeps import Sweep, by_name
 
 LIMIT_LOOP_BATCH = 5000  # a typical cleaner's batch
 
@@ -48,16 +48,16 @@ class Run:
 
 
 def sweep_named(name: str) -> Sweep:
-    return by_name(BUILTIN_SWEEPS)[name]
+    """Built-in sweep ``name`` at the default settings."""
+    return by_name(load_config({}).sweeps)[name]
 
 
 def cutoffs(conn: psycopg.Connection[Any], sweep: Sweep) -> dict[str, Any]:
     """The sweep's cutoffs at the default retentions, by the database clock."""
-    settings = build_settings({})
     row = conn.execute("SELECT now()").fetchone()
     assert row is not None
     now = row[0]
-    return {p: now - settings.retention(r) for p, r in sweep.cutoffs.items()}
+    return {p: now - r for p, r in sweep.retentions.items()}
 
 
 def plain_delete(dsn: str, sweep_name: str) -> Run:

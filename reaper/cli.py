@@ -23,15 +23,10 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from reaper import __version__, errors, log
 from reaper.commands import checks, indexes, render, status
 from reaper.commands.progress import IndexProgress, SweepProgress
-from reaper.config.settings import (
-    SETTING_FIELDS,
-    Settings,
-    build_settings,
-    format_duration,
-    load_toml,
-    reload_settings,
-)
-from reaper.config.sweeps import BUILTIN_SWEEPS, Sweep, configured_sweeps, select
+from reaper.config.load import Config, load_config, load_toml, reload_config
+from reaper.config.settings import SETTING_FIELDS, Settings
+from reaper.config.sweeps import BUILTIN_NAMES, Sweep
+from reaper.config.values import format_duration
 from reaper.db import Database, dsn_has_password
 from reaper.engine.run import (
     check_predicates,
@@ -92,8 +87,9 @@ def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
-    """Settings from the flags/env values in ``raw`` over the TOML file at ``config_path``.
+def load(config_path: Path | None, raw: dict[str, Any]) -> Config:
+    """The config from the flags/env values in ``raw`` over the TOML file at ``config_path``:
+    the settings and every sweep, resolved once.
 
     Raises:
         ConfigError: anything invalid, in one line.
@@ -108,19 +104,19 @@ def load_settings(config_path: Path | None, raw: dict[str, Any]) -> Settings:
         if ctx is not None
         and ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT
     }
-    settings = build_settings(
+    config = load_config(
         explicit, file_values, source=str(config_path or "config"), labels=labels
     )
     global _dsn_on_command_line, _dsn_label
     _dsn_on_command_line = ctx is not None and "dsn" in explicit and \
         ctx.get_parameter_source("dsn") == click.core.ParameterSource.COMMANDLINE
     _dsn_label = labels.get("dsn", "--dsn") if "dsn" in explicit else f"{config_path}: dsn"
-    return settings
+    return config
 
 
-# Set by load_settings: the DSN came from a flag, which every local user can read in `ps`.
+# Set by load: the DSN came from a flag, which every local user can read in `ps`.
 _dsn_on_command_line = False
-# Set by load_settings: where the DSN came from, to name it in an error (flag, variable, file).
+# Set by load: where the DSN came from, to name it in an error (flag, variable, file).
 _dsn_label = "--dsn"
 _password_warned = False
 
@@ -149,20 +145,6 @@ def open_database(settings: Settings) -> Database:
     db = Database.from_settings(settings, dsn_label=_dsn_label)
     warn_if_password_on_command_line(settings)
     return db
-
-
-def enabled_sweeps(settings: Settings, names: Sequence[str]) -> list[Sweep]:
-    """The sweeps to run: the built-in and declared ones named (all when none), minus those
-    the config disables (a sweep named explicitly runs even when disabled), in dependency
-    order. See :func:`reaper.config.sweeps.configured_sweeps`.
-
-    Raises:
-        ConfigError: an unknown sweep name in ``names``, or a bad ``[sweeps.NAME]`` table.
-    """
-    chosen = select(configured_sweeps(settings), names)
-    if names:
-        return chosen
-    return [s for s in chosen if s.enabled]
 
 
 _WIDE_OPTION = click.option(
@@ -210,7 +192,7 @@ def cli(log_level: str, log_format: str) -> None:
     metavar="NAME",
     help="Run only this sweep (repeatable), even when the config disables it. Default: every "
     "enabled sweep. Built-in names: "
-    + ", ".join(s.name for s in BUILTIN_SWEEPS)
+    + ", ".join(BUILTIN_NAMES)
     + ", and those the config's [sweeps.NAME] tables declare.",
 )
 @click.option("--dry-run", is_flag=True, help="Count the eligible rows; delete nothing.")
@@ -238,8 +220,8 @@ def run_once(
     Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage, 3 when every
     sweep was skipped because another session holds its advisory lock (each holder is named).
     """
-    settings = load_settings(config_path, raw)
-    sweeps = enabled_sweeps(settings, sweep_names)
+    config = load(config_path, raw)
+    settings, sweeps = config.settings, config.enabled(sweep_names)
     db = open_database(settings)
     db.check_connection()
     if not dry_run:
@@ -397,19 +379,19 @@ def run(config_path: Path | None, **raw: Any) -> None:
     from reaper.daemon.process import serve
     from reaper.daemon.scheduler import Daemon
 
-    settings = load_settings(config_path, raw)
-    sweeps = enabled_sweeps(settings, ())
+    config = load(config_path, raw)
+    settings, sweeps = config.settings, config.enabled()
     _refuse_unsweepable_if_reachable(settings, sweeps)
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
     warn_if_password_on_command_line(settings)
     # SIGHUP re-reads the config file under the same flags and variables.
     explicit = {k: v for k, v in raw.items() if v is not None}
 
-    def load() -> tuple[Settings, list[Sweep]]:
-        new = reload_settings(config_path, explicit)
-        return new, enabled_sweeps(new, ())
+    def reload() -> tuple[Settings, list[Sweep]]:
+        new = reload_config(config_path, explicit)
+        return new.settings, new.enabled()
 
-    serve(daemon, load)
+    serve(daemon, reload)
 
 
 def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]) -> None:
@@ -468,8 +450,8 @@ def check_command(
     One row per finding. Exit code 0 when nothing failed (warnings allowed), 1 otherwise.
     Needs no superuser: run it as reaper's own role.
     """
-    settings = load_settings(config_path, raw)
-    sweeps = enabled_sweeps(settings, sweep_names)
+    config = load(config_path, raw)
+    settings, sweeps = config.settings, config.enabled(sweep_names)
     db = open_database(settings)
     db.check_connection()
     with db:
@@ -506,12 +488,13 @@ def indexes_ensure(
     the database has none of the sweeps' tables), 1 when a build failed, another run holds
     the lock, or none of the tables exist there.
     """
-    settings = load_settings(config_path, raw)
+    config = load(config_path, raw)
+    settings = config.settings
     db = open_database(settings)
     db.check_connection()
     live = sys.stderr.isatty() and not as_json and not dry_run
     with db:
-        if report_missing_tables(db, BUILTIN_SWEEPS, settings):
+        if report_missing_tables(db, [s for s in config.sweeps if s.builtin], settings):
             sys.exit(EXIT_FAILED)
         with IndexProgress(live) as progress:
             actions = indexes.ensure(
@@ -552,8 +535,8 @@ def status_command(
 
     Exit code 0, or 1 when a sweep's status could not be read.
     """
-    settings = load_settings(config_path, raw)
-    sweeps = enabled_sweeps(settings, sweep_names)
+    config = load(config_path, raw)
+    settings, sweeps = config.settings, config.enabled(sweep_names)
     db = open_database(settings)
     db.check_connection()
     with db:

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from reaper.config.settings import Settings, build_settings
 from reaper.db import Database
 from reaper.dev import devserver
+from tests.support import TEST_DEFAULTS
 
 DB_FIXTURES = {"pg_server", "template_db", "dsn", "conn", "database"}
 
@@ -72,9 +73,7 @@ def make_settings(dsn: str) -> Callable[..., Settings]:
         # live-traffic pacer is off too: the test's own connection, seeding a moment before,
         # is live traffic to it, and would shorten the batches whose sizes a test asserts
         # (tests/test_pacing.py and tests/test_pacing_db.py test the pacer).
-        return build_settings(
-            {"dsn": dsn, "max_eligible_fraction": "1", "busy_share": "1", **values}
-        )
+        return build_settings({"dsn": dsn, **TEST_DEFAULTS, **values})
 
     return make
 

@@ -22,12 +22,32 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from reaper.config.sweeps import BUILTIN_SWEEPS, Sweep, by_name
+from reaper.config.load import Config
+from reaper.config.settings import Settings, build_settings
+from reaper.config.sweeps import Sweep, by_name, configured_sweeps
 from reaper.dev import demo, devserver
 
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
 SECOND = timedelta(seconds=1)
-SWEEPS: dict[str, Sweep] = by_name(BUILTIN_SWEEPS)
+# What the engine tests run with unless a test says otherwise: the full-table interlock off
+# (they empty whole tables on purpose) and no pause for live traffic (the test's own seeding
+# connection is live traffic to the pacer). tests/conftest.py's make_settings starts here too.
+TEST_DEFAULTS = {"max_eligible_fraction": "1", "busy_share": "1"}
+
+
+def sweeps_of(settings: Settings) -> dict[str, Sweep]:
+    """Every sweep ``settings`` configure, resolved, by name."""
+    return by_name(configured_sweeps(settings))
+
+
+def enabled(settings: Settings, names: tuple[str, ...] | list[str] = ()) -> list[Sweep]:
+    """The sweeps run-once would run with ``settings`` and ``--sweep names``."""
+    return Config(settings, tuple(configured_sweeps(settings))).enabled(names)
+
+
+# The built-in sweeps at the tests' defaults, by name and in order.
+SWEEPS: dict[str, Sweep] = sweeps_of(build_settings(TEST_DEFAULTS))
+BUILTIN_SWEEPS: tuple[Sweep, ...] = tuple(SWEEPS.values())
 
 # Each table's key column (the demo's convention: keys say garbage-* or keep-*).
 KEYS = demo.KEYS

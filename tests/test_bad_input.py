@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 
 from reaper.cli import main
-from reaper.config.settings import EXPECTED, MAX_CONFIG_BYTES, SETTING_FIELDS, Settings
+from reaper.config.load import MAX_CONFIG_BYTES
+from reaper.config.settings import SETTING_FIELDS, Settings
+from reaper.config.values import EXPECTED
 from tests.support import reaper_executable, run_reaper
 
 # Checked before any connection: the DSN points nowhere (port 1 refuses at once).

@@ -21,13 +21,12 @@ import structlog
 from prometheus_client import CollectorRegistry
 from psycopg import sql
 
-from reaper import cli, sqltext
+from reaper import sqltext
 from reaper.config.settings import Settings, build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.db import Database
 from reaper.engine.run import SweepResult, run_sweep
 from reaper.metrics import Metrics
-from tests.support import SWEEPS
+from tests.support import BUILTIN_SWEEPS, SWEEPS, enabled, sweeps_of
 
 STRATEGIES = pytest.mark.parametrize("strategy", ["heap", "index"])
 
@@ -56,7 +55,7 @@ def declared(dsn: str, table: str, **extra: Any) -> Settings:
 def sweep_events(
     settings: Settings, **kwargs: Any
 ) -> tuple[SweepResult, Metrics, list[dict[str, Any]]]:
-    (sweep,) = cli.enabled_sweeps(settings, ["events"])
+    (sweep,) = enabled(settings, ["events"])
     metrics = Metrics([sweep], CollectorRegistry())
     with structlog.testing.capture_logs() as logs, Database.from_settings(settings) as db:
         result = run_sweep(db, sweep, settings, metrics=metrics, **kwargs)
@@ -401,7 +400,7 @@ def test_request_sweeps_with_many_ephemeral_tokens(
     settings = make_settings(node_retention="30d", ephemeral_node_retention="1h")
     with Database.from_settings(settings) as db:
         results = {
-            (name, dry): run_sweep(db, SWEEPS[name], settings, dry_run=dry)
+            (name, dry): run_sweep(db, sweeps_of(settings)[name], settings, dry_run=dry)
             for name in ("enrollment_requests", "enrollment_requests_ephemeral")
             for dry in (True, False)
         }

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from reaper.cli import open_database
 from reaper.commands import checks
 from reaper.config.settings import build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, Sweep
+from reaper.config.sweeps import Sweep
 from reaper.metrics import Metrics
 from tests.ops_helpers import (
     apply_grants,
@@ -21,6 +21,7 @@ from tests.ops_helpers import (
     run_json,
     spec,
 )
+from tests.support import BUILTIN_SWEEPS
 from tests.test_daemon_process import pgbouncer
 
 __all__ = ["pgbouncer"]  # a fixture, used by name

@@ -15,9 +15,15 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.dev import demo
-from tests.support import census, emptied_dsn, module_dsn_fixture, run_reaper, small_sizes  # noqa: F401 (fixtures)
+from tests.support import (  # noqa: F401 (fixtures)
+    BUILTIN_SWEEPS,
+    census,
+    emptied_dsn,
+    module_dsn_fixture,
+    run_reaper,
+    small_sizes,
+)
 
 ALL = [s.name for s in BUILTIN_SWEEPS]
 # A DSN nothing listens on: port 1 refuses at once.

@@ -37,6 +37,7 @@ from tests.support import (  # noqa: F401 (fixtures)
     emptied_dsn,
     keys,
     module_dsn_fixture,
+    sweeps_of,
 )
 
 NODE = timedelta(days=30)
@@ -121,7 +122,8 @@ def test_refreshes_racing_a_sweep_keep_their_rows(
             threading.Event().wait(0.001)
 
     with open_database(settings) as db:
-        result = run_sweep(db, SWEEPS["nodes_silent"], settings, now=NOW, on_batch=interleave)
+        result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, now=NOW,
+                           on_batch=interleave)
     stop.set()
     for r in refreshers:
         r.join(timeout=30)
@@ -192,7 +194,7 @@ def test_a_writer_holding_row_locks_is_neither_waited_for_nor_deadlocked(
     assert writer.locked.wait(timeout=30)
     with open_database(settings) as db:
         result = run_sweep(
-            db, SWEEPS["nodes_silent"], settings, now=NOW,
+            db, sweeps_of(settings)["nodes_silent"], settings, now=NOW,
             on_batch=lambda r: writer.errors and writer.sweep_done.set(),
         )
         writer.sweep_done.set()
@@ -241,7 +243,7 @@ def test_a_request_being_inserted_keeps_its_token(dsn, conn, make_settings) -> N
     with psycopg.connect(dsn) as writer:
         add_request(writer, "raced-request", token_id=raced, created_at=NOW)
         with open_database(settings) as db:
-            result = run_sweep(db, SWEEPS["bootstrap_tokens"], settings, now=NOW)
+            result = run_sweep(db, sweeps_of(settings)["bootstrap_tokens"], settings, now=NOW)
         writer.commit()
     check_tokens(conn, result)
 
@@ -271,7 +273,8 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
             WHILE NOT (SELECT open FROM public.gate) LOOP PERFORM pg_sleep(0.005); END LOOP;
             RETURN true;
         END $$""")
-    base = SWEEPS["bootstrap_tokens"]
+    settings = make_settings(strategy="index", statement_timeout="60s")
+    base = sweeps_of(settings)["bootstrap_tokens"]
     # Only the batch's DELETE waits, not the block sample that measures the table first (a
     # wait there would let the request in before the batch's snapshot). The pattern is split
     # so that the predicate's own text, in every statement, does not match it.
@@ -279,7 +282,6 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
         f"({base.predicate}) AND CASE WHEN current_query() LIKE '%%' || 'DELETE' || ' FROM%%'"
         " THEN (SELECT wait_at_gate()) ELSE true END"
     ))
-    settings = make_settings(strategy="index", statement_timeout="60s")
     inserted = threading.Event()
     errors: list[BaseException] = []
 
@@ -347,7 +349,7 @@ def test_requests_and_tokens_in_one_run_under_a_stream_of_new_requests(
     threads = [threading.Thread(target=insert_requests, args=(s,), daemon=True) for s in (1, 2)]
     for t in threads:
         t.start()
-    sweeps = [SWEEPS["enrollment_requests"], SWEEPS["bootstrap_tokens"]]
+    sweeps = [sweeps_of(settings)[n] for n in ("enrollment_requests", "bootstrap_tokens")]
     with open_database(settings) as db:
         results = run_sweeps(db, sweeps, settings, now=NOW)
     stop.set()

@@ -25,6 +25,7 @@ from reaper.config.sweeps import configured_sweeps
 from reaper.db import Database, SweepStatements, check_predicate_on
 from reaper.engine.run import run_sweeps
 from reaper.metrics import Metrics
+from tests.support import enabled
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 EXAMPLE_TOML = EXAMPLES / "token-table.toml"
@@ -68,7 +69,7 @@ def token_conn(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
 
 
 def example_settings(dsn: str, **values: Any) -> Settings:
-    return cli.load_settings(EXAMPLE_TOML, {"dsn": dsn, **values})
+    return cli.load(EXAMPLE_TOML, {"dsn": dsn, **values}).settings
 
 
 def test_declared_sweeps_delete_the_right_tokens_and_count_under_their_reason(
@@ -77,7 +78,7 @@ def test_declared_sweeps_delete_the_right_tokens_and_count_under_their_reason(
     token_conn.execute(SMALL_SEED)
     before = keys(token_conn)
     settings = example_settings(dsn)
-    sweeps = cli.enabled_sweeps(settings, [])
+    sweeps = enabled(settings, [])
     registry = CollectorRegistry()
     metrics = Metrics(sweeps, registry)
     labels = {"table": "public.token", "reason": "machine_inactive"}
@@ -156,9 +157,9 @@ def test_a_builtin_takes_its_own_retention_from_the_config(
     default = build_settings({"dsn": dsn})
     shorter = build_settings({"dsn": dsn}, {"sweeps": {"nodes_silent": {"retention": "14d"}}})
 
-    (kept,) = run_sweeps(database, cli.enabled_sweeps(default, ["nodes_silent"]), default)
+    (kept,) = run_sweeps(database, enabled(default, ["nodes_silent"]), default)
     assert kept.rows == 0
-    (swept,) = run_sweeps(database, cli.enabled_sweeps(shorter, ["nodes_silent"]), shorter)
+    (swept,) = run_sweeps(database, enabled(shorter, ["nodes_silent"]), shorter)
     assert swept.rows == 1
     assert [r[0] for r in conn.execute("SELECT peer_id FROM nodes")] == ["silent-10d"]
 
@@ -172,7 +173,7 @@ def test_a_sweep_budget_stops_only_that_sweep(
         **declared["worker_tokens"], "batch_size": 1, "max_rows_per_run": 1
     }
     settings = build_settings({"dsn": dsn, "batch_size": "1"}, {"sweeps": declared})
-    results = {r.sweep: r for r in run_sweeps(database, cli.enabled_sweeps(settings, []), settings)}
+    results = {r.sweep: r for r in run_sweeps(database, enabled(settings, []), settings)}
     assert (results["worker_tokens"].rows, results["worker_tokens"].stopped_by) == (1, "max_rows")
     assert (results["machine_tokens"].rows, results["machine_tokens"].stopped_by) == (2, "done")
 
@@ -205,7 +206,7 @@ def test_a_predicate_naming_a_missing_column_fails_that_sweep_only(
     results = {
         r.sweep: r
         for r in run_sweeps(
-            database, cli.enabled_sweeps(settings, ["typo", "worker_tokens"]), settings
+            database, enabled(settings, ["typo", "worker_tokens"]), settings
         )
     }
     assert results["typo"].outcome == "failure"
@@ -265,12 +266,12 @@ def plan_of_index_batch(
     sweep = {s.name: s for s in configured_sweeps(settings)}[name]
     stmts = SweepStatements(check_predicate_on(conn, sweep))
     cutoff = conn.execute(
-        "SELECT now() - %s::interval", (settings.sweep(name).retention,)
+        "SELECT now() - %s::interval", (sweep.retentions["cutoff"],)
     ).fetchone()
     assert cutoff is not None
     row = conn.execute(
         sql.SQL("EXPLAIN (FORMAT JSON) ") + stmts.index_plan,
-        {"cutoff": cutoff[0], "batch_size": settings.batch_size_for(name)},
+        {"cutoff": cutoff[0], "batch_size": sweep.batch_size},
     ).fetchone()
     assert row is not None
     return json.dumps(row[0])
@@ -353,7 +354,7 @@ def test_a_partitioned_table_is_swept_through_its_partitions(
         """
     )
     settings = _one_sweep(dsn, "ev", strategy=strategy, batch_size="500")
-    (result,) = run_sweeps(database, cli.enabled_sweeps(settings, ["events"]), settings)
+    (result,) = run_sweeps(database, enabled(settings, ["events"]), settings)
     assert result.outcome == "success"
     old, young = conn.execute(
         "SELECT count(*) FILTER (WHERE created_at < now() - interval '30 days'),"
@@ -378,6 +379,6 @@ def test_a_mixed_case_schema_qualified_table_is_the_one_swept(
         """
     )
     settings = _one_sweep(dsn, "Audit.Events", strategy="heap")
-    (result,) = run_sweeps(database, cli.enabled_sweeps(settings, ["events"]), settings)
+    (result,) = run_sweeps(database, enabled(settings, ["events"]), settings)
     assert (result.outcome, result.strategy, result.rows) == ("success", "heap", 70)
     assert conn.execute('SELECT count(*) FROM "Audit"."Events"').fetchone() == (30,)

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from reaper import cli
+from reaper.config.load import load_config
 from reaper.config.settings import build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, configured_sweeps
+from reaper.config.sweeps import Budget, configured_sweeps
 from reaper.errors import ConfigError
 from reaper.sqltext.predicates import PredicateError, check
+from tests.support import BUILTIN_SWEEPS, enabled
 
 NOWHERE = "postgresql://reaper@127.0.0.1:1/nowhere?connect_timeout=1"
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "token-table.toml"
@@ -208,15 +210,13 @@ def test_an_unknown_sweep_name_on_the_command_line_lists_the_declared_ones(
 
 
 def test_the_shipped_example_loads() -> None:
-    settings = cli.load_settings(EXAMPLE, {})
-    sweeps = {s.name: s for s in configured_sweeps(settings)}
+    config = cli.load(EXAMPLE, {})
+    settings, sweeps = config.settings, {s.name: s for s in config.sweeps}
     assert sweeps["worker_tokens"].table == "public.token"
     assert sweeps["worker_tokens"].reason == "worker_stale"
-    assert sweeps["machine_tokens"].retentions == {
-        "sweeps.machine_tokens.retention": timedelta(days=90)
-    }
-    assert settings.sweep("worker_tokens").interval == timedelta(minutes=10)
-    assert [s.name for s in cli.enabled_sweeps(settings, [])] == [
+    assert sweeps["machine_tokens"].retentions == {"cutoff": timedelta(days=90)}
+    assert sweeps["worker_tokens"].interval == timedelta(minutes=10)
+    assert [s.name for s in enabled(settings, [])] == [
         "worker_tokens",
         "machine_tokens",
     ]
@@ -224,7 +224,7 @@ def test_the_shipped_example_loads() -> None:
 
 def test_every_builtin_predicate_passes_the_checker() -> None:
     for sweep in BUILTIN_SWEEPS:
-        check(sweep.predicate, sweep.table, set(sweep.cutoffs))
+        check(sweep.predicate, sweep.table, set(sweep.retentions))
 
 
 @pytest.mark.parametrize(
@@ -259,11 +259,9 @@ def test_several_cutoffs_are_named_by_a_retention_table() -> None:
         },
     )
     sweep = {s.name: s for s in configured_sweeps(settings)}["tokens"]
-    assert sweep.cutoffs == {
-        "worker_cutoff": "sweeps.tokens.retention.worker_cutoff",
-        "machine_cutoff": "sweeps.tokens.retention.machine_cutoff",
+    assert sweep.retentions == {
+        "worker_cutoff": timedelta(days=7), "machine_cutoff": timedelta(days=90)
     }
-    assert sweep.retentions["sweeps.tokens.retention.worker_cutoff"] == timedelta(days=7)
 
 
 def test_builtins_are_disabled_or_given_a_retention_and_budget() -> None:
@@ -279,19 +277,19 @@ def test_builtins_are_disabled_or_given_a_retention_and_budget() -> None:
     )
     sweeps = {s.name: s for s in configured_sweeps(settings)}
     silent = sweeps["nodes_silent"]
-    assert silent.retentions[silent.cutoffs["cutoff"]] == timedelta(days=14)
+    assert silent.retentions == {"cutoff": timedelta(days=14)}
     # Other sweeps that read node_retention keep it.
-    assert sweeps["router_leases"].cutoffs == {"cutoff": "node_retention"}
+    assert sweeps["router_leases"].retentions == {"cutoff": settings.node_retention}
     assert not sweeps["router_leases"].enabled
     assert sweeps["bootstrap_tokens"].after == (
         "enrollment_requests", "enrollment_requests_ephemeral", "nodes_silent"
     )
-    assert settings.max_seconds_per_run_for("nodes_silent") == timedelta(seconds=30)
-    assert settings.max_rows_per_run_for("nodes_silent") == 100
-    names = [s.name for s in cli.enabled_sweeps(settings, [])]
+    assert silent.budget == Budget(max_rows=100, max_seconds=30.0)
+    assert sweeps["router_leases"].budget == Budget(max_rows=100, max_seconds=None)
+    names = [s.name for s in enabled(settings, [])]
     assert "router_leases" not in names
     # Named explicitly, a disabled sweep runs: that is how a new declaration is dry-run.
-    assert [s.name for s in cli.enabled_sweeps(settings, ["router_leases"])] == ["router_leases"]
+    assert [s.name for s in enabled(settings, ["router_leases"])] == ["router_leases"]
 
 
 def test_declared_sweeps_follow_their_after_in_the_one_list() -> None:
@@ -322,7 +320,7 @@ def test_declared_sweeps_follow_their_after_in_the_one_list() -> None:
 
 def test_settings_refuse_a_bad_predicate_without_a_database() -> None:
     with pytest.raises(ConfigError, match=r"\[sweeps\.t\] predicate contains DELETE"):
-        build_settings(
+        load_config(
             {},
             {
                 "sweeps": {

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from reaper.config.settings import Settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
+from reaper.config.sweeps import by_name
 from reaper.daemon.scheduler import Daemon
 from reaper.db import advisory_lock_key
 from tests.daemon_helpers import (
@@ -26,6 +26,7 @@ from tests.daemon_helpers import (
     seed_routers,
     wait_for,
 )
+from tests.support import BUILTIN_SWEEPS, sweeps_of
 
 SWEEPS = by_name(BUILTIN_SWEEPS)
 QUIET = {"interval": "1h", "jitter": "0", "listen": "127.0.0.1:0", "gauge_interval": "1h"}
@@ -41,7 +42,8 @@ def make_daemon(
 
     def make(sweeps: list[str] | None = None, start: bool = True, **values: Any) -> Daemon:
         settings = make_settings(**{**QUIET, **values})
-        chosen = [SWEEPS[n] for n in sweeps] if sweeps else list(BUILTIN_SWEEPS)
+        configured = sweeps_of(settings)
+        chosen = [configured[n] for n in sweeps] if sweeps else list(configured.values())
         daemon = Daemon(settings, chosen, registry=CollectorRegistry())
         made.append(daemon)
         if start:
@@ -114,16 +116,14 @@ def test_jitter_stays_within_bounds(make_daemon) -> None:
 def test_the_intervals_come_from_the_sweep_the_flag_and_the_file(make_settings) -> None:
     from reaper.config.settings import build_settings
 
-    defaults = make_settings()
-    assert defaults.interval_for("nodes_ephemeral", SWEEPS["nodes_ephemeral"].interval) == (
-        timedelta(minutes=5)
+    defaults = sweeps_of(make_settings())
+    assert defaults["nodes_ephemeral"].interval == timedelta(minutes=5)
+    assert defaults["nodes_silent"].interval == timedelta(hours=1)
+    s = sweeps_of(
+        build_settings({"interval": "10m"}, {"sweeps": {"router_leases": {"interval": "2m"}}})
     )
-    assert defaults.interval_for("nodes_silent", SWEEPS["nodes_silent"].interval) == (
-        timedelta(hours=1)
-    )
-    s = build_settings({"interval": "10m"}, {"sweeps": {"router_leases": {"interval": "2m"}}})
-    assert s.interval_for("router_leases", timedelta(hours=1)) == timedelta(minutes=2)
-    assert s.interval_for("nodes_silent", timedelta(hours=1)) == timedelta(minutes=10)
+    assert s["router_leases"].interval == timedelta(minutes=2)
+    assert s["nodes_silent"].interval == timedelta(minutes=10)
 
 
 def test_a_failing_sweep_backs_off_and_the_others_keep_their_schedule(make_daemon, conn) -> None:
@@ -351,7 +351,7 @@ def test_apply_swaps_settings_and_reschedules(make_daemon) -> None:
     new = build_settings(
         {"dsn": settings.dsn, "interval": "2h", "jitter": "0", "listen": "127.0.0.1:0"}
     )
-    daemon.apply(new, [SWEEPS["router_leases"], SWEEPS["nodes_ephemeral"]])
+    daemon.apply(new, [sweeps_of(new)[n] for n in ("router_leases", "nodes_ephemeral")])
     assert set(daemon.sweeps) == {"router_leases", "nodes_ephemeral"}
     assert daemon.next_run_time("nodes_session") is None
     assert daemon.next_run_time("nodes_ephemeral") is not None
@@ -363,7 +363,8 @@ def test_apply_swaps_settings_and_reschedules(make_daemon) -> None:
     (":9465", "", 9465), ("127.0.0.1:9465", "127.0.0.1", 9465), ("[::1]:9465", "::1", 9465),
 ])
 def test_listen_addresses(listen, host, port) -> None:
-    from reaper.config.settings import build_settings, split_listen
+    from reaper.config.settings import build_settings
+    from reaper.config.values import split_listen
 
     assert split_listen(build_settings({"listen": listen}).listen) == (host, port)
 
@@ -409,11 +410,11 @@ def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
 
 
 def test_a_declared_since_is_checked_like_a_predicate() -> None:
-    from reaper.config.settings import build_settings
+    from reaper.config.load import load_config
     from reaper.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"\[sweeps.audit_log\] since"):
-        build_settings({}, {"sweeps": {"audit_log": {
+        load_config({}, {"sweeps": {"audit_log": {
             "table": "audit_log", "reason": "expired", "retention": "7d",
             "predicate": "logged_at < %(cutoff)s", "since": "pg_terminate_backend(1)::timestamptz",
         }}})

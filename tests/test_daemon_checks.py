@@ -12,8 +12,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from reaper.cli import enabled_sweeps
-from reaper.config.settings import Settings, reload_settings
+from reaper.config.load import reload_config
+from reaper.config.settings import Settings
 from reaper.daemon.scheduler import Daemon
 from tests.daemon_helpers import (
     count,
@@ -81,8 +81,8 @@ def test_reload_changes_retention_budget_interval_and_sweeps(
     )
 
     def load() -> tuple[Settings, list[Any]]:
-        new = reload_settings(config, explicit)
-        return new, enabled_sweeps(new, ())
+        new = reload_config(config, explicit)
+        return new.settings, new.enabled()
 
     assert daemon.reload(load) is True
     assert "nodes_ephemeral" not in daemon.sweeps

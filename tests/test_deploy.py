@@ -22,7 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from reaper.config.settings import build_settings, load_toml, parse_duration
+from reaper.config.load import load_toml
+from reaper.config.settings import build_settings
+from reaper.config.values import parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -297,8 +299,8 @@ def test_rules_use_the_metrics_and_labels_reaper_exports() -> None:
     against what reaper exports (a fresh registry holds every label set from the start)."""
     from prometheus_client import CollectorRegistry
 
-    from reaper.config.sweeps import BUILTIN_SWEEPS
     from reaper.metrics import Metrics
+    from tests.support import BUILTIN_SWEEPS
 
     exported: dict[str, set[frozenset[str]]] = {}
     for family in Metrics(BUILTIN_SWEEPS, CollectorRegistry()).registry.collect():

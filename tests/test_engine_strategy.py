@@ -15,9 +15,9 @@ import psycopg
 import pytest
 
 from reaper.config.settings import Settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
 from reaper.db import Database
 from reaper.engine.run import run_sweep
+from tests.support import sweeps_of
 
 ROWS = 20_000
 
@@ -69,9 +69,8 @@ def test_auto_walks_a_backlog_and_follows_the_index_for_a_trickle(
 ) -> None:
     seed(conn, num, den)
     garbage = ROWS * num // den
-    result = run_sweep(
-        database, by_name(BUILTIN_SWEEPS)["enrollment_requests"], make_settings(batch_size=1000)
-    )
+    settings = make_settings(batch_size=1000)
+    result = run_sweep(database, sweeps_of(settings)["enrollment_requests"], settings)
     assert (result.outcome, result.strategy) == ("success", strategy)
     assert result.rows == garbage
     assert left(conn) == (0, ROWS - garbage)
@@ -83,9 +82,10 @@ def test_a_forced_strategy_deletes_the_same_rows(
     make_settings: Callable[..., Settings],
 ) -> None:
     seed(conn, 1, 10)
-    sweep = by_name(BUILTIN_SWEEPS)["enrollment_requests"]
-    first = run_sweep(database, sweep, make_settings(strategy="index", batch_size=500))
+    settings = make_settings(strategy="index", batch_size=500)
+    first = run_sweep(database, sweeps_of(settings)["enrollment_requests"], settings)
     assert (first.strategy, first.rows, first.batches) == ("index", ROWS // 10, 5)
     assert left(conn) == (0, ROWS - ROWS // 10)
-    again = run_sweep(database, sweep, make_settings(strategy="heap"))
+    settings = make_settings(strategy="heap")
+    again = run_sweep(database, sweeps_of(settings)["enrollment_requests"], settings)
     assert (again.strategy, again.rows) == ("heap", 0)

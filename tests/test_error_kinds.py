@@ -23,12 +23,12 @@ from prometheus_client import CollectorRegistry
 
 from reaper import errors
 from reaper.config.settings import Settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
+from reaper.config.sweeps import by_name
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database, Session
 from reaper.engine import run as runner
 from tests.daemon_helpers import seed_routers
-from tests.support import NOW, add_router, run_reaper
+from tests.support import BUILTIN_SWEEPS, NOW, add_router, run_reaper, sweeps_of
 
 SWEEPS = by_name(BUILTIN_SWEEPS)
 LEASES = SWEEPS["router_leases"]
@@ -182,7 +182,9 @@ def test_a_sweep_cancelled_by_a_shutdown_fails_as_cancelled(
     with structlog.testing.capture_logs() as logs, Database.from_settings(settings) as db:
         worker = threading.Thread(
             target=lambda: results.append(
-                runner.run_sweep(db, LEASES, settings, now=NOW, stop=stop)
+                runner.run_sweep(
+                    db, sweeps_of(settings)["router_leases"], settings, now=NOW, stop=stop
+                )
             ),
         )
         worker.start()

@@ -20,11 +20,10 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from reaper import sqltext
 from reaper.cli import open_database
 from reaper.config.settings import build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.dev import demo
 from reaper.engine.run import run_sweeps
 from tests.ops_helpers import apply_grants, run_json
-from tests.support import run_reaper
+from tests.support import BUILTIN_SWEEPS, run_reaper, sweeps_of
 from tests.test_status import small_sizes
 
 TABLES = ("nodes", "enrollment_requests", "bootstrap_tokens", "routers")
@@ -171,7 +170,7 @@ def test_every_sweep_runs_as_the_reaper_role(dsn: str, reaper_only: str) -> None
     before = demo.census(dsn)
     settings = build_settings({"dsn": reaper_only, "batch_size": 50})
     with open_database(settings) as db:
-        results = run_sweeps(db, BUILTIN_SWEEPS, settings)
+        results = run_sweeps(db, tuple(sweeps_of(settings).values()), settings)
     assert [(r.sweep, r.outcome, r.error) for r in results] == [
         (s.name, "success", None) for s in BUILTIN_SWEEPS
     ]
@@ -239,7 +238,9 @@ def test_missing_privilege_names_it_and_the_table_and_the_rest_goes_on(
     conn.execute("REVOKE SELECT ON enrollment_requests FROM reaper")
     settings = build_settings({"dsn": reaper_dsn})
     with open_database(settings) as db:
-        results = {r.sweep: r for r in run_sweeps(db, BUILTIN_SWEEPS, settings)}
+        results = {
+            r.sweep: r for r in run_sweeps(db, tuple(sweeps_of(settings).values()), settings)
+        }
     for name in ("nodes_session", "nodes_silent", "nodes_ephemeral"):
         assert results[name].outcome == "failure"
         assert results[name].error == (
@@ -273,7 +274,7 @@ def test_every_sweep_runs_without_any_update_privilege(dsn: str) -> None:
     before = demo.census(dsn)
     settings = build_settings({"dsn": reaper_dsn, "batch_size": 50})
     with open_database(settings) as db:
-        results = run_sweeps(db, BUILTIN_SWEEPS, settings)
+        results = run_sweeps(db, tuple(sweeps_of(settings).values()), settings)
     assert [(r.sweep, r.outcome, r.error) for r in results] == [
         (s.name, "success", None) for s in BUILTIN_SWEEPS
     ]

@@ -17,12 +17,12 @@ from prometheus_client import CollectorRegistry
 from psycopg import sql
 
 from reaper.config.settings import Settings
-from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.db import Database
 from reaper.dev import demo
 from reaper.engine.run import SweepResult, run_sweeps
 from reaper.metrics import Metrics
 from tests.support import (
+    BUILTIN_SWEEPS,
     KEYS,
     NOW,
     SWEEPS,
@@ -32,6 +32,7 @@ from tests.support import (
     run_reaper,
     sample,
     small_sizes,
+    sweeps_of,
     textfile_samples,
 )
 
@@ -189,7 +190,7 @@ def test_batches_committed_before_a_failure_stay_deleted_and_counted(
     try:
         with db:
             silent, routers = run_sweeps(
-                db, [SWEEPS["nodes_silent"], SWEEPS["router_leases"]], settings,
+                db, [sweeps_of(settings)[n] for n in ("nodes_silent", "router_leases")], settings,
                 metrics=metrics, now=NOW, on_batch=after_batch,
             )
     finally:

@@ -15,10 +15,9 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
-from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.engine.run import lock_keys
 from tests.daemon_helpers import count, seed_routers
-from tests.support import emptied_dsn, module_dsn_fixture, run_reaper  # noqa: F401
+from tests.support import BUILTIN_SWEEPS, emptied_dsn, module_dsn_fixture, run_reaper  # noqa: F401
 
 pytestmark = pytest.mark.db
 ALL = [s.name for s in BUILTIN_SWEEPS]

@@ -9,12 +9,12 @@ import os
 import psycopg
 from prometheus_client import CollectorRegistry, generate_latest
 
-from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.dev import demo
 from reaper.engine.run import run_sweep, run_sweeps
 from reaper.metrics import Metrics
 from reaper.vocab import Outcome
 from tests.support import (  # noqa: F401 (fixtures)
+    BUILTIN_SWEEPS,
     KEYS,
     NOW,
     SWEEPS,
@@ -25,6 +25,7 @@ from tests.support import (  # noqa: F401 (fixtures)
     run_reaper,
     sample,
     small_sizes,
+    sweeps_of,
     textfile_samples,
 )
 
@@ -66,7 +67,7 @@ def test_deletion_counters_equal_the_rows_deleted(dsn, conn, database, settings,
     demo.seed(dsn, small_sizes())
     before = census(conn)
     metrics = Metrics(BUILTIN_SWEEPS, registry)
-    results = run_sweeps(database, BUILTIN_SWEEPS, settings, metrics=metrics)
+    results = run_sweeps(database, tuple(sweeps_of(settings).values()), settings, metrics=metrics)
     assert all(r.outcome == "success" for r in results), [r.error for r in results]
     after = census(conn)
     value = registry.get_sample_value
@@ -91,7 +92,8 @@ def test_deletion_counters_equal_the_rows_deleted(dsn, conn, database, settings,
 def test_a_dry_run_counts_no_deletion(conn, database, settings, registry) -> None:
     add_node(conn, "old", enrolled_at=NOW.replace(year=2020))
     metrics = Metrics(BUILTIN_SWEEPS, registry)
-    result = run_sweep(database, SWEEPS["nodes_silent"], settings, metrics=metrics, dry_run=True)
+    result = run_sweep(database, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics,
+                       dry_run=True)
     assert result.rows == 1
     assert registry.get_sample_value(
         "reaper_deleted_rows_total", {"table": "nodes", "reason": "silent"}

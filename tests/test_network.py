@@ -25,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from reaper import errors
 from reaper.config.settings import Settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
+from reaper.config.sweeps import by_name
 from reaper.daemon.health import READINESS_PROBE_SECONDS
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database, advisory_lock_key
@@ -41,7 +41,7 @@ from tests.daemon_helpers import (
     wait_for,
 )
 from tests.netfaults import SilentProxy, namespaced_server, netns_unavailable
-from tests.support import run_reaper
+from tests.support import BUILTIN_SWEEPS, run_reaper, sweeps_of
 from tests.test_daemon_process import pgbouncer
 
 __all__ = ["pgbouncer"]  # a fixture, used by name
@@ -325,7 +325,8 @@ def make_daemon(make_settings: Callable[..., Settings]) -> Iterator[Callable[...
     def make(sweeps: list[str], **values: Any) -> Daemon:
         settings = make_settings(**{"interval": "1h", "jitter": "0", "listen": "127.0.0.1:0",
                                     "gauge_interval": "1h", **values})
-        daemon = Daemon(settings, [SWEEPS[n] for n in sweeps], registry=CollectorRegistry())
+        daemon = Daemon(settings, [sweeps_of(settings)[n] for n in sweeps],
+                        registry=CollectorRegistry())
         made.append(daemon)
         daemon.start()
         return daemon
@@ -527,9 +528,9 @@ def test_a_sweep_through_a_transaction_pooler_is_refused_before_any_delete(
                   lock_timeout=timedelta(seconds=1),
                   idle_in_transaction_session_timeout=timedelta(seconds=60))
     with db:
-        result = run_sweep(db, SWEEPS["nodes_silent"], settings)
+        result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings)
         assert (result.outcome, result.error_type, result.rows) == ("failure", "LockNotHeld", 0)
-        result = run_sweep(db, SWEEPS["nodes_silent"], settings, lock=False)
+        result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, lock=False)
         assert (result.outcome, result.error_type, result.rows) == ("failure", "LockNotHeld", 0)
     assert scalar(conn, "SELECT count(*) FROM nodes WHERE peer_id LIKE 'stale-%%'") == 100
     assert advisory_locks(conn) == 0

@@ -390,8 +390,8 @@ def test_pacing_settings_defaults_and_off() -> None:
 def test_throttled_seconds_start_at_zero_for_every_sweep_and_reason() -> None:
     from prometheus_client import CollectorRegistry
 
-    from reaper.config.sweeps import BUILTIN_SWEEPS
     from reaper.metrics import Metrics
+    from tests.support import BUILTIN_SWEEPS
 
     registry = CollectorRegistry()
     metrics = Metrics(BUILTIN_SWEEPS, registry)

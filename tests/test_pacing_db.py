@@ -17,13 +17,11 @@ from prometheus_client import CollectorRegistry
 from bench import replica
 from reaper.commands import checks
 from reaper.config.settings import build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
 from reaper.db import Database
 from reaper.dev import devserver
 from reaper.engine.run import SUCCESS, SweepResult, run_sweep
 from reaper.metrics import Metrics
-
-NODES_SILENT = by_name(BUILTIN_SWEEPS)["nodes_silent"]
+from tests.support import BUILTIN_SWEEPS, sweeps_of
 
 
 def seed_nodes(conn: psycopg.Connection[Any], garbage: int, keep: int) -> None:
@@ -75,8 +73,8 @@ def test_paused_standby_stops_the_sweep_until_it_replays_again() -> None:
         results: list[SweepResult] = []
         with Database.from_settings(settings) as db:
             worker = threading.Thread(
-                target=lambda: results.append(run_sweep(db, NODES_SILENT, settings,
-                                                        metrics=metrics)))
+                target=lambda: results.append(run_sweep(
+                    db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)))
             worker.start()
             # The standby falls behind: within a batch of 1 s the sweep waits.
             deadline = time.monotonic() + 60
@@ -122,7 +120,7 @@ def test_paused_run_ends_at_its_budget_and_says_why() -> None:
                                    "max_eligible_fraction": 1})
         with Database.from_settings(settings) as db:
             t0 = time.monotonic()
-            result = run_sweep(db, NODES_SILENT, settings)
+            result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings)
             took = time.monotonic() - t0
         assert result.outcome == SUCCESS
         assert result.stopped_by == "replica_lag"
@@ -162,7 +160,7 @@ def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     with Database.from_settings(settings) as db:
         with live_client(dsn):
-            busy = run_sweep(db, NODES_SILENT, settings, metrics=metrics)
+            busy = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
         assert busy.outcome == SUCCESS and busy.rows == 5_000
         assert counts(conn) == (0, 100)
         waited = throttled(registry, "load")
@@ -173,7 +171,7 @@ def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
         # second ago): no wait at all.
         seed_nodes(conn, garbage=5_000, keep=0)
         time.sleep(1.5)
-        quiet = run_sweep(db, NODES_SILENT, settings, metrics=metrics)
+        quiet = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
         assert quiet.rows == 5_000
         assert throttled(registry, "load") == waited
 
@@ -194,7 +192,7 @@ def test_live_sessions_make_the_batches_short(
         sizes.append(r.rows - sum(sizes))
 
     with Database.from_settings(settings) as db, live_client(dsn):
-        busy = run_sweep(db, NODES_SILENT, settings, on_batch=on_batch)
+        busy = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, on_batch=on_batch)
     assert busy.outcome == SUCCESS and busy.rows == 30_000
     assert counts(conn) == (0, 100)
     assert sizes[0] == 5_000  # nothing measured yet: the batch size

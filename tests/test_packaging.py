@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from reaper.config.sweeps import BUILTIN_SWEEPS
+from tests.support import BUILTIN_SWEEPS
 
 SOURCE = Path(__file__).resolve().parent.parent
 SOURCE_SQL = SOURCE / "sql"
@@ -36,7 +36,7 @@ from reaper import sqltext
 try:
     names = sqltext.all_files()
     texts = {n: sqltext.read(n) for n in names}
-    from reaper.config.sweeps import BUILTIN_SWEEPS
+    from tests.support import BUILTIN_SWEEPS
     predicates = {s.name: s.predicate for s in BUILTIN_SWEEPS}
     error = None
 except Exception as exc:

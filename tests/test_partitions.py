@@ -27,7 +27,7 @@ from reaper.engine.partitions import NotProven, key_bound
 from reaper.engine.run import SweepResult, run_sweep
 from reaper.errors import ConfigError
 from reaper.metrics import Metrics
-from tests.support import NOW, run_reaper
+from tests.support import NOW, run_reaper, sweeps_of
 
 # 182 days and 12 hours before NOW (2026-06-01 12:00 UTC): exactly 2025-12-01 00:00 UTC, the
 # upper bound of the November partition.
@@ -288,8 +288,8 @@ def test_a_sweep_of_its_own_chooses_its_partition_action(
     before = partitions(conn)
     settings, sweep = events_settings(dsn, sweep_values={"partition_action": "off"},
                                       partition_action="drop")
-    assert settings.partition_action_for("events") == "off"
-    assert settings.partition_action_for("nodes_silent") == "drop"
+    assert sweep.partition_action == "off"
+    assert sweeps_of(settings)["nodes_silent"].partition_action == "drop"
     sweep_once(db, settings, sweep)
     assert partitions(conn) == before
     assert all(k.startswith("stay-") for k in keys(conn))

@@ -16,11 +16,11 @@ import pytest
 from psycopg import sql
 
 from reaper.config.settings import DEFAULT_BATCH_SIZE, Settings, build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, Sweep
+from reaper.config.sweeps import Sweep
 from reaper.db import Database
 from reaper.dev import devserver
 from reaper.engine.run import compute_cutoffs
-from tests.support import NOW
+from tests.support import BUILTIN_SWEEPS, NOW
 
 pytestmark = [pytest.mark.slow, pytest.mark.db]
 
@@ -121,7 +121,7 @@ def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]
         idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
     )
     with db, db.session() as session:
-        params: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, NOW))
+        params: dict[str, Any] = dict(compute_cutoffs(session, sweep, NOW))
         params.update(limit=DEFAULT_BATCH_SIZE, first_tid="(0,0)", end_tid="(64,0)", skip=[])
         stmts = session.statements(session.check_predicate(sweep))
         plan = session.explain(

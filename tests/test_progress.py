@@ -11,9 +11,9 @@ import pytest
 from reaper.cli import open_database
 from reaper.commands import progress
 from reaper.config.settings import build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.engine.run import run_sweep
 from tests.ops_helpers import run_cli
+from tests.support import BUILTIN_SWEEPS
 
 
 def _seed(conn: psycopg.Connection[Any], expired: int = 500) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from reaper.config.settings import changed_settings, reload_settings
+from reaper.config.load import reload_config
+from reaper.config.settings import changed_settings
 from reaper.errors import ConfigError
 
 
@@ -15,16 +16,18 @@ def test_reload_reads_the_file_again_under_the_same_flags(tmp_path: Path) -> Non
     path = tmp_path / "reaper.toml"
     path.write_text('node_retention = "30d"\nbatch_size = 100\n')
     explicit = {"batch_size": "50"}
-    first = reload_settings(path, explicit)
+    first = reload_config(path, explicit).settings
     path.write_text(
         'node_retention = "14d"\nbatch_size = 100\nmax_seconds_per_run = "5m"\n'
         "[sweeps.router_leases]\nenabled = false\n"
     )
-    second = reload_settings(path, explicit)
+    config = reload_config(path, explicit)
+    second = config.settings
     assert second.node_retention == timedelta(days=14)
     assert second.batch_size == 50  # the flag still wins over the file
     assert second.max_seconds_per_run == timedelta(minutes=5)
-    assert second.sweep("router_leases").enabled is False
+    assert "router_leases" not in [s.name for s in config.enabled()]
+    assert [s.budget.max_seconds for s in config.enabled()] == [300.0] * 6
     assert changed_settings(first, second) == [
         "node_retention", "max_seconds_per_run", "sweeps.router_leases"
     ]
@@ -46,11 +49,11 @@ def test_an_invalid_file_is_rejected_in_one_line(
     path = tmp_path / "reaper.toml"
     path.write_text(text + "\n")
     with pytest.raises(ConfigError) as exc:
-        reload_settings(path, {})
+        reload_config(path, {})
     assert message in str(exc.value)
     assert "\n" not in str(exc.value)
 
 
 def test_a_file_that_went_away_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
-        reload_settings(tmp_path / "gone.toml", {})
+        reload_config(tmp_path / "gone.toml", {})

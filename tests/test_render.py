@@ -11,9 +11,9 @@ from rich.console import Console
 
 from reaper import sqltext
 from reaper.commands import render
-from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.dev import demo
 from tests.support import (  # noqa: F401 (fixtures)
+    BUILTIN_SWEEPS,
     emptied_dsn,
     module_dsn_fixture,
     run_reaper,

@@ -15,12 +15,12 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from reaper.config.settings import FULL_TABLE_MIN_ROWS, build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, configured_sweeps
+from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
 from reaper.engine.run import run_sweep
 from reaper.errors import FullTableRefused
-from tests.support import run_reaper
+from tests.support import BUILTIN_SWEEPS, run_reaper
 
 
 def _seed(conn: psycopg.Connection[Any], garbage: int, keep: int) -> None:
@@ -416,7 +416,7 @@ def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
     window = _TableWindow(0.0, start * (1 + rows_error), deleted_before)
     with Database.from_settings(settings) as db, db.session() as session:
         stmts = session.statements(session.check_predicate(sweep))
-        params = dict(compute_cutoffs(session, sweep, settings, None))
+        params = dict(compute_cutoffs(session, sweep, None))
         if refused:
             with pytest.raises(FullTableRefused):
                 judge_table(session, sweep, stmts, params, measure, 0.95, window)

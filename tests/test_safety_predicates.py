@@ -21,11 +21,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from reaper.config.settings import build_settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, configured_sweeps
+from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
 from reaper.sqltext.predicates import PredicateError, check
 from tests.ops_helpers import apply_grants
-from tests.support import keys, run_reaper
+from tests.support import BUILTIN_SWEEPS, keys, run_reaper
 
 OLD = "now() - interval '90 days'"
 
@@ -133,7 +133,7 @@ def test_bounded_shapes_are_accepted(predicate: str) -> None:
 
 def test_every_builtin_predicate_follows_the_rule() -> None:
     for sweep in BUILTIN_SWEEPS:
-        check(sweep.predicate, sweep.table, set(sweep.cutoffs))
+        check(sweep.predicate, sweep.table, set(sweep.retentions))
 
 
 def test_every_example_predicate_follows_the_rule() -> None:

@@ -23,7 +23,7 @@ from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
 from reaper.engine.run import SUCCESS, compute_cutoffs, run_sweep
-from tests.support import SWEEPS, add_router, keys, run_reaper
+from tests.support import SWEEPS, add_router, keys, run_reaper, sweeps_of
 
 RETENTION = timedelta(days=60)
 HALF_HOUR = timedelta(minutes=30)
@@ -102,7 +102,7 @@ def _settings(dsn: str, **values: Any) -> Settings:
 def _run(dsn: str, now: datetime, **values: Any) -> None:
     settings = _settings(dsn, **values)
     with Database.from_settings(settings) as db:
-        result = run_sweep(db, SWEEPS["router_leases"], settings, now=now)
+        result = run_sweep(db, sweeps_of(settings)["router_leases"], settings, now=now)
     assert result.outcome == SUCCESS, result.error
 
 
@@ -132,7 +132,7 @@ def test_cutoffs_are_utc_instants(
     """compute_cutoffs yields UTC instants exactly ``retention`` before now."""
     settings = _settings(zoned("dsn_options", zone))
     with Database.from_settings(settings) as db, db.session() as session:
-        cutoffs = compute_cutoffs(session, SWEEPS["router_leases"], settings, now)
+        cutoffs = compute_cutoffs(session, SWEEPS["router_leases"], now)
         assert session.now(now) == now and session.now(now).utcoffset() == timedelta(0)
         assert session.scalar("SHOW TimeZone") == "UTC"
     assert cutoffs == {"cutoff": now - RETENTION}

@@ -13,7 +13,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from reaper.cli import enabled_sweeps, load_settings, settings_options
+from reaper.cli import load, settings_options
+from reaper.config.load import load_config
 from reaper.config.settings import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_EPHEMERAL_NODE_RETENTION,
@@ -21,11 +22,10 @@ from reaper.config.settings import (
     DEFAULT_SESSION_RETENTION,
     Settings,
     build_settings,
-    format_duration,
-    parse_duration,
 )
-from reaper.config.sweeps import BUILTIN_SWEEPS
+from reaper.config.values import format_duration, parse_duration
 from reaper.errors import ConfigError
+from tests.support import BUILTIN_SWEEPS, enabled, sweeps_of
 
 
 @pytest.mark.parametrize(
@@ -143,13 +143,10 @@ def test_settings_are_frozen() -> None:
         Settings().batch_size = 1  # type: ignore[misc]
 
 
-def test_retention_lookup() -> None:
-    s = build_settings({"node_retention": "10d"})
-    assert s.retention("node_retention") == timedelta(days=10)
-    with pytest.raises(ConfigError):
-        s.retention("batch_size")
-    with pytest.raises(ConfigError):
-        s.retention("no_such_retention")
+def test_a_retention_setting_reaches_the_sweeps_that_read_it() -> None:
+    sweeps = sweeps_of(build_settings({"node_retention": "10d"}))
+    assert sweeps["router_leases"].retentions == {"cutoff": timedelta(days=10)}
+    assert sweeps["nodes_session"].retentions == {"cutoff": timedelta(hours=72)}
 
 
 # The precedence is click's (flag over variable) and build_settings' (both over the file):
@@ -157,7 +154,7 @@ def test_retention_lookup() -> None:
 @click.command()
 @settings_options
 def probe(config_path: Path | None, **raw: Any) -> None:
-    captured.append(load_settings(config_path, raw))
+    captured.append(load(config_path, raw).settings)
 
 
 captured: list[Settings] = []
@@ -221,15 +218,16 @@ def test_sweep_tables(tmp_path: Path) -> None:
             }
         },
     )
-    assert not s.sweep("nodes_silent").enabled
-    assert s.sweep("nodes_session").enabled
-    assert s.batch_size_for("router_leases") == 50
-    assert s.batch_size_for("nodes_session") == 500
-    names = [sw.name for sw in enabled_sweeps(s, ())]
+    sweeps = sweeps_of(s)
+    assert not sweeps["nodes_silent"].enabled
+    assert sweeps["nodes_session"].enabled
+    assert sweeps["router_leases"].batch_size == 50
+    assert sweeps["nodes_session"].batch_size == 500
+    names = [sw.name for sw in enabled(s, ())]
     assert "nodes_silent" not in names
     assert names == [sw.name for sw in BUILTIN_SWEEPS if sw.name != "nodes_silent"]
     # Named on the command line, a disabled sweep runs.
-    assert [sw.name for sw in enabled_sweeps(s, ("nodes_silent",))] == ["nodes_silent"]
+    assert [sw.name for sw in enabled(s, ("nodes_silent",))] == ["nodes_silent"]
 
 
 @pytest.mark.parametrize(
@@ -249,4 +247,4 @@ def test_bad_sweep_tables(table: dict[str, Any]) -> None:
 def test_a_sweep_table_must_name_a_sweep() -> None:
     # A typo'd built-in is refused when the settings load, before any database work.
     with pytest.raises(ConfigError, match="nodes_slient"):
-        build_settings({}, {"sweeps": {"nodes_slient": {"enabled": False}}})
+        load_config({}, {"sweeps": {"nodes_slient": {"enabled": False}}})

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.engine.run import run_sweeps
+from tests.support import BUILTIN_SWEEPS, sweeps_of
 
 
 def test_every_sweep_runs_on_an_empty_schema(database, settings) -> None:
-    results = run_sweeps(database, BUILTIN_SWEEPS, settings)
+    results = run_sweeps(database, tuple(sweeps_of(settings).values()), settings)
     assert [r.outcome for r in results] == ["success"] * len(BUILTIN_SWEEPS)
     assert sum(r.rows for r in results) == 0

@@ -7,9 +7,9 @@ from typing import Any
 
 import psycopg
 
-from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.dev import demo
 from tests.ops_helpers import run_json
+from tests.support import BUILTIN_SWEEPS
 
 
 def small_sizes(factor: int = 100) -> demo.Sizes:

@@ -15,11 +15,12 @@ import psycopg
 import pytest
 
 from reaper.config.settings import Settings
-from reaper.config.sweeps import BUILTIN_SWEEPS, select
+from reaper.config.sweeps import select
 from reaper.db import Database
 from reaper.dev import demo
 from reaper.engine.run import run_sweep, run_sweeps
 from tests.support import (  # noqa: F401 (fixtures)
+    BUILTIN_SWEEPS,
     NOW,
     SECOND,
     SWEEPS,
@@ -30,6 +31,7 @@ from tests.support import (  # noqa: F401 (fixtures)
     emptied_dsn,
     keys,
     module_dsn_fixture,
+    sweeps_of,
 )
 
 SESSION = timedelta(hours=72)
@@ -41,7 +43,7 @@ STRATEGIES = pytest.mark.parametrize("strategy", ["heap", "index"])
 
 def sweep_once(database: Database, settings: Settings, name: str) -> int:
     """Run sweep ``name`` at NOW; return the rows it deleted."""
-    result = run_sweep(database, SWEEPS[name], settings, now=NOW)
+    result = run_sweep(database, sweeps_of(settings)[name], settings, now=NOW)
     assert result.outcome == "success", result.error
     assert result.strategy == settings.strategy
     return result.rows
@@ -130,7 +132,7 @@ def test_ephemeral_and_regular_members_use_their_own_retention(
     )
     add_node(conn, "go-session", enrolled_at=NOW - NODE * 2, expires_at=NOW - NODE)
     before = keys(conn, "nodes")
-    sweeps = [SWEEPS[n] for n in ("nodes_session", "nodes_silent", "nodes_ephemeral")]
+    sweeps = [sweeps_of(settings)[n] for n in ("nodes_session", "nodes_silent", "nodes_ephemeral")]
     results = run_sweeps(database, sweeps, settings, now=NOW)
     assert {r.sweep: r.rows for r in results} == {
         "nodes_session": 1, "nodes_silent": 1, "nodes_ephemeral": 2,
@@ -279,7 +281,7 @@ def test_batches_add_up(conn, make_settings, database, strategy, batch_size) -> 
         (old,),
     )
     before = keys(conn, "nodes")
-    result = run_sweep(database, SWEEPS["nodes_silent"], settings, now=NOW)
+    result = run_sweep(database, sweeps_of(settings)["nodes_silent"], settings, now=NOW)
     assert result.outcome == "success", result.error
     assert_swept(conn, "nodes", before, result.rows)
     if strategy == "index":
@@ -293,7 +295,8 @@ def test_dry_run_counts_and_deletes_nothing(
     add_node(conn, "a", enrolled_at=NOW - timedelta(days=60))
     add_node(conn, "b", enrolled_at=NOW - timedelta(days=60))
     add_node(conn, "c", enrolled_at=NOW)
-    result = run_sweep(database, SWEEPS["nodes_silent"], settings, now=NOW, dry_run=True)
+    result = run_sweep(database, sweeps_of(settings)["nodes_silent"], settings, now=NOW,
+                       dry_run=True)
     assert (result.outcome, result.rows, result.dry_run) == ("success", 2, True)
     assert keys(conn, "nodes") == {"a", "b", "c"}
 
@@ -301,7 +304,7 @@ def test_dry_run_counts_and_deletes_nothing(
 def test_cutoffs_come_from_the_database_clock(conn, database, settings) -> None:
     """Unpinned, the cutoff is the server's now() minus the retention, computed once."""
     db_now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
-    result = run_sweep(database, SWEEPS["enrollment_requests"], settings)
+    result = run_sweep(database, sweeps_of(settings)["enrollment_requests"], settings)
     assert result.outcome == "success"
     assert set(result.cutoffs) == {"cutoff"}
     assert abs(result.cutoffs["cutoff"] + NODE - db_now) < timedelta(seconds=30)
@@ -321,7 +324,7 @@ def test_a_run_stops_at_its_row_budget_after_the_batch_in_flight(
     # Analyzed: the heap walk sizes its ranges from the table (unanalyzed, its first range is
     # 64 blocks, here the whole table in one batch whatever the batch size).
     conn.execute("ANALYZE nodes")
-    result = run_sweep(database, SWEEPS["nodes_silent"], settings, now=NOW)
+    result = run_sweep(database, sweeps_of(settings)["nodes_silent"], settings, now=NOW)
     assert (result.outcome, result.stopped_by) == ("success", "max_rows")
     assert result.rows >= 25
     assert len(keys(conn, "nodes")) == 2000 - result.rows > 0
@@ -340,7 +343,7 @@ def test_a_stop_request_ends_the_run_between_batches(conn, make_settings, databa
     )
     stop = threading.Event()
     result = run_sweep(
-        database, SWEEPS["nodes_silent"], settings, now=NOW, stop=stop,
+        database, sweeps_of(settings)["nodes_silent"], settings, now=NOW, stop=stop,
         on_batch=lambda r: r.batches == 2 and stop.set(),
     )
     assert (result.stopped_by, result.rows, result.batches) == ("stop", 20, 2)
@@ -361,13 +364,11 @@ def test_rows_that_two_builtin_sweeps_share(conn, dsn) -> None:
     add_request(conn, "both-pending", token_id=ephemeral, created_at=db_now - 2 * NODE)
     add_request(conn, "both-resolved", token_id=ephemeral, created_at=db_now - 3 * NODE,
                 resolved_at=db_now - 2 * NODE)
-    retention = {"node_retention": NODE, "ephemeral_node_retention": EPHEMERAL,
-                 "session_retention": SESSION}
     key = {"nodes": "peer_id", "enrollment_requests": "peer_id"}
     eligible: dict[str, set[str]] = {}
     for s in BUILTIN_SWEEPS:
         if s.table in key:
-            cutoffs = {p: db_now - retention[r] for p, r in s.cutoffs.items()}
+            cutoffs = {p: db_now - r for p, r in s.retentions.items()}
             eligible[s.name] = {r[0] for r in conn.execute(
                 f"SELECT {key[s.table]} FROM {s.table} WHERE ({s.predicate})",
                 cutoffs,

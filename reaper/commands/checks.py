@@ -276,8 +276,8 @@ def _sweep_checks(
     params: dict[str, Any] = {}
     batch: dict[str, Any] = {}
     try:
-        params = dict(compute_cutoffs(session, sweep, settings, now))
-        batch = dict(params, batch_size=settings.batch_size_for(sweep.name))
+        params = dict(compute_cutoffs(session, sweep, now))
+        batch = dict(params, batch_size=sweep.batch_size)
         # Planned as it runs: sequential scans off (index_batch_settings.sql), so a Seq Scan
         # left in the plan is one that no index can replace.
         plan = session.explain(stmts.index_plan, batch, index_batch=True, context=sweep.table)

@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from reaper.config.settings import format_duration
+from reaper.config.values import format_duration
 from reaper.vocab import CheckStatus, IndexOutcome, Outcome, PartitionAction
 
 if TYPE_CHECKING:

@@ -120,7 +120,7 @@ def backlog(
         DatabaseError: the count failed (a missing table, column or privilege).
     """
     stmts = session.statements(session.check_predicate(sweep))
-    params = compute_cutoffs(session, sweep, settings, now)
+    params = compute_cutoffs(session, sweep, now)
     rows = session.backlog_rows(stmts, params, cap)
     return rows, rows >= cap
 
@@ -148,7 +148,7 @@ def _one(
         st.last_vacuum, st.last_autovacuum = t.last_vacuum, t.last_autovacuum
         db_now = session.now(now)
         stmts = session.statements(session.check_predicate(sweep))
-        st.cutoffs = compute_cutoffs(session, sweep, settings, now)
+        st.cutoffs = compute_cutoffs(session, sweep, now)
         st.backlog_rows = session.backlog_rows(stmts, st.cutoffs, cap)
         st.backlog_capped = st.backlog_rows >= cap
         expressions = sqlinfo.cutoff_expressions(sweep.table, sweep.predicate)

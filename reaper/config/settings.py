@@ -9,20 +9,39 @@ arguments.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import math
-import os
 import re
-import stat
-import tomllib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
-from pathlib import Path
+from datetime import timedelta
 from typing import Any
 
+from reaper.config.values import (
+    EXPECTED,
+    boolean,
+    did_you_mean,
+    format_duration,
+    fraction,
+    keyed,
+    listen_address,
+    non_negative_int,
+    nonempty_text,
+    one_line,
+    optional_interval,
+    optional_positive_duration,
+    optional_positive_int,
+    optional_str,
+    partition_action_name,
+    positive_duration,
+    positive_int,
+    retentions,
+    scalar,
+    share,
+    shown,
+    strategy_name,
+    sweep_names,
+    time_zone,
+)
 from reaper.errors import ConfigError
-from reaper.vocab import PartitionAction, Strategy
 
 # Defaults. Retentions come from the control plane's own rules: a session lives 72 h after it
 # lapses (long enough to see why it lapsed), a silent bootstrap member 30 days, an ephemeral
@@ -102,204 +121,6 @@ DEFAULT_BUSY_BATCH_SECONDS = 0.002
 DEFAULT_FAILURE_BACKOFF = timedelta(seconds=30)
 DEFAULT_MAX_FAILURE_BACKOFF = timedelta(hours=1)
 
-STRATEGIES = tuple(Strategy)
-# What a sweep does with a partition wholly past its cutoff (reaper.engine.partitions): drop it,
-# detach it only (kept as a table of its own, for an archive job), or leave it to the row
-# batches.
-PARTITION_ACTIONS = tuple(PartitionAction)
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_DURATION_UNITS = {
-    "ms": timedelta(milliseconds=1),
-    "s": timedelta(seconds=1),
-    "m": timedelta(minutes=1),
-    "h": timedelta(hours=1),
-    "d": timedelta(days=1),
-    "w": timedelta(weeks=1),
-}
-# Said in every refusal of a unit: the units are case-sensitive and each is an exact length.
-ACCEPTED_UNITS = "ms (milliseconds), s, m (minutes), h, d (24 h), w (7 d)"
-# Units a user may mean that reaper refuses, and why (a month or a year has no fixed length;
-# "M" reads as month in some tools and minute in others).
-_REFUSED_UNITS = {
-    "M": "ambiguous (month or minute?)",
-    "mo": "a month has no fixed length",
-    "y": "a year has no fixed length",
-    "Y": "a year has no fixed length",
-}
-_NUMBER_THEN_UNIT = re.compile(r"(\d+(?:\.\d+)?)([^\d.]*)")
-
-
-def parse_duration(text: str | int | float | timedelta) -> timedelta:
-    """Parse a duration such as ``30d``, ``72h``, ``90m``, ``45s``, ``500ms`` or ``1h30m``.
-
-    Units (case-sensitive, each an exact length): ms, s, m (minutes), h, d (24 hours),
-    w (7 days). ``M`` (month or minute?), months, years, upper-case units (``3H``, ``3D``)
-    and anything else are refused, naming the accepted units. A bare number other than 0 is
-    refused: ``session_retention = 72`` meant as hours would silently be 72 seconds, and
-    delete almost every session.
-
-    Raises:
-        ValueError: the text is not a duration, has no unit, or has a unit not accepted.
-    """
-    if isinstance(text, timedelta):
-        return text
-    if isinstance(text, bool):
-        raise ValueError(f"{text!r} is not a duration")
-    if isinstance(text, int | float):
-        text = str(text)
-    try:
-        return _parse_duration_text(text)
-    except OverflowError:
-        raise ValueError(f"{text!r} is too long a duration") from None
-
-
-def _unit_error(text: str, unit: str) -> ValueError:
-    why = _REFUSED_UNITS.get(unit)
-    if why is None and unit.lower() in _DURATION_UNITS:
-        why = f"units are case-sensitive (did you mean {unit.lower()}?)"
-    return ValueError(
-        f"{text!r} is not a duration: unit {unit!r}: {why or 'unknown unit'}; "
-        f"accepted units: {ACCEPTED_UNITS} (e.g. 30d, 72h, 90m)"
-    )
-
-
-def _parse_duration_text(text: str) -> timedelta:
-    s = text.strip()
-    sign = -1 if s.startswith("-") else 1
-    # One sign at most: "--1h" or "+-1h" is a typo, not a duration.
-    s = s[1:] if s.startswith(("+", "-")) else s
-    if re.fullmatch(r"\d+(\.\d+)?", s):
-        if float(s) == 0:
-            return timedelta(0)  # zero is zero in any unit
-        raise ValueError(
-            f"{text!r} has no unit: a duration needs one (e.g. {s}s, {s}m, {s}h or {s}d); "
-            f"accepted units: {ACCEPTED_UNITS}"
-        )
-    # Name the offending unit when a number is followed by something not accepted.
-    for m in _NUMBER_THEN_UNIT.finditer(s):
-        unit = m.group(2).strip()
-        if unit and unit not in _DURATION_UNITS and not _DURATION_PART.fullmatch("1" + unit):
-            # "1h30m" splits as ("1", "h"), ("30", "m"); a bad unit stands alone.
-            raise _unit_error(text, unit)
-    pos, total = 0, timedelta()
-    for m in _DURATION_PART.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _DURATION_UNITS[m.group(2)]
-        pos = m.end()
-    if not s or pos != len(s):
-        raise ValueError(
-            f"{text!r} is not a duration (use e.g. 30d, 72h, 90m, 45s, 500ms); "
-            f"accepted units: {ACCEPTED_UNITS}"
-        )
-    return sign * total
-
-
-def format_duration(d: timedelta) -> str:
-    """Format a duration the way :func:`parse_duration` reads it (``30d``, ``1h30m``, ``45s``)."""
-    ms = round(d.total_seconds() * 1000)
-    if ms == 0:
-        return "0s"
-    out, sign = [], "-" if ms < 0 else ""
-    ms = abs(ms)
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        n, ms = divmod(ms, size)
-        if n:
-            out.append(f"{n}{unit}")
-    if ms:
-        out.append(f"{ms}ms")
-    return sign + "".join(out)
-
-
-# Past this a duration is a typo (and a cutoff that far back overflows PostgreSQL's dates).
-MAX_DURATION = timedelta(days=36_500)
-# Past this a count is a typo (a batch of more rows than PostgreSQL's bigint LIMIT takes).
-MAX_COUNT = 1_000_000_000
-
-
-def _positive_duration(value: Any) -> timedelta:
-    d = parse_duration(value)
-    if d <= timedelta(0):
-        raise ValueError(f"must be positive, got {format_duration(d)}")
-    if d > MAX_DURATION:
-        raise ValueError(f"{value!r} is longer than 100 years; is it a typo?")
-    return d
-
-
-def _positive_int(value: Any) -> int:
-    n = _whole_number(value)
-    if n <= 0:
-        raise ValueError(f"must be a positive whole number, got {n}")
-    if n > MAX_COUNT:
-        raise ValueError(f"{n} is more than {MAX_COUNT:,}; is it a typo?")
-    return n
-
-
-def _optional_positive_int(value: Any) -> int | None:
-    return None if value in (None, "", 0, "0") else _positive_int(value)
-
-
-def _optional_positive_duration(value: Any) -> timedelta | None:
-    return None if value in (None, "", 0, "0") else _positive_duration(value)
-
-
-# A sweep interval this short is a typo (1ms for 1m): it would keep every sweep running back to
-# back. The tests run sweeps every 200-300 ms.
-MIN_INTERVAL = timedelta(milliseconds=100)
-
-
-def _optional_interval(value: Any) -> timedelta | None:
-    d = _optional_positive_duration(value)
-    if d is not None and d < MIN_INTERVAL:
-        raise ValueError(f"an interval of {format_duration(d)} is under 100ms; is it a typo?")
-    return d
-
-
-def _whole_number(value: Any) -> int:
-    """A whole number from a TOML integer or a string of digits: never a float (2.7 is not
-    silently 2), a boolean, or more digits than any count needs."""
-    text = str(value).strip()
-    if isinstance(value, bool | float) or not re.fullmatch(r"[+-]?\d{1,30}", text):
-        raise ValueError(f"{_shown(value)} is not a whole number")
-    return int(text)
-
-
-def _non_negative_int(value: Any) -> int:
-    n = _whole_number(value)
-    if n < 0:
-        raise ValueError(f"must be 0 or more, got {n}")
-    if n > MAX_COUNT:
-        raise ValueError(f"{n} is more than {MAX_COUNT:,}; is it a typo?")
-    return n
-
-
-def _fraction(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{_shown(value)} is not a number") from None
-    if not 0.0 <= f <= 1.0:  # NaN fails this too
-        raise ValueError(f"must be between 0 and 1, got {_shown(value)}")
-    return f
-
-
-def _share(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{_shown(value)} is not a number") from None
-    if not 0.0 < f <= 1.0:  # NaN fails this too
-        raise ValueError(f"must be more than 0 and at most 1, got {_shown(value)}")
-    return f
-
-
-# Wall times without a time zone (timestamp, date columns) are read as UTC unless the
-# application writes them in another zone (timestamp_time_zone names it).
 DEFAULT_TIMESTAMP_TIME_ZONE = "UTC"
 # The full-table interlock: a run stops before its first delete when at least this fraction
 # of a table is eligible. A predicate that matches everything (a typo, a retention in the
@@ -309,157 +130,6 @@ DEFAULT_MAX_ELIGIBLE_FRACTION = 0.95
 # ... but only on tables with at least this many rows (projected from the sample): a table of
 # a few hundred rows that is all garbage is common (a test bed, a quiet cluster) and cheap.
 FULL_TABLE_MIN_ROWS = 1_000
-
-
-def _time_zone(value: Any) -> str:
-    """An IANA time zone name that both Python and PostgreSQL know (PostgreSQL ships the
-    same tz database; the session refuses an unknown name at connect)."""
-    import zoneinfo
-
-    text = str(value).strip()
-    if text.upper() == "UTC":
-        return "UTC"
-    try:
-        if text in zoneinfo.available_timezones():
-            zoneinfo.ZoneInfo(text)
-            return text
-    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
-        pass
-    raise ValueError(
-        f"{text!r} is not an IANA time zone name (e.g. UTC, Europe/Berlin, Asia/Seoul, "
-        "America/New_York); fixed offsets such as +09 are refused because their sign means "
-        "the opposite in POSIX and ISO"
-    )
-
-
-def _strategy(value: Any) -> str:
-    if value not in STRATEGIES:
-        raise ValueError(f"must be one of {', '.join(STRATEGIES)}, got {_shown(value)}")
-    return str(value)
-
-
-def _partition_action(value: Any) -> str:
-    if value not in PARTITION_ACTIONS:
-        raise ValueError(f"must be one of {', '.join(PARTITION_ACTIONS)}, got {value!r}")
-    return str(value)
-
-
-def _optional_str(value: Any) -> str | None:
-    if value in (None, ""):
-        return None
-    if not isinstance(value, str):
-        raise ValueError(f"{_shown(value)} is not a string")
-    return value
-
-
-def _listen(value: Any) -> str:
-    """``HOST:PORT``, ``:PORT`` (every interface) or ``[IPv6]:PORT``; returned as given."""
-    if not isinstance(value, str):
-        raise ValueError(f"{_shown(value)} is not a string")
-    text = value.strip()
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"{text!r} is not HOST:PORT (e.g. :9465, 127.0.0.1:9465, [::]:9465)")
-    if not 0 <= int(port) < 65536:
-        raise ValueError(f"{text!r}: port {int(port)} is out of range (0 to 65535)")
-    if host.startswith("[") != host.endswith("]"):
-        raise ValueError(f"{text!r}: an IPv6 address goes in brackets, e.g. [::1]:9465")
-    return text
-
-
-def split_listen(listen: str) -> tuple[str, int]:
-    """``(host, port)`` of a ``--listen`` value; host "" means every interface."""
-    host, _, port = listen.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    s = str(value).strip().lower()
-    if s in ("1", "true", "yes", "on"):
-        return True
-    if s in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{_shown(value)} is not a boolean (use true or false)")
-
-
-# What a setting of each kind (its metavar) takes: the fix named in its error message.
-EXPECTED = {
-    "ROWS": "a whole number of rows, e.g. 10000",
-    "DURATION": 'a duration with a unit, e.g. "30d", "72h", "90s" or "500ms"',
-    "FRACTION": "a number from 0 to 1, e.g. 0.1",
-    "SHARE": "a number more than 0 and at most 1, e.g. 0.5",
-    "DSN": 'a libpq connection string in quotes, e.g. "host=db.internal dbname=app"',
-    "HOST:PORT": 'an address in quotes, e.g. "127.0.0.1:9465"',
-    "FILE": 'a file path in quotes, e.g. "/etc/reaper/web.yml"',
-    "ZONE": 'an IANA time zone name in quotes, e.g. "UTC" or "Asia/Seoul"',
-    "auto|heap|index": 'one of "auto", "heap" or "index"',
-    "drop|detach|off": 'one of "drop", "detach" or "off"',
-    None: "true or false",
-}
-# Longest raw value quoted back in an error message (the line stays one readable line).
-_SHOWN_CHARS = 40
-
-
-def _shown(value: Any) -> str:
-    """``value`` as an error message quotes it: repr (control characters escaped, so the
-    message stays one line), cut at :data:`_SHOWN_CHARS`."""
-    text = repr(value)
-    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
-
-
-def _toml_kind(value: Any) -> str | None:
-    """The name of a TOML value kind that no scalar setting takes (None: a scalar)."""
-    if isinstance(value, dict):
-        return "table"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, datetime):
-        return "date-time"
-    if isinstance(value, date):
-        return "date"
-    if isinstance(value, time):
-        return "time"
-    if not isinstance(value, str | int | float | timedelta):
-        return type(value).__name__
-    return None
-
-
-def check_text(value: str, *, multiline: bool = False) -> None:
-    """Refuse text no setting takes: bytes that were not UTF-8 (decoded by Python as lone
-    surrogates, from argv or the environment) and control characters (newlines only where
-    ``multiline``: a predicate).
-
-    Raises:
-        ValueError: which character, and where.
-    """
-    allowed = "\t\n\r" if multiline else ""
-    for i, ch in enumerate(value):
-        if "\ud800" <= ch <= "\udfff":
-            raise ValueError(f"is not UTF-8 text (byte {i}); give it in UTF-8")
-        if (ch < " " or "\x7f" <= ch <= "\x9f") and ch not in allowed:
-            raise ValueError(f"has a control character {ch!r} at {i}; remove it")
-
-
-def scalar(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``parse`` behind the checks every scalar setting shares, whatever its source: no TOML
-    table, array, date or time; no NaN or infinity; no undecodable bytes or control
-    characters in text. The one chokepoint every setting's parser passes through."""
-
-    def checked(value: Any) -> Any:
-        kind = _toml_kind(value)
-        if kind is not None:
-            raise ValueError(f"got a TOML {kind}, which this setting does not take")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{value!r} is not a finite number")
-        if isinstance(value, str):
-            check_text(value)
-        return parse(value)
-
-    checked.__doc__ = parse.__doc__
-    return checked
-
 
 def _setting(
     default: Any, parse: Callable[[Any], Any], help: str, metavar: str | None = None
@@ -525,100 +195,100 @@ class Settings:
 
     dsn: str | None = _setting(
         None,
-        _optional_str,
+        optional_str,
         "libpq connection string or URI. Unset: libpq's PG* variables and service file.",
         "DSN",
     )
     batch_size: int = _setting(
-        DEFAULT_BATCH_SIZE, _positive_int, "Rows deleted per batch transaction.", "ROWS"
+        DEFAULT_BATCH_SIZE, positive_int, "Rows deleted per batch transaction.", "ROWS"
     )
     session_retention: timedelta = _setting(
         DEFAULT_SESSION_RETENTION,
-        _positive_duration,
+        positive_duration,
         "Keep a member's row this long after its session lapsed (nodes_session).",
         "DURATION",
     )
     node_retention: timedelta = _setting(
         DEFAULT_NODE_RETENTION,
-        _positive_duration,
+        positive_duration,
         "Keep a silent bootstrap member, a resolved or pending request, an expired token and "
         "an expired router lease this long.",
         "DURATION",
     )
     ephemeral_node_retention: timedelta = _setting(
         DEFAULT_EPHEMERAL_NODE_RETENTION,
-        _positive_duration,
+        positive_duration,
         "Keep a silent ephemeral member, and the requests of an ephemeral token, this long.",
         "DURATION",
     )
     max_rows_per_run: int | None = _setting(
-        None, _optional_positive_int, "Stop a sweep run after this many rows (0: no limit).", "ROWS"
+        None, optional_positive_int, "Stop a sweep run after this many rows (0: no limit).", "ROWS"
     )
     max_seconds_per_run: timedelta | None = _setting(
         None,
-        _optional_positive_duration,
+        optional_positive_duration,
         "Stop a sweep run after this long; the batch in flight finishes (0: no limit).",
         "DURATION",
     )
     statement_timeout: timedelta = _setting(
         DEFAULT_STATEMENT_TIMEOUT,
-        _positive_duration,
+        positive_duration,
         "PostgreSQL statement_timeout for reaper's statements.",
         "DURATION",
     )
     lock_timeout: timedelta = _setting(
         DEFAULT_LOCK_TIMEOUT,
-        _positive_duration,
+        positive_duration,
         "PostgreSQL lock_timeout: how long a batch may wait for a table lock.",
         "DURATION",
     )
     idle_in_transaction_session_timeout: timedelta = _setting(
         DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
-        _positive_duration,
+        positive_duration,
         "PostgreSQL idle_in_transaction_session_timeout for reaper's sessions.",
         "DURATION",
     )
     connect_timeout: timedelta = _setting(
         DEFAULT_CONNECT_TIMEOUT,
-        _positive_duration,
+        positive_duration,
         "How long to wait for a database connection.",
         "DURATION",
     )
     strategy: str = _setting(
         "auto",
-        _strategy,
+        strategy_name,
         "How a sweep finds its batches: heap (walk the table in block ranges), index (the "
         "predicate's index), or auto (heap when a sample of the table finds much garbage).",
         "auto|heap|index",
     )
     heap_walk_threshold: float = _setting(
         DEFAULT_HEAP_WALK_THRESHOLD,
-        _fraction,
+        fraction,
         "With --strategy auto: walk the heap when at least this fraction of the table is garbage.",
         "FRACTION",
     )
     batch_target_seconds: timedelta = _setting(
         timedelta(seconds=DEFAULT_BATCH_TARGET_SECONDS),
-        _positive_duration,
+        positive_duration,
         "A heap-walk batch sizes its block range to take about this long.",
         "DURATION",
     )
     optimistic_batches: bool = _setting(
         True,
-        _bool,
+        boolean,
         "Ignored, accepted so that existing configurations still load: batches never lock "
         "their rows first (see docs/engine.md).",
     )
     session_pooler: bool = _setting(
         False,
-        _bool,
+        boolean,
         "The DSN points at a connection pooler in session mode (PgBouncer pool_mode=session: "
         "one server session per client connection). Off: a pooler is refused, since in "
         "transaction mode reaper's advisory locks cannot hold.",
     )
     partition_action: str = _setting(
         "drop",
-        _partition_action,
+        partition_action_name,
         "What a sweep does with a partition whose bounds prove every row past the cutoff: "
         "drop (DETACH CONCURRENTLY, then DROP TABLE), detach (keep it as a table of its own) "
         "or off (delete its rows in batches). Needs ownership of the table.",
@@ -626,13 +296,13 @@ class Settings:
     )
     synchronous_commit: bool = _setting(
         False,
-        _bool,
+        boolean,
         "Wait for each batch's WAL flush. Off by default: a crash can at worst undo the last "
         "batches' deletes, which the next sweep repeats (bench --tune: on made B1 ~15% slower).",
     )
     max_replica_lag: timedelta | None = _setting(
         DEFAULT_MAX_REPLICA_LAG,
-        _optional_positive_duration,
+        optional_positive_duration,
         "Start no batch that would end with a standby (pg_stat_replication) replaying "
         "further behind than this; batches resume when it catches up (0: never pause for "
         "standbys).",
@@ -640,14 +310,14 @@ class Settings:
     )
     busy_share: float = _setting(
         DEFAULT_BUSY_SHARE,
-        _share,
+        share,
         "While other sessions use the database, batches take at most this fraction of a "
         "run's wall time, waiting between them (1: no pause for live traffic).",
         "SHARE",
     )
     busy_batch_seconds: timedelta = _setting(
         timedelta(seconds=DEFAULT_BUSY_BATCH_SECONDS),
-        _positive_duration,
+        positive_duration,
         "While other sessions use the database, each batch aims at this long (its row limit "
         "follows the rows per second of the batches before): a short batch adds little "
         "latency to a live transaction. Ignored with --busy-share 1.",
@@ -655,7 +325,7 @@ class Settings:
     )
     timestamp_time_zone: str = _setting(
         DEFAULT_TIMESTAMP_TIME_ZONE,
-        _time_zone,
+        time_zone,
         "The time zone in which the application writes the timestamp (without time zone) and "
         "date columns that predicates compare with a cutoff: reaper reads their wall times "
         "in it (it is every reaper session's TimeZone). An IANA name, e.g. UTC, Asia/Seoul.",
@@ -663,7 +333,7 @@ class Settings:
     )
     max_eligible_fraction: float = _setting(
         DEFAULT_MAX_ELIGIBLE_FRACTION,
-        _fraction,
+        fraction,
         "A run stops before its first delete when at least this fraction of a table of "
         f"{FULL_TABLE_MIN_ROWS:,} rows or more is eligible (measured on a sample of its "
         "blocks); 1 allows a run to empty a table. A [sweeps.NAME] table may set its own.",
@@ -671,77 +341,77 @@ class Settings:
     )
     seq_scan_max_rows: int = _setting(
         DEFAULT_SEQ_SCAN_MAX_ROWS,
-        _non_negative_int,
+        non_negative_int,
         "reaper check: a sweep's batch plan that scans a table of more rows than this "
         "sequentially is a failure.",
         "ROWS",
     )
     check_interval: timedelta | None = _setting(
         DEFAULT_CHECK_INTERVAL,
-        _optional_positive_duration,
+        optional_positive_duration,
         "reaper run: repeat the startup checks this often (0: only at startup).",
         "DURATION",
     )
     strict: bool = _setting(
         False,
-        _bool,
+        boolean,
         "Refuse to sweep when a check fails: reaper run does not start, run-once exits 1.",
     )
     interval: timedelta | None = _setting(
         None,
-        _optional_interval,
+        optional_interval,
         "reaper run: how often each sweep runs, unless its [sweeps.NAME] table sets interval "
         "(unset or 0: each sweep's own default, 5m for ephemeral members, 1h for the others).",
         "DURATION",
     )
     jitter: float = _setting(
         DEFAULT_JITTER,
-        _fraction,
+        fraction,
         "reaper run: delay each run by a random 0..FRACTION of its interval.",
         "FRACTION",
     )
     listen: str = _setting(
         DEFAULT_LISTEN,
-        _listen,
+        listen_address,
         "reaper run: address of /metrics, /healthz and /readyz (:PORT is every interface; port 0 "
         "picks a free one, logged as http_listening).",
         "HOST:PORT",
     )
     web_config_file: str | None = _setting(
         None,
-        _optional_str,
+        optional_str,
         "reaper run: a web config file (the Prometheus exporters' format) whose "
         "basic_auth_users (name: bcrypt hash) guard the HTTP port.",
         "FILE",
     )
     shutdown_timeout: timedelta = _setting(
         DEFAULT_SHUTDOWN_TIMEOUT,
-        _positive_duration,
+        positive_duration,
         "reaper run: on SIGTERM/SIGINT, exit within this long; a batch still running then is "
         "cancelled (rolled back).",
         "DURATION",
     )
     backlog_limit: int = _setting(
         DEFAULT_BACKLOG_LIMIT,
-        _positive_int,
+        positive_int,
         "reaper run: reaper_backlog_rows counts at most this many rows.",
         "ROWS",
     )
     gauge_interval: timedelta = _setting(
         DEFAULT_GAUGE_INTERVAL,
-        _positive_duration,
+        positive_duration,
         "reaper run: how often the backlog and storage gauges are refreshed.",
         "DURATION",
     )
     failure_backoff: timedelta = _setting(
         DEFAULT_FAILURE_BACKOFF,
-        _positive_duration,
+        positive_duration,
         "reaper run: retry a failed sweep after this long, doubling per consecutive failure.",
         "DURATION",
     )
     max_failure_backoff: timedelta = _setting(
         DEFAULT_MAX_FAILURE_BACKOFF,
-        _positive_duration,
+        positive_duration,
         "reaper run: the longest wait between retries of a failing sweep.",
         "DURATION",
     )
@@ -749,62 +419,12 @@ class Settings:
         default_factory=dict, metadata={"parse": None, "help": None, "metavar": None}
     )
 
-    def retention(self, name: str) -> timedelta:
-        """The retention setting called ``name`` (e.g. ``node_retention``).
+    def validate(self) -> Settings:
+        """Check the rules that span several settings; return self. The sweeps are built,
+        and checked, from these settings by :func:`reaper.config.load.load_config`.
 
         Raises:
-            ConfigError: no such retention setting.
-        """
-        value = getattr(self, name, None)
-        if not isinstance(value, timedelta) or not name.endswith("retention"):
-            raise ConfigError(f"unknown retention setting {name!r}")
-        return value
-
-    def sweep(self, name: str) -> SweepSettings:
-        """The overrides of sweep ``name`` (defaults when the TOML file has none)."""
-        return self.sweeps.get(name, SweepSettings())
-
-    def batch_size_for(self, name: str) -> int:
-        """Rows per batch for sweep ``name``: its own batch_size, else the global one."""
-        return self.sweep(name).batch_size or self.batch_size
-
-    def interval_for(self, name: str, default: timedelta) -> timedelta:
-        """How often ``reaper run`` runs sweep ``name``: its [sweeps.NAME] interval, else
-        ``--interval``, else ``default`` (the sweep's own)."""
-        return self.sweep(name).interval or self.interval or default
-
-    def max_rows_per_run_for(self, name: str) -> int | None:
-        """Row budget of one run of sweep ``name``: its own, else the global one (None: none)."""
-        return self.sweep(name).max_rows_per_run or self.max_rows_per_run
-
-    def max_seconds_per_run_for(self, name: str) -> timedelta | None:
-        """Time budget of one run of sweep ``name``: its own, else the global one (None: none)."""
-        return self.sweep(name).max_seconds_per_run or self.max_seconds_per_run
-
-    def max_eligible_fraction_for(self, name: str) -> float:
-        """Sweep ``name``'s full-table interlock: its own ``max_eligible_fraction``, else the
-        global one (a fraction of the table's rows, 0-1)."""
-        own = self.sweep(name).max_eligible_fraction
-        return self.max_eligible_fraction if own is None else own
-
-    def strategy_for(self, name: str) -> str:
-        """How sweep ``name`` finds its batches (auto, heap, index): its own, else the global."""
-        return self.sweep(name).strategy or self.strategy
-
-    def partition_action_for(self, name: str) -> str:
-        """What sweep ``name`` does with a partition wholly past its cutoff (drop, detach,
-        off): its own, else the global ``partition_action``."""
-        return self.sweep(name).partition_action or self.partition_action
-
-    def validate(self, source: str = "config file") -> Settings:
-        """Check the rules that span several settings, and every sweep the ``[sweeps]`` tables
-        declare or change (predicates parsed, ``after`` resolved); return self.
-
-        Args:
-            source: how to name the config file in a sweep's error message.
-
-        Raises:
-            ConfigError: one line naming the setting and the fix.
+            ConfigError: one line naming the settings and the fix.
         """
         if self.ephemeral_node_retention > self.node_retention:
             raise ConfigError(
@@ -819,59 +439,10 @@ class Settings:
                 f"max_failure_backoff ({format_duration(self.max_failure_backoff)}); shorten it "
                 "or lengthen max_failure_backoff"
             )
-        # Imported here: reaper.config.sweeps builds on these settings (it reads them, they never
-        # read it), and this is the one place where settings ask for the sweeps' verdict.
-        from reaper.config.sweeps import configured_sweeps
-
-        try:
-            configured_sweeps(self)
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
         return self
 
 
 SETTING_FIELDS = tuple(f for f in dataclasses.fields(Settings) if f.metadata.get("parse"))
-
-
-# A reaper config is a few kilobytes; past this a --config is the wrong file (a log, a dump).
-MAX_CONFIG_BYTES = 1024 * 1024
-
-
-def load_toml(path: Path) -> dict[str, Any]:
-    """Read a TOML config file: a regular file of at most :data:`MAX_CONFIG_BYTES`, so that
-    a directory, a device (``/dev/zero``), a FIFO (which would block ``open``) or a huge file
-    is refused at once instead of read.
-
-    Raises:
-        ConfigError: the file is missing, unreadable, not a regular file, too large, or not
-            valid UTF-8 TOML.
-    """
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise ConfigError(f"config file {path} is {what}; give --config a TOML file")
-        # O_NONBLOCK: were it swapped for a FIFO since the stat, open() still returns at once.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise ConfigError(f"config file {path} is not a regular file; give a TOML file")
-            data = fh.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"config file {path} is larger than {MAX_CONFIG_BYTES // 1024} KiB; is it the "
-            "right file?"
-        )
-    try:
-        return tomllib.loads(data.decode("utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file {path} is not UTF-8 text; save it as UTF-8") from None
 
 
 def build_settings(
@@ -903,7 +474,7 @@ def build_settings(
         name = key.replace("-", "_")
         if name not in names:
             raise ConfigError(
-                f"{source}: unknown setting {_shown(key)}"
+                f"{source}: unknown setting {shown(key)}"
                 + (did_you_mean(name, [*names, "sweeps"])
                    or f"; known settings: {', '.join(sorted(names))}")
             )
@@ -921,14 +492,7 @@ def build_settings(
                 expected = expected.replace(" in quotes", "")
             raise ConfigError(f"{where}: {exc}; expected {expected}") from None
     parsed["sweeps"] = _parse_sweeps_table(sweeps_table, source)
-    return Settings(**parsed).validate(source)
-
-
-def did_you_mean(key: str, known: Iterable[str]) -> str | None:
-    """``; did you mean 'x'?`` for the known name closest to a mistyped ``key`` (None when
-    none is close), as click does for flags."""
-    close = difflib.get_close_matches(key.replace("-", "_"), list(known), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else None
+    return Settings(**parsed).validate()
 
 
 SWEEP_NAME = re.compile(r"[a-z][a-z0-9_]*")
@@ -940,7 +504,7 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
         raise ConfigError(f"{source}: [sweeps] must be a table of [sweeps.NAME] tables")
     out = {}
     for name, body in table.items():
-        where = f"{source}: [sweeps.{name if SWEEP_NAME.fullmatch(name) else _shown(name)}]"
+        where = f"{source}: [sweeps.{name if SWEEP_NAME.fullmatch(name) else shown(name)}]"
         if not SWEEP_NAME.fullmatch(name):
             raise ConfigError(
                 f"{where}: a sweep name is lower case letters, digits and _ (a metric label), "
@@ -970,88 +534,32 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
     return out
 
 
-def _keyed(key: str, parse: Callable[[Any], Any], value: Any) -> Any:
-    try:
-        return parse(value)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise ValueError(f"{key}: {exc}") from None
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("must be a non-empty string")
-    check_text(value, multiline=True)
-    return value.strip()
-
-
-def _name(value: Any) -> str:
-    """A table name or a metric label: one line of text."""
-    text = _text(value)
-    check_text(text)
-    return text
-
-
-def _retention(value: Any) -> timedelta | dict[str, timedelta]:
-    if isinstance(value, dict):
-        if not value:
-            raise ValueError("an empty table; give { cutoff_name = \"30d\", ... }")
-        out = {}
-        for param, raw in value.items():
-            if not re.fullmatch(r"[a-z_][a-z0-9_]*", param):
-                raise ValueError(f"{param!r} is not a parameter name (lower case, digits, _)")
-            out[param] = _keyed(param, scalar(_positive_duration), raw)
-        return out
-    d: timedelta = scalar(_positive_duration)(value)
-    return d
-
-
-def _after(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError('must be a list of sweep names, e.g. after = ["other_sweep"]')
-    for v in value:
-        check_text(v)
-    return tuple(value)
-
 
 def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
     parsers: dict[str, Callable[[Any], Any]] = {
-        "enabled": scalar(_bool),
-        "batch_size": scalar(_positive_int),
-        "interval": scalar(_optional_interval),
-        "max_rows_per_run": scalar(_optional_positive_int),
-        "max_seconds_per_run": scalar(_optional_positive_duration),
-        "retention": _retention,
-        "after": _after,
-        "strategy": scalar(_strategy),
-        "partition_action": scalar(_partition_action),
-        "max_eligible_fraction": scalar(_fraction),
-        "table": _name,
-        "reason": _name,
-        "predicate": _text,
-        "description": _text,
-        "since": _text,
+        "enabled": scalar(boolean),
+        "batch_size": scalar(positive_int),
+        "interval": scalar(optional_interval),
+        "max_rows_per_run": scalar(optional_positive_int),
+        "max_seconds_per_run": scalar(optional_positive_duration),
+        "retention": retentions,
+        "after": sweep_names,
+        "strategy": scalar(strategy_name),
+        "partition_action": scalar(partition_action_name),
+        "max_eligible_fraction": scalar(fraction),
+        "table": one_line,
+        "reason": one_line,
+        "predicate": nonempty_text,
+        "description": nonempty_text,
+        "since": nonempty_text,
     }
-    return SweepSettings(**{k: _keyed(k, parsers[k], v) for k, v in body.items()})
-
-
-def reload_settings(config_path: Path | None, explicit: Mapping[str, Any]) -> Settings:
-    """Settings re-read for a reload (SIGHUP): the TOML file at ``config_path`` read again,
-    under the same flags and REAPER_* values (``explicit``, by field name) that still win,
-    validated as at startup. The caller keeps its running settings when this raises.
-
-    Raises:
-        ConfigError: one line naming the file and what is wrong with it.
-    """
-    file_values = load_toml(config_path) if config_path else {}
-    return build_settings(explicit, file_values, source=str(config_path or "config"))
+    return SweepSettings(**{k: keyed(k, parsers[k], v) for k, v in body.items()})
 
 
 def changed_settings(old: Settings, new: Settings) -> list[str]:
     """Names of the settings (fields, and ``sweeps.NAME`` tables) whose values differ."""
     out = [f.name for f in SETTING_FIELDS if getattr(old, f.name) != getattr(new, f.name)]
     for name in sorted(set(old.sweeps) | set(new.sweeps)):
-        if old.sweep(name) != new.sweep(name):
+        if old.sweeps.get(name) != new.sweeps.get(name):
             out.append(f"sweeps.{name}")
     return out

@@ -1,26 +1,33 @@
-"""The sweeps, as data: what each one deletes, from which table, and why.
+"""The sweeps, as data: what each one deletes, from which table, why, and how.
 
-A sweep is a :class:`Sweep` value. The engine (:mod:`reaper.engine.run`) knows nothing about any
-one table: it takes a sweep's table, its predicate (a SQL file under ``reaper/sql/sweeps/``
-for the built-ins, a ``[sweeps.NAME]`` table of the config file for the others), the
-retentions that give its cutoffs, and the sweeps that must run before it.
-:func:`configured_sweeps` merges the built-ins and the declared sweeps into the one list that
-run-once, the daemon and ``reaper check`` use.
+A sweep is a :class:`Sweep` value, resolved once at load by :func:`configured_sweeps` from the
+settings and the ``[sweeps.NAME]`` tables: its cutoffs' retentions, batch size, strategy,
+partition action, interlock fraction, budget and interval are typed fields, so the engine and
+the daemon never look a value up by a setting's name. The engine (:mod:`reaper.engine`) knows
+nothing about any one table: it takes a sweep's table, its predicate (a SQL file under
+``reaper/sql/sweeps/`` for the built-ins, a ``[sweeps.NAME]`` table of the config file for the
+others), its retentions and the sweeps that must run before it.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TypedDict
 
 from reaper import sqltext
-from reaper.config.settings import did_you_mean, format_duration
+from reaper.config.settings import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_ELIGIBLE_FRACTION,
+    Settings,
+    SweepSettings,
+)
+from reaper.config.values import did_you_mean, format_duration
 from reaper.errors import ConfigError
 from reaper.sqltext import predicates
+from reaper.vocab import PartitionAction, Strategy
 
 # How often `reaper run` runs a sweep unless told otherwise: an hour suits retentions of days
 # (a row lives at most retention + interval); ephemeral members (1 h retention, CI runners
@@ -28,13 +35,21 @@ from reaper.sqltext import predicates
 DEFAULT_SWEEP_INTERVAL = timedelta(hours=1)
 EPHEMERAL_SWEEP_INTERVAL = timedelta(minutes=5)
 
-if TYPE_CHECKING:
-    from reaper.config.settings import Settings, SweepSettings
+
+@dataclass(frozen=True)
+class Budget:
+    """When a run stops with work left: after ``max_rows`` rows or ``max_seconds`` seconds.
+
+    The batch in flight always finishes; None means no limit.
+    """
+
+    max_rows: int | None = None
+    max_seconds: float | None = None
 
 
 @dataclass(frozen=True)
 class Sweep:
-    """One kind of garbage.
+    """One kind of garbage, fully resolved.
 
     Attributes:
         name: unique; the ``sweep`` label of the metrics.
@@ -44,71 +59,72 @@ class Sweep:
             a parameter (``%(cutoff)s``). Rows for which it holds at the moment of the delete
             are garbage. A declared sweep's predicate passed
             :func:`reaper.sqltext.predicates.check`.
-        cutoffs: parameter name -> retention setting name; each cutoff is
-            ``now() - retention`` by the database clock, computed once per sweep run.
+        retentions: cutoff parameter name -> retention; each cutoff is ``now() - retention``
+            by the database clock, computed once per sweep run.
         after: sweeps that must run before this one in a run that does both (foreign keys).
         description: one line for ``--help`` and the README.
         indexes: names of the indexes its batches rely on (``reaper check`` requires each to
             exist and be valid and ready). A sweep that declares none relies on the indexes
             that EXPLAIN shows its batch using; ``check`` also reports every INVALID index on
             the tables it reads.
-        interval: how often ``reaper run`` runs it by default (``--interval`` and the
-            ``[sweeps.NAME]`` table's ``interval`` override it).
+        interval: how often ``reaper run`` runs it.
         since: a timestamp SQL expression over ``table``'s columns: the moment a row's
-            retention started counting, compared with the first cutoff (``cutoffs``' first
+            retention started counting, compared with the first cutoff (``retentions``' first
             parameter). ``cutoff - since`` is how far past its cutoff an eligible row is
             (``reaper_backlog_oldest_seconds``), and ``ORDER BY since`` lists the oldest
             first, so write it as a plain indexed column where possible. Empty: the sweep
             has no oldest-row gauge.
-        retentions: retention name -> duration, for the names in ``cutoffs`` that are not
-            settings: those a ``[sweeps.NAME]`` table gives (``sweeps.NAME.retention``, or
-            ``sweeps.NAME.retention.PARAM`` for one of several cutoffs).
         enabled: False when the config disables it: it runs only when named explicitly.
         builtin: shipped with reaper (False: declared in the config file).
+        batch_size: rows per batch.
+        strategy: how a run finds its batches (auto, heap, index).
+        partition_action: what a run does with a partition wholly past its cutoff.
+        max_eligible_fraction: the full-table interlock's threshold (1: it may empty its table).
+        budget: when one run stops with work left.
     """
 
     name: str
     table: str
     reason: str
     predicate: str
-    cutoffs: Mapping[str, str]
+    retentions: Mapping[str, timedelta]
     after: tuple[str, ...] = ()
     description: str = ""
     indexes: tuple[str, ...] = ()
     interval: timedelta = DEFAULT_SWEEP_INTERVAL
     since: str = ""
-    retentions: Mapping[str, timedelta] = field(default_factory=dict)
     enabled: bool = True
     builtin: bool = False
+    batch_size: int = DEFAULT_BATCH_SIZE
+    strategy: Strategy = Strategy.AUTO
+    partition_action: PartitionAction = PartitionAction.DROP
+    max_eligible_fraction: float = DEFAULT_MAX_ELIGIBLE_FRACTION
+    budget: Budget = field(default_factory=Budget)
 
 
-def _builtin(
-    name: str,
-    table: str,
-    reason: str,
-    cutoffs: Mapping[str, str],
-    description: str,
-    indexes: tuple[str, ...],
-    after: tuple[str, ...] = (),
-    interval: timedelta = DEFAULT_SWEEP_INTERVAL,
-) -> Sweep:
-    return Sweep(
-        name=name,
-        table=table,
-        reason=reason,
-        predicate=sqltext.predicate(name),
-        cutoffs=cutoffs,
-        after=after,
-        description=description,
-        indexes=indexes,
-        interval=interval,
-        since=sqltext.since(name),
-        builtin=True,
-    )
+@dataclass(frozen=True)
+class Builtin:
+    """A sweep shipped with reaper, before the settings resolve it.
+
+    Attributes:
+        retention_settings: cutoff parameter -> the retention setting that gives it (a field
+            of :class:`Settings`, e.g. ``node_retention``).
+        interval: its default interval (``--interval`` and ``[sweeps.NAME] interval`` win).
+        The others: as :class:`Sweep`'s; the predicate and ``since`` are SQL files.
+    """
+
+    name: str
+    table: str
+    reason: str
+    retention_settings: Mapping[str, str]
+    description: str
+    indexes: tuple[str, ...]
+    after: tuple[str, ...] = ()
+    interval: timedelta = DEFAULT_SWEEP_INTERVAL
 
 
-BUILTIN_SWEEPS: tuple[Sweep, ...] = (
-    _builtin(
+BUILTINS: tuple[Builtin, ...] = (
+    Builtin(
         "nodes_session",
         "nodes",
         "session",
@@ -116,7 +132,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "members whose session lapsed more than session_retention ago",
         ("nodes_session_expires_at_idx",),
     ),
-    _builtin(
+    Builtin(
         "nodes_silent",
         "nodes",
         "silent",
@@ -124,7 +140,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "bootstrap members, not ephemeral, silent for more than node_retention",
         ("nodes_bootstrap_enrolled_at_idx",),
     ),
-    _builtin(
+    Builtin(
         "nodes_ephemeral",
         "nodes",
         "ephemeral",
@@ -133,7 +149,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         ("nodes_bootstrap_enrolled_at_idx",),
         interval=EPHEMERAL_SWEEP_INTERVAL,
     ),
-    _builtin(
+    Builtin(
         "enrollment_requests",
         "enrollment_requests",
         "stale",
@@ -141,7 +157,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         "requests resolved, or pending, for more than node_retention",
         ("enrollment_requests_resolved_or_created_idx",),
     ),
-    _builtin(
+    Builtin(
         "enrollment_requests_ephemeral",
         "enrollment_requests",
         "ephemeral",
@@ -153,7 +169,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
     ),
     # After the requests: a request holds a foreign key to its token, so a token is only
     # garbage once its requests are gone.
-    _builtin(
+    Builtin(
         "bootstrap_tokens",
         "bootstrap_tokens",
         "expired",
@@ -163,7 +179,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         ("bootstrap_tokens_expires_at_idx", "enrollment_requests_token_id_age_idx"),
         after=("enrollment_requests", "enrollment_requests_ephemeral"),
     ),
-    _builtin(
+    Builtin(
         "router_leases",
         "routers",
         "expired",
@@ -172,6 +188,7 @@ BUILTIN_SWEEPS: tuple[Sweep, ...] = (
         ("routers_lease_expires_at_idx",),
     ),
 )
+BUILTIN_NAMES: tuple[str, ...] = tuple(b.name for b in BUILTINS)
 
 
 def by_name(sweeps: Iterable[Sweep]) -> dict[str, Sweep]:
@@ -255,10 +272,11 @@ REASON = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def configured_sweeps(settings: Settings) -> list[Sweep]:
-    """Every sweep the configuration knows, in dependency order: the built-ins (with their
-    ``[sweeps.NAME]`` overrides applied) then the sweeps the ``[sweeps.NAME]`` tables declare,
-    disabled ones included (``Sweep.enabled`` says which). The one list that run-once, the
-    daemon and ``reaper check`` use.
+    """Every sweep the configuration knows, resolved, in dependency order: the built-ins
+    (with their ``[sweeps.NAME]`` overrides applied) then the sweeps the ``[sweeps.NAME]``
+    tables declare, disabled ones included (``Sweep.enabled`` says which). Called once per
+    load (:func:`reaper.config.load.load_config`); run-once, the daemon and ``reaper check``
+    use its list.
 
     Raises:
         ConfigError: one line naming ``[sweeps.NAME]`` and the fix: a declaration without
@@ -266,14 +284,10 @@ def configured_sweeps(settings: Settings) -> list[Sweep]:
             retention that does not match the predicate's cutoffs, a rejected predicate
             (see :mod:`reaper.sqltext.predicates`), an unknown name in ``after``, or a cycle.
     """
-    builtin_names = [s.name for s in BUILTIN_SWEEPS]
-    out: list[Sweep] = []
-    for sweep in BUILTIN_SWEEPS:
-        overrides = settings.sweeps.get(sweep.name)
-        out.append(sweep if overrides is None else _override(sweep, overrides))
+    out = [_builtin(b, settings) for b in BUILTINS]
     for name, body in settings.sweeps.items():
-        if name not in builtin_names:
-            out.append(_declared(name, body, builtin_names))
+        if name not in BUILTIN_NAMES:
+            out.append(_declared(name, body, settings))
     index = by_name(out)
     for sweep in out:
         for other in sweep.after:
@@ -289,29 +303,35 @@ def configured_sweeps(settings: Settings) -> list[Sweep]:
     return dependency_order(out)
 
 
+def _retention_origin(sweep: Sweep, settings: Settings) -> str:
+    """Where a built-in sweep's single retention is set, as an error message names it."""
+    own = settings.sweeps.get(sweep.name)
+    if own is not None and own.retention is not None:
+        return f"[sweeps.{sweep.name}] retention"
+    builtin = next(b for b in BUILTINS if b.name == sweep.name)
+    return builtin.retention_settings[_SINGLE_CUTOFF]
+
+
 def _check_no_longer(ephemeral: Sweep, regular: Sweep, rows: str, settings: Settings) -> None:
     """Refuse an ephemeral sweep whose retention is longer than its regular sweep's."""
-    mine = retention_of(ephemeral, _SINGLE_CUTOFF, settings)
-    theirs = retention_of(regular, _SINGLE_CUTOFF, settings)
+    mine = ephemeral.retentions[_SINGLE_CUTOFF]
+    theirs = regular.retentions[_SINGLE_CUTOFF]
     if mine <= theirs:
         return
-
-    def origin(sweep: Sweep) -> str:
-        name = sweep.cutoffs[_SINGLE_CUTOFF]
-        return f"[sweeps.{sweep.name}] retention" if name in sweep.retentions else name
-
     raise ConfigError(
-        f"{origin(ephemeral)} ({format_duration(mine)}) is longer than {origin(regular)} "
-        f"({format_duration(theirs)}), the retention of {regular.name}: an ephemeral "
-        f"{rows} must not outlive a regular "
+        f"{_retention_origin(ephemeral, settings)} ({format_duration(mine)}) is longer than "
+        f"{_retention_origin(regular, settings)} ({format_duration(theirs)}), the retention of "
+        f"{regular.name}: an ephemeral {rows} must not outlive a regular "
         f"one; shorten the first or lengthen the second"
     )
 
 
-def _retention_names(
+def _own_retentions(
     name: str, retention: timedelta | Mapping[str, timedelta], params: Sequence[str] | None
-) -> tuple[dict[str, str], dict[str, timedelta]]:
-    """``(cutoffs, retentions)`` of a ``retention`` key: one duration is ``%(cutoff)s``."""
+) -> dict[str, timedelta]:
+    """Cutoff parameter -> retention of a ``retention`` key: one duration is ``%(cutoff)s``
+    (or the sweep's single cutoff); ``params``: the sweep's cutoffs, None for a declared
+    sweep, whose table of retentions names them."""
     where = f"[sweeps.{name}] retention"
     if isinstance(retention, timedelta):
         if params is not None and len(params) != 1:
@@ -320,9 +340,7 @@ def _retention_names(
                 "table, e.g. retention = { "
                 + ", ".join(f'{p} = "30d"' for p in params) + " }"
             )
-        param = params[0] if params else _SINGLE_CUTOFF
-        key = f"sweeps.{name}.retention"
-        return {param: key}, {key: retention}
+        return {params[0] if params else _SINGLE_CUTOFF: retention}
     if params is not None:
         unknown = sorted(set(retention) - set(params))
         if unknown:
@@ -331,43 +349,79 @@ def _retention_names(
                 f"{where}: this sweep has no cutoff {unknown[0]!r}; its cutoffs: "
                 + ", ".join(params) + (f" ({unknown[0]} is now {moved})" if moved else "")
             )
-    cutoffs = {p: f"sweeps.{name}.retention.{p}" for p in retention}
-    return cutoffs, {cutoffs[p]: d for p, d in retention.items()}
+    return dict(retention)
 
 
-def _override(sweep: Sweep, body: SweepSettings) -> Sweep:
+class _Knobs(TypedDict):
+    enabled: bool
+    batch_size: int
+    strategy: Strategy
+    partition_action: PartitionAction
+    max_eligible_fraction: float
+    budget: Budget
+
+
+def _knobs(body: SweepSettings, settings: Settings) -> _Knobs:
+    """The fields a ``[sweeps.NAME]`` table may set on any sweep, each its own value, else
+    the global setting's."""
+    own_fraction = body.max_eligible_fraction
+    max_seconds = body.max_seconds_per_run or settings.max_seconds_per_run
+    return {
+        "enabled": body.enabled,
+        "batch_size": body.batch_size or settings.batch_size,
+        "strategy": Strategy(body.strategy or settings.strategy),
+        "partition_action": PartitionAction(body.partition_action or settings.partition_action),
+        "max_eligible_fraction": (
+            settings.max_eligible_fraction if own_fraction is None else own_fraction
+        ),
+        "budget": Budget(
+            body.max_rows_per_run or settings.max_rows_per_run,
+            max_seconds.total_seconds() if max_seconds else None,
+        ),
+    }
+
+
+def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
+    body = settings.sweeps.get(builtin.name) or SweepSettings()
     given = [k for k in _DECLARATION_KEYS if getattr(body, k) is not None]
     if given:
         raise ConfigError(
-            f"[sweeps.{sweep.name}] redefines the built-in sweep {sweep.name!r} ({given[0]}); "
-            "a built-in takes only enabled, retention, batch_size, interval, strategy, "
-            "partition_action, max_eligible_fraction, max_rows_per_run, max_seconds_per_run "
-            "and after: to declare a new sweep, "
-            "choose another name"
+            f"[sweeps.{builtin.name}] redefines the built-in sweep {builtin.name!r} "
+            f"({given[0]}); a built-in takes only enabled, retention, batch_size, interval, "
+            "strategy, partition_action, max_eligible_fraction, max_rows_per_run, "
+            "max_seconds_per_run and after: to declare a new sweep, choose another name"
         )
-    cutoffs, retentions = dict(sweep.cutoffs), dict(sweep.retentions)
+    retentions: dict[str, timedelta] = {
+        param: getattr(settings, setting)
+        for param, setting in builtin.retention_settings.items()
+    }
     if body.retention is not None:
-        new_cutoffs, new_retentions = _retention_names(
-            sweep.name, body.retention, list(sweep.cutoffs)
+        retentions.update(
+            _own_retentions(builtin.name, body.retention, list(builtin.retention_settings))
         )
-        cutoffs.update(new_cutoffs)
-        retentions.update(new_retentions)
-    return dataclasses.replace(
-        sweep,
-        cutoffs=cutoffs,
+    return Sweep(
+        name=builtin.name,
+        table=builtin.table,
+        reason=builtin.reason,
+        predicate=sqltext.predicate(builtin.name),
         retentions=retentions,
-        after=tuple(dict.fromkeys(sweep.after + body.after)),
-        enabled=body.enabled,
+        after=tuple(dict.fromkeys(builtin.after + body.after)),
+        description=builtin.description,
+        indexes=builtin.indexes,
+        interval=body.interval or settings.interval or builtin.interval,
+        since=sqltext.since(builtin.name),
+        builtin=True,
+        **_knobs(body, settings),
     )
 
 
-def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> Sweep:
+def _declared(name: str, body: SweepSettings, settings: Settings) -> Sweep:
     if body.table is None:
-        close = did_you_mean(name, builtin_names)
+        close = did_you_mean(name, BUILTIN_NAMES)
         raise ConfigError(
             f"[sweeps.{name}] has no table key and no built-in sweep has that name"
             + (close or "; a new sweep needs table, reason, predicate and retention (built-ins: "
-               + ", ".join(builtin_names) + ")")
+               + ", ".join(BUILTIN_NAMES) + ")")
         )
     parts = body.table.split(".")
     if len(parts) > 2 or not all(parts):
@@ -384,12 +438,12 @@ def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> S
             f"[sweeps.{name}] reason: {body.reason!r} is not a reason label; use lower case "
             "letters, digits and _ (e.g. stale, expired)"
         )
-    cutoffs, retentions = _retention_names(name, body.retention, None)
+    retentions = _own_retentions(name, body.retention, None)
     since = ""
     if body.since is not None:
         # Checked as the predicate "since < first cutoff": the same rules (columns of the
         # table, no subquery on other tables' side effects, no function with side effects).
-        first = next(iter(cutoffs))
+        first = next(iter(retentions))
         try:
             predicates.check(
                 f"({body.since}) < %({first})s", body.table, {first}, bounded=False
@@ -400,7 +454,7 @@ def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> S
             ) from None
         since = body.since
     try:
-        predicates.check(body.predicate, body.table, set(cutoffs))
+        predicates.check(body.predicate, body.table, set(retentions))
     except predicates.PredicateError as exc:
         raise ConfigError(f"[sweeps.{name}] predicate {exc}") from None
     return Sweep(
@@ -408,23 +462,10 @@ def _declared(name: str, body: SweepSettings, builtin_names: Sequence[str]) -> S
         table=body.table,
         reason=body.reason,
         predicate=body.predicate,
-        cutoffs=cutoffs,
+        retentions=retentions,
         after=body.after,
         description=body.description or "",
+        interval=body.interval or settings.interval or DEFAULT_SWEEP_INTERVAL,
         since=since,
-        retentions=retentions,
-        enabled=body.enabled,
+        **_knobs(body, settings),
     )
-
-
-def retention_of(sweep: Sweep, param: str, settings: Settings) -> timedelta:
-    """The retention behind the sweep's cutoff parameter ``param``: the sweep's own (from a
-    ``[sweeps.NAME]`` table), else the named retention setting.
-
-    Raises:
-        KeyError: the sweep has no such cutoff.
-        ConfigError: its retention setting does not exist.
-    """
-    name = sweep.cutoffs[param]
-    own = sweep.retentions.get(name)
-    return own if own is not None else settings.retention(name)

@@ -80,7 +80,7 @@ class GaugeRefresher:
             log.warning("gauges_failed", error=str(exc))
 
     def _refresh_backlog(self, session: Session, sweep: Sweep, settings: Settings) -> None:
-        cutoffs: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, None))
+        cutoffs: dict[str, Any] = dict(compute_cutoffs(session, sweep, None))
         stmts = self._statements_for(session, sweep)
         rows = session.backlog_rows(stmts, cutoffs, settings.backlog_limit)
         oldest = (

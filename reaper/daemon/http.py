@@ -48,7 +48,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 from waitress.utilities import RequestHeaderFieldsTooLarge
 
-from reaper.config.settings import split_listen
+from reaper.config.values import split_listen
 from reaper.errors import ConfigError
 
 log = structlog.get_logger("reaper.http")

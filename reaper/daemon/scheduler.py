@@ -47,8 +47,9 @@ from prometheus_client import CollectorRegistry
 
 from reaper import errors
 from reaper.commands import checks
-from reaper.config.settings import Settings, changed_settings, format_duration
+from reaper.config.settings import Settings, changed_settings
 from reaper.config.sweeps import Sweep
+from reaper.config.values import format_duration
 from reaper.daemon import policy
 from reaper.daemon.gauges import GaugeRefresher
 from reaper.daemon.health import HEARTBEAT_SECONDS, READINESS_PROBE_SECONDS, Health, probe
@@ -419,7 +420,7 @@ class Daemon:
     # -- scheduling ----------------------------------------------------------------------
 
     def _interval(self, sweep: Sweep) -> timedelta:
-        return self._settings.interval_for(sweep.name, sweep.interval)
+        return sweep.interval
 
     def jitter_seconds(self, sweep: Sweep) -> float:
         """The largest random delay added to a run of ``sweep``: ``--jitter`` x interval."""

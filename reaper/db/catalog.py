@@ -154,7 +154,7 @@ class Catalog(Queries):
         """
         try:
             return predicates.verify(
-                self, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+                self, sweep.table, sweep.predicate, list(sweep.retentions), sweep.since
             )
         except predicates.PredicateError as exc:
             where = f"sweep {sweep.name}" if sweep.builtin else f"[sweeps.{sweep.name}]"

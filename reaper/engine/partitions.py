@@ -338,7 +338,7 @@ def plan(
                 "dropping a partition needs ownership)"
             )
     if out.refused is None and out.drop:
-        out.refused = _interlock(tree, out.drop, settings.max_eligible_fraction_for(sweep.name))
+        out.refused = _interlock(tree, out.drop, sweep.max_eligible_fraction)
     if out.refused is None and not out.drop and not out.reason:
         out.reason = "no partition is wholly past the cutoff"
     return out
@@ -415,7 +415,7 @@ def retire(
     Raises:
         ConnectionFailed: the connection is gone (the run fails as any batch would).
     """
-    action = settings.partition_action_for(sweep.name)
+    action = sweep.partition_action
     if action == OFF:
         return
     bound = log.bind(sweep=sweep.name, table=sweep.table)
@@ -531,7 +531,7 @@ def check(
     Raises:
         DatabaseError: the catalog could not be read.
     """
-    action = settings.partition_action_for(sweep.name)
+    action = sweep.partition_action
     found = plan(session, sweep, cutoffs, settings)
     if not found.partitioned:
         return []

@@ -25,7 +25,7 @@ import structlog
 
 from reaper import errors
 from reaper.config.settings import FULL_TABLE_MIN_ROWS, Settings
-from reaper.config.sweeps import Sweep, retention_of
+from reaper.config.sweeps import Budget, Sweep
 from reaper.db import (
     MIN_HEAP_WALK_VERSION,
     BatchRows,
@@ -157,28 +157,6 @@ class SweepResult:
         }
 
 
-@dataclass(frozen=True)
-class Budget:
-    """When a run stops with work left: after ``max_rows`` rows or ``max_seconds`` seconds.
-
-    The batch in flight always finishes; None means no limit.
-    """
-
-    max_rows: int | None = None
-    max_seconds: float | None = None
-
-    @classmethod
-    def from_settings(cls, settings: Settings, sweep: str | None = None) -> Budget:
-        """The per-run budget of ``--max-rows-per-run`` / ``--max-seconds-per-run``, or of
-        sweep ``sweep``'s own ``[sweeps.NAME]`` budget where it sets one."""
-        if sweep is None:
-            rows, secs = settings.max_rows_per_run, settings.max_seconds_per_run
-        else:
-            rows = settings.max_rows_per_run_for(sweep)
-            secs = settings.max_seconds_per_run_for(sweep)
-        return cls(rows, secs.total_seconds() if secs else None)
-
-
 class _Progress:
     """Counts one run's batches into its result, its metrics and its log."""
 
@@ -265,22 +243,16 @@ def lock_keys(sweep: Sweep) -> list[int]:
     return sorted({advisory_lock_key(n) for n in (sweep.name, *sweep.after)})
 
 
-def compute_cutoffs(
-    session: Session, sweep: Sweep, settings: Settings, now: datetime | None
-) -> dict[str, datetime]:
+def compute_cutoffs(session: Session, sweep: Sweep, now: datetime | None) -> dict[str, datetime]:
     """Each of the sweep's cutoffs: ``now - retention``, from one reading of the database
     clock (so that all cutoffs of a run agree), retentions as exact durations, as UTC
     instants: the arithmetic is done on UTC (no DST), never on the session zone's wall
     clock, so a cutoff is the same instant whatever the server, database, role, DSN or
     process time zone.
-
-    Raises:
-        ConfigError: the sweep names a retention setting that does not exist.
     """
     db_now = utc_instant(session.now(now))
     return {
-        param: utc_instant(db_now - retention_of(sweep, param, settings))
-        for param in sweep.cutoffs
+        param: utc_instant(db_now - retention) for param, retention in sweep.retentions.items()
     }
 
 
@@ -950,7 +922,7 @@ def run_sweep(
     progress = _Progress(
         result,
         None if dry_run else metrics,
-        budget or Budget.from_settings(settings, sweep.name),
+        budget or sweep.budget,
         stop,
         on_batch,
     )
@@ -1035,7 +1007,7 @@ def _sweep_batches(
     ``ledger``: the rows deleted per table by this process (:func:`refuse_table_window`); a
     dry run's own ledger, of the rows it counted, for a dry run."""
     dry_run = result.dry_run
-    result.cutoffs = compute_cutoffs(session, sweep, settings, now)
+    result.cutoffs = compute_cutoffs(session, sweep, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
     checked = session.check_predicate(sweep)
     stmts = session.statements(checked)
@@ -1043,7 +1015,7 @@ def _sweep_batches(
     # The full-table interlock sees the table whole, partitions that could be dropped included:
     # dropping every partition empties a table as surely as deleting every row.
     measure = measure_eligible(session, stmts, params)
-    threshold = settings.max_eligible_fraction_for(sweep.name)
+    threshold = sweep.max_eligible_fraction
     key = _table_key(session, sweep)
     if dry_run:
         _count(session, sweep, settings, result, progress, stmts, params, measure, threshold,
@@ -1110,13 +1082,13 @@ def _delete(
     partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
     if result.partitions:
         stmts = session.statements(checked)  # the heaps that remain
-    batch_size = settings.batch_size_for(sweep.name)
+    batch_size = sweep.batch_size
     sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
     strategies: list[str] = []
     result.stopped_by = "done"
     for hs in stmts.heaps:
         strategy, fraction = choose_strategy(
-            session, stmts, hs, params, settings, settings.strategy_for(sweep.name), batch_size,
+            session, stmts, hs, params, settings, sweep.strategy, batch_size,
             sample=measure.samples.get(hs.heap.qualified),
         )
         if strategy not in strategies:
@@ -1127,7 +1099,7 @@ def _delete(
         if result.stopped_by != "done":
             break
     if not stmts.heaps:
-        result.strategy = settings.strategy_for(sweep.name)
+        result.strategy = sweep.strategy
 
 
 def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:

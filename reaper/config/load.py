@@ -1,0 +1,113 @@
+"""Loading: the TOML file and the explicit values become one :class:`Config`, built once.
+
+``load_config`` is the one place where settings and sweeps are built: the settings are
+parsed and checked, then every sweep is resolved from them; a reload (SIGHUP) calls it again
+and the caller keeps its running config when it raises.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reaper.config.settings import Settings, build_settings
+from reaper.config.sweeps import Sweep, configured_sweeps, select
+from reaper.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Config:
+    """What reaper was told, resolved: the settings and every sweep they configure
+    (disabled ones included), in dependency order."""
+
+    settings: Settings
+    sweeps: tuple[Sweep, ...]
+
+    def enabled(self, names: Sequence[str] = ()) -> list[Sweep]:
+        """The sweeps to run: those called ``names`` (a disabled one included when named),
+        else every enabled one, in dependency order.
+
+        Raises:
+            ConfigError: an unknown name.
+        """
+        chosen = select(self.sweeps, names)
+        return chosen if names else [s for s in chosen if s.enabled]
+
+
+def load_config(
+    explicit: Mapping[str, Any],
+    file_values: Mapping[str, Any] | None = None,
+    *,
+    source: str = "config file",
+    labels: Mapping[str, str] | None = None,
+) -> Config:
+    """Build the settings (see :func:`reaper.config.settings.build_settings` for the
+    arguments), then resolve every sweep from them.
+
+    Raises:
+        ConfigError: one line naming the setting or ``[sweeps.NAME]`` and the fix.
+    """
+    settings = build_settings(explicit, file_values, source=source, labels=labels)
+    try:
+        sweeps = configured_sweeps(settings)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    return Config(settings, tuple(sweeps))
+
+
+def reload_config(config_path: Path | None, explicit: Mapping[str, Any]) -> Config:
+    """The config re-read for a reload (SIGHUP): the TOML file at ``config_path`` read again,
+    under the same flags and REAPER_* values (``explicit``, by field name) that still win,
+    checked as at startup. The caller keeps its running config when this raises.
+
+    Raises:
+        ConfigError: one line naming the file and what is wrong with it.
+    """
+    file_values = load_toml(config_path) if config_path else {}
+    return load_config(explicit, file_values, source=str(config_path or "config"))
+
+
+# A reaper config is a few kilobytes; past this a --config is the wrong file (a log, a dump).
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML config file: a regular file of at most :data:`MAX_CONFIG_BYTES`, so that
+    a directory, a device (``/dev/zero``), a FIFO (which would block ``open``) or a huge file
+    is refused at once instead of read.
+
+    Raises:
+        ConfigError: the file is missing, unreadable, not a regular file, too large, or not
+            valid UTF-8 TOML.
+    """
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise ConfigError(f"config file {path} is {what}; give --config a TOML file")
+        # O_NONBLOCK: were it swapped for a FIFO since the stat, open() still returns at once.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise ConfigError(f"config file {path} is not a regular file; give a TOML file")
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config file {path} is larger than {MAX_CONFIG_BYTES // 1024} KiB; is it the "
+            "right file?"
+        )
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not UTF-8 text; save it as UTF-8") from None
