@@ -42,6 +42,7 @@ from reaper.config.values import (
     time_zone,
 )
 from reaper.errors import ConfigError
+from reaper.vocab import PartitionAction, Strategy
 
 # Defaults. Retentions come from the control plane's own rules: a session lives 72 h after it
 # lapses (long enough to see why it lapsed), a silent bootstrap member 30 days, an ephemeral
@@ -49,20 +50,10 @@ from reaper.errors import ConfigError
 DEFAULT_SESSION_RETENTION = timedelta(hours=72)
 DEFAULT_NODE_RETENTION = timedelta(days=30)
 DEFAULT_EPHEMERAL_NODE_RETENTION = timedelta(hours=1)
-# Rows per batch (the heap walk's cap per block range; the index path's LIMIT). Bench B1
-# (1,333,333 of 2,000,000 requests, PostgreSQL 15, 2 shared cores, target 50 ms), five rounds
-# each on an AMD EPYC: 10,000 rows: median 1.68 s (1.39-1.81), batch p99 14-17 ms, 1.37 s of
-# server CPU; 20,000: 1.43 s (1.14-1.55), p99 22-26 ms, 1.17-1.26 s of server CPU; one plain
-# DELETE 1.22-1.50 s. Each batch costs the server a fixed share (its transaction, the
-# statement's start), so half as many batches came 15% nearer one DELETE; on an older Intel
-# machine the two were within noise (2.99 and 3.15 s). While other sessions use the database
-# a batch aims at --busy-batch-seconds instead, so the size only rules on a quiet database.
-# A steady-state index batch of 10,000 scattered rows takes ~0.1-0.2 s (bench B3).
+# Rows per batch (the heap walk's cap per range, the index path's LIMIT); bench B1 figures
+# in docs/performance.md ("The engine's numbers").
 DEFAULT_BATCH_SIZE = 20_000
-# A heap-walk batch aims at this many seconds; its block range shrinks or grows to stay near it.
-# bench --tune: 30 ms made the same sweep 5-25% slower (more, smaller batches) for no better
-# p99 at 10,000 rows; the walk's 2x growth per step can overshoot the target, so it sits at
-# half the 100 ms ceiling.
+# A heap-walk batch aims at this long; half the 100 ms p99 ceiling (docs/performance.md).
 DEFAULT_BATCH_TARGET_SECONDS = 0.05
 # A batch statement that runs longer than this is cancelled: a sweep never holds locks long.
 DEFAULT_STATEMENT_TIMEOUT = timedelta(seconds=10)
@@ -70,12 +61,8 @@ DEFAULT_STATEMENT_TIMEOUT = timedelta(seconds=10)
 # row a writer holds (batches take no row lock of their own; the delete waits for the writer).
 DEFAULT_LOCK_TIMEOUT = timedelta(seconds=1)
 DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT = timedelta(seconds=60)
-# The heap walk takes over from the index when a block sample finds at least this fraction of
-# the table to be garbage. bench --crossover (2,000,000 requests, PostgreSQL 15, 2 cores): the
-# index path took 0.55x the walk's time at 0.1% garbage, 0.66x at 0.5%, 0.90x at 1%, 1.02x at
-# 2%, 1.28x at 5%, 2.8x at 20%: the crossover is at ~2%. On larger tables the index path's
-# cost grows with its number of batches (each re-reads the dead index entries of the ones
-# before), which reaper.engine.run.MAX_INDEX_BATCHES bounds.
+# Walk the heap at this garbage fraction or more: the crossover of bench --crossover
+# (docs/performance.md, "The engine's numbers").
 DEFAULT_HEAP_WALK_THRESHOLD = 0.02
 DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
 # `reaper check`: a batch plan that reads a table of more rows than this sequentially fails.
@@ -95,32 +82,26 @@ DEFAULT_LISTEN = "127.0.0.1:9465"
 DEFAULT_SHUTDOWN_TIMEOUT = timedelta(seconds=10)
 # Each run is delayed by a random 0..jitter x interval, so replicas and restarts spread out.
 DEFAULT_JITTER = 0.1
-# reaper_backlog_rows counts at most this many rows (an index-served count, LIMITed), and
-# reaper_backlog_oldest_seconds looks at most at as many: each eligible row costs a heap page,
-# so the limit sets a gauge's cost. Bench B5 (10,000,000 requests, 10,000 scattered
-# eligible): 8 ms of server time at 1,000 (1,000 heap pages read, about 8 us each; 7-11 ms
-# a gauge, against a 10 ms target), 19-22 ms at 100,000 (every eligible row read); beyond it
-# the gauge says "at least 500", which is what an alert needs to know.
+# The backlog gauges look at most at this many rows: it sets a gauge's cost
+# (docs/performance.md, "Gauges: why --backlog-limit is 500").
 DEFAULT_BACKLOG_LIMIT = 500
 # How often the backlog and storage gauges are refreshed (not on every scrape: the backlog
 # count costs tens of milliseconds per sweep).
 DEFAULT_GAUGE_INTERVAL = timedelta(minutes=1)
 # Batches pause while a standby replays more than this far behind the primary (pacing).
 DEFAULT_MAX_REPLICA_LAG = timedelta(seconds=10)
-# While other sessions use the database, batches take at most this share of a run's wall time
-# (bench B4, 4 clients refreshing: their p99 during the sweep was 0.98x before it at 0.5 and
-# 1.07x at 0.25, against 1.81x unpaced; a quiet database is swept at full speed whatever it is).
+# While other sessions use the database, batches take at most this share of a run's wall
+# time (bench B4, docs/performance.md).
 DEFAULT_BUSY_SHARE = 0.5
-# While other sessions use the database, a batch aims at this long: the latency a batch adds
-# to a live transaction grows with its length (its CPU and the WAL a client's commit then
-# flushes). Bench B4 on a quiet machine (live refresh p99 1.5 ms before the sweep): p99
-# during 6-7 ms with 8,000-row batches (~11 ms each), 3.5 ms with 2,000, 2.9 ms with 1,000.
+# While other sessions use the database, a batch aims at this long: a short batch adds
+# little latency to a live transaction (bench B4, docs/performance.md).
 DEFAULT_BUSY_BATCH_SECONDS = 0.002
 # After a failed run the sweep retries after failure_backoff, doubling per consecutive
 # failure up to max_failure_backoff (then the success resets it).
 DEFAULT_FAILURE_BACKOFF = timedelta(seconds=30)
 DEFAULT_MAX_FAILURE_BACKOFF = timedelta(hours=1)
-
+# Wall times without a time zone (timestamp, date columns) are read as UTC unless the
+# application writes them in another zone (timestamp_time_zone names it).
 DEFAULT_TIMESTAMP_TIME_ZONE = "UTC"
 # The full-table interlock: a run stops before its first delete when at least this fraction
 # of a table is eligible. A predicate that matches everything (a typo, a retention in the
@@ -130,6 +111,7 @@ DEFAULT_MAX_ELIGIBLE_FRACTION = 0.95
 # ... but only on tables with at least this many rows (projected from the sample): a table of
 # a few hundred rows that is all garbage is common (a test bed, a quiet cluster) and cheap.
 FULL_TABLE_MIN_ROWS = 1_000
+
 
 def _setting(
     default: Any, parse: Callable[[Any], Any], help: str, metavar: str | None = None
@@ -174,8 +156,8 @@ class SweepSettings:
     max_seconds_per_run: timedelta | None = None
     retention: timedelta | Mapping[str, timedelta] | None = None
     after: tuple[str, ...] = ()
-    strategy: str | None = None
-    partition_action: str | None = None
+    strategy: Strategy | None = None
+    partition_action: PartitionAction | None = None
     max_eligible_fraction: float | None = None
     table: str | None = None
     reason: str | None = None
@@ -254,8 +236,8 @@ class Settings:
         "How long to wait for a database connection.",
         "DURATION",
     )
-    strategy: str = _setting(
-        "auto",
+    strategy: Strategy = _setting(
+        Strategy.AUTO,
         strategy_name,
         "How a sweep finds its batches: heap (walk the table in block ranges), index (the "
         "predicate's index), or auto (heap when a sample of the table finds much garbage).",
@@ -286,8 +268,8 @@ class Settings:
         "one server session per client connection). Off: a pooler is refused, since in "
         "transaction mode reaper's advisory locks cannot hold.",
     )
-    partition_action: str = _setting(
-        "drop",
+    partition_action: PartitionAction = _setting(
+        PartitionAction.DROP,
         partition_action_name,
         "What a sweep does with a partition whose bounds prove every row past the cutoff: "
         "drop (DETACH CONCURRENTLY, then DROP TABLE), detach (keep it as a table of its own) "

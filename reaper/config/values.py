@@ -237,16 +237,16 @@ def time_zone(value: Any) -> str:
     )
 
 
-def strategy_name(value: Any) -> str:
+def strategy_name(value: Any) -> Strategy:
     if value not in STRATEGIES:
         raise ValueError(f"must be one of {', '.join(STRATEGIES)}, got {shown(value)}")
-    return str(value)
+    return Strategy(value)
 
 
-def partition_action_name(value: Any) -> str:
+def partition_action_name(value: Any) -> PartitionAction:
     if value not in PARTITION_ACTIONS:
         raise ValueError(f"must be one of {', '.join(PARTITION_ACTIONS)}, got {value!r}")
-    return str(value)
+    return PartitionAction(value)
 
 
 def optional_str(value: Any) -> str | None:
