@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -207,9 +208,9 @@ def test_missing_privilege_names_it_and_the_grant(
 def test_missing_table_and_column_of_a_declared_sweep(dsn: str) -> None:
     settings = build_settings({"dsn": dsn})
     sweeps = [
-        Sweep("gone", "no_such_table", "x", "at < %(cutoff)s", {"cutoff": "node_retention"}),
+        Sweep("gone", "no_such_table", "x", "at < %(cutoff)s", {"cutoff": timedelta(days=30)}),
         Sweep("renamed", "routers", "x", "lease_ends < %(cutoff)s",
-              {"cutoff": "node_retention"}),
+              {"cutoff": timedelta(days=30)}),
     ]
     db = open_database(settings)
     with db:
@@ -349,7 +350,7 @@ def test_check_and_status_quote_the_table_as_the_sweep_does(
     conn.execute(sql.SQL("CREATE TABLE {} (created_at timestamptz NOT NULL)").format(ident))
     conn.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(ident))
     settings = build_settings({"dsn": dsn})
-    sweep = Sweep("odd", table, "x", "created_at < %(cutoff)s", {"cutoff": "node_retention"})
+    sweep = Sweep("odd", table, "x", "created_at < %(cutoff)s", {"cutoff": timedelta(days=30)})
     with open_database(settings) as db:
         findings = checks.run_checks(db, [sweep], settings)
         rows = status.sweep_status(db, [sweep], settings)
