@@ -20,7 +20,7 @@ from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
 from reaper.engine.run import run_sweep
 from reaper.errors import FullTableRefused
-from tests.support import BUILTIN_SWEEPS, run_reaper
+from tests.support import run_reaper, sweeps_of
 
 
 def _seed(conn: psycopg.Connection[Any], garbage: int, keep: int) -> None:
@@ -172,7 +172,7 @@ def test_the_daemon_logs_and_counts_a_failure(
 ) -> None:
     _seed(conn, garbage=3000, keep=0)
     settings = build_settings({"dsn": dsn, "listen": "127.0.0.1:0"})
-    sweeps = [s for s in BUILTIN_SWEEPS if s.name == "nodes_silent"]
+    sweeps = [sweeps_of(settings)["nodes_silent"]]
     registry = CollectorRegistry()
     daemon = Daemon(settings, sweeps, registry=registry)
     daemon.db.open()
@@ -409,7 +409,7 @@ def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
     eligible = round(gone * start) - deleted_before
     _seed(conn, garbage=eligible, keep=rows - eligible)
     settings = build_settings({"dsn": dsn})
-    sweep = next(s for s in BUILTIN_SWEEPS if s.name == "nodes_silent")
+    sweep = sweeps_of(settings)["nodes_silent"]
     projected = rows * (1 + rows_error)
     measure = EligibleMeasure(
         {}, projected, projected * min(eligible / rows + fraction_error, 1.0))
