@@ -25,7 +25,8 @@ from reaper import cli, sqltext
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.db import Database
-from reaper.engine.run import SweepResult, run_sweep
+from reaper.engine.result import SweepResult
+from reaper.engine.run import run_sweep
 from reaper.metrics import Metrics
 from tests.support import SWEEPS
 

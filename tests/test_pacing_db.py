@@ -20,7 +20,8 @@ from reaper.config.settings import build_settings
 from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
 from reaper.db import Database
 from reaper.dev import devserver
-from reaper.engine.run import SUCCESS, SweepResult, run_sweep
+from reaper.engine.result import SweepResult
+from reaper.engine.run import SUCCESS, run_sweep
 from reaper.metrics import Metrics
 
 NODES_SILENT = by_name(BUILTIN_SWEEPS)["nodes_silent"]
