@@ -180,6 +180,17 @@ class PartitionStep(_Word):
 
 
 @unique
+class RowsSource(_Word):
+    """Where the rows of a removed partition come from (``rows_source`` of a result's
+    ``partitions``)."""
+
+    # Counted just before its detach.
+    COUNT = "count"
+    # The catalog's estimate (pg_class.reltuples): the partition was too large to count.
+    ESTIMATE = "estimate"
+
+
+@unique
 class PartitionRefusal(_Word):
     """Why partitions wholly past the cutoff are left to the batches (``reaper check`` fails
     on :attr:`NOT_OWNER`, which only the owner can repair, and warns on the others)."""

@@ -44,7 +44,13 @@ from reaper import errors, sqltext
 from reaper.config.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.db import MIN_HEAP_WALK_VERSION as MIN_CONCURRENT_DETACH_VERSION
 from reaper.db import Session, compose_relations, regclass_text
-from reaper.vocab import CheckStatus, PartitionAction, PartitionRefusal, PartitionStep
+from reaper.vocab import (
+    CheckStatus,
+    PartitionAction,
+    PartitionRefusal,
+    PartitionStep,
+    RowsSource,
+)
 
 if TYPE_CHECKING:
     from reaper.config.sweeps import Sweep
@@ -56,8 +62,8 @@ log = structlog.get_logger("reaper.partitions")
 DROP, DETACH, OFF = PartitionAction.DROP, PartitionAction.DETACH, PartitionAction.OFF
 
 _PARAM = re.compile(r"%\((\w+)\)s")
-# A larger partition reports the catalog's estimate: counting it costs what a drop avoids
-# (docs/performance.md, "Partition retention").
+# Partitions up to this size are counted before their detach, larger ones estimated:
+# counting those costs what a drop avoids (docs/performance.md).
 EXACT_COUNT_MAX_BYTES = 8 * 1024 * 1024
 # (column < $p), (column <= $p), and the same written the other way round.
 _UPPER_OPS = {"<", "<="}
@@ -251,7 +257,7 @@ class Removed:
     partition: str
     action: PartitionStep
     rows: int
-    rows_source: str | None = None
+    rows_source: RowsSource | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """As a result lists it (``run-once --json``): a run's ``{partition, action, rows,
@@ -527,13 +533,13 @@ def _remove(
     it as removed, or nothing when its detach failed (logged: the batches sweep its rows)."""
     relation = (p.schema_name, p.relname)
     t0 = time.monotonic()
-    rows, source = estimated, "estimate"
+    rows, source = estimated, RowsSource.ESTIMATE
     try:
         # A partition too large to count within statement_timeout keeps the estimate.
         with contextlib.suppress(errors.StatementCanceled):
             if exact:
                 rows = int(session.scalar(_statement("count_rows", partition=relation)))
-                source = "count"
+                source = RowsSource.COUNT
         if not already_detached:
             concurrently = (
                 session.server_version >= MIN_CONCURRENT_DETACH_VERSION
