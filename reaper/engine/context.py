@@ -45,7 +45,6 @@ class Run:
         metrics: counters to update per batch (None: none, as for a dry run).
         stop: checked between batches; when set, the run ends after the batch in flight.
         on_batch: called after every batch with the result so far (progress bars).
-        bound: the run's logger, bound to its sweep, table and reason.
         clock: monotonic seconds (tests pin it).
         started: when the run began, on ``clock`` (the budget counts from there).
         pace: called before each batch (:mod:`reaper.engine.pacing`): waits while the
@@ -63,7 +62,6 @@ class Run:
     metrics: Metrics | None = None
     stop: threading.Event | None = None
     on_batch: Callable[[SweepResult], None] | None = None
-    bound: Any = log
     clock: Callable[[], float] = time.monotonic
     started: float | None = None
     pace: Pacer | None = None

@@ -136,6 +136,7 @@ class Sweeper:
             failure stay deleted and are counted.
         """
         result = SweepResult(sweep.name, sweep.table, sweep.reason, dry_run=dry_run)
+        budget = budget or Budget.from_settings(settings, sweep.name)
         started = time.monotonic()
         bound = log.bind(sweep=sweep.name, table=sweep.table, reason=sweep.reason)
         keys = lock_keys(sweep) if lock and not dry_run else []
@@ -155,10 +156,9 @@ class Sweeper:
                         checked = session.check_predicate(sweep)
                         run = Run(
                             sweep, settings, session, session.statements(checked),
-                            dict(result.cutoffs), result,
-                            budget or Budget.from_settings(settings, sweep.name),
+                            dict(result.cutoffs), result, budget,
                             metrics=None if dry_run else metrics, stop=stop,
-                            on_batch=on_batch, bound=bound, started=started,
+                            on_batch=on_batch, started=started,
                         )
                         if not dry_run:
                             run.pace = pacing.for_run(
