@@ -23,9 +23,9 @@ from reaper import log
 from reaper.config.load import load_config
 from reaper.config.sweeps import by_name
 from reaper.db import Database
-from reaper.engine.pacing import REASONS
 from reaper.engine.run import run_sweep
 from reaper.metrics import Metrics
+from reaper.vocab import ThrottleReason
 
 
 def rss_kib() -> int:
@@ -71,7 +71,7 @@ def main(argv: list[str]) -> int:
                rss_peak_kib=peak, batch_ends=batch_ends,
                throttled={r: registry.get_sample_value(
                    "reaper_throttled_seconds_total", {"sweep": sweep.name, "reason": r})
-                   for r in REASONS},
+                   for r in ThrottleReason},
                backend_cpu=None if cpu0 is None or cpu1 is None else cpu1 - cpu0)
     print(json.dumps(out))
     return 0

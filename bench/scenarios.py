@@ -234,7 +234,7 @@ def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print,
 def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, list[float], Any]]:
     """B5: the cost of each gauge's query on ``template`` (ms samples and the last value)."""
     from reaper.config.sweeps import BUILTINS
-    from reaper.engine.run import SAMPLE_BLOCKS
+    from reaper.engine.strategy import SAMPLE_BLOCKS
 
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:

@@ -28,11 +28,7 @@ from reaper.config.settings import SETTING_FIELDS, Settings
 from reaper.config.sweeps import BUILTIN_NAMES, Sweep
 from reaper.config.values import format_duration
 from reaper.db import Database, dsn_has_password
-from reaper.engine.run import (
-    check_predicates,
-    refuse_unsweepable,
-    run_sweep,
-)
+from reaper.engine.run import Sweeper, check_predicates, refuse_unsweepable
 from reaper.metrics import Metrics
 from reaper.vocab import IndexOutcome, Outcome
 
@@ -238,10 +234,13 @@ def run_once(
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
         live = sys.stderr.isatty() and not as_json and not dry_run
         results = []
+        # One invocation, one window of the full-table interlock: its sweeps are judged
+        # together.
+        sweeper = Sweeper()
         with SweepProgress(live=live) as progress:
             for sweep in sweeps:
                 progress.start(sweep.name, None if dry_run else _estimate(db, sweep, settings))
-                result = run_sweep(
+                result = sweeper.run(
                     db, sweep, settings, metrics=metrics, dry_run=dry_run,
                     on_batch=progress.batch,
                 )

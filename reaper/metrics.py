@@ -13,8 +13,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, write_to_textfile
 
 from reaper.config.sweeps import Sweep
-from reaper.engine.pacing import REASONS as THROTTLE_REASONS
-from reaper.vocab import SERVER_CHECKS, SWEEP_CHECKS, Outcome, SkipReason
+from reaper.vocab import SERVER_CHECKS, SWEEP_CHECKS, Outcome, SkipReason, ThrottleReason
 
 # The checks of `reaper check` (the `check` label of reaper_check_failures): those about the
 # server and the connection (reaper.vocab.SERVER_CHECKS) are labelled sweep="*"; the others
@@ -139,7 +138,7 @@ class Metrics:
             self.storage_rows.labels(table=s.table)
             for check in SWEEP_CHECKS:
                 self.check_failures.labels(sweep=s.name, check=check)
-            for reason in THROTTLE_REASONS:
+            for reason in ThrottleReason:
                 self.throttled_seconds.labels(sweep=s.name, reason=reason)
 
     def batch_finished(
@@ -149,7 +148,7 @@ class Metrics:
         self.deleted_rows.labels(table=table, reason=reason).inc(rows)
         self.batch_duration.labels(sweep=sweep).observe(seconds)
 
-    def throttled(self, sweep: str, reason: str, seconds: float) -> None:
+    def throttled(self, sweep: str, reason: ThrottleReason, seconds: float) -> None:
         """Count ``seconds`` that a run of ``sweep`` waited for ``reason`` (pacing)."""
         self.throttled_seconds.labels(sweep=sweep, reason=reason).inc(max(seconds, 0.0))
 
@@ -159,11 +158,11 @@ class Metrics:
         self.deleted_rows.labels(table=table, reason=reason).inc(rows)
         self.dropped_partitions.labels(table=table).inc()
 
-    def row_skipped(self, table: str, reason: str) -> None:
+    def row_skipped(self, table: str, reason: SkipReason) -> None:
         """Count one eligible row of ``table`` that a run skipped, by ``reason``."""
         self.skipped_rows.labels(table=table, reason=reason).inc()
 
-    def sweep_finished(self, sweep: str, outcome: str, seconds: float) -> None:
+    def sweep_finished(self, sweep: str, outcome: Outcome, seconds: float) -> None:
         """Count one sweep run with its outcome and duration (seconds)."""
         self.sweep_runs.labels(sweep=sweep, outcome=outcome).inc()
         if outcome != Outcome.SKIPPED:

@@ -43,6 +43,17 @@ class StopReason(_Word):
     REPLICA_LAG = "replica_lag"
 
 
+@unique
+class ThrottleReason(_Word):
+    """Why a sweep waited between batches (the ``reason`` label of
+    ``reaper_throttled_seconds_total``)."""
+
+    # A standby was further behind than --max-replica-lag.
+    REPLICA_LAG = "replica_lag"
+    # Other sessions used the database: batches kept to --busy-share of the wall time.
+    LOAD = "load"
+
+
 # A run that ended on one of these left a backlog behind it.
 BUDGET_STOPS = (StopReason.MAX_ROWS, StopReason.MAX_SECONDS)
 
@@ -155,3 +166,38 @@ class PartitionAction(_Word):
     DETACH = "detach"
     # Leave it to the batches.
     OFF = "off"
+
+
+@unique
+class PartitionStep(_Word):
+    """What a run did (or a dry run would do) to one partition (``action`` of an entry of a
+    result's ``partitions``): one of the :class:`PartitionAction` that remove it, or the
+    finishing of a detach an earlier run left pending."""
+
+    DROP = "drop"
+    DETACH = "detach"
+    FINALIZE_DETACH = "finalize_detach"
+
+
+@unique
+class RowsSource(_Word):
+    """Where the rows of a removed partition come from (``rows_source`` of a result's
+    ``partitions``)."""
+
+    # Counted just before its detach.
+    COUNT = "count"
+    # The catalog's estimate (pg_class.reltuples): the partition was too large to count.
+    ESTIMATE = "estimate"
+
+
+@unique
+class PartitionRefusal(_Word):
+    """Why partitions wholly past the cutoff are left to the batches (``reaper check`` fails
+    on :attr:`NOT_OWNER`, which only the owner can repair, and warns on the others)."""
+
+    # The role does not own a partition (or its parent): detach and drop need ownership.
+    NOT_OWNER = "not_owner"
+    # Dropping would differ from deleting the rows (a foreign key, a trigger, a rule).
+    OBSTACLE = "obstacle"
+    # The drops would take (nearly) the whole table: the full-table interlock.
+    FULL_TABLE = "full_table"

@@ -233,7 +233,7 @@ def test_text_from_the_database_is_printed_literally(capsys: pytest.CaptureFixtu
     """Names and server messages are text, never rich markup or emoji codes."""
     from reaper.commands.render import print_results, print_status
     from reaper.commands.status import SweepStatus
-    from reaper.engine.run import SweepResult
+    from reaper.engine.result import SweepResult
 
     print_results([SweepResult("s", MARKUP, MARKUP, outcome="failure", error=MARKUP)],
                   dry_run=False)

@@ -24,7 +24,8 @@ from psycopg import sql
 from reaper import sqltext
 from reaper.config.settings import Settings, build_settings
 from reaper.db import Database
-from reaper.engine.run import SweepResult, run_sweep
+from reaper.engine.result import SweepResult
+from reaper.engine.run import run_sweep
 from reaper.metrics import Metrics
 from tests.support import BUILTIN_SWEEPS, SWEEPS, enabled, sweeps_of
 

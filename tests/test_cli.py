@@ -242,7 +242,7 @@ def test_an_error_with_brackets_is_printed_as_it_is(capsys) -> None:
     """A database's error text is not rich markup: "[/]" or "[bold]" in it must neither crash
     the table nor vanish from it."""
     from reaper.commands.render import print_results
-    from reaper.engine.run import SweepResult
+    from reaper.engine.result import SweepResult
 
     error = 'syntax error at or near "[/]" in ARRAY[1] [bold]'
     print_results(

@@ -26,7 +26,8 @@ import structlog
 
 from reaper.config.settings import Settings
 from reaper.db import Database
-from reaper.engine.run import SweepResult, run_sweep, run_sweeps
+from reaper.engine.result import SweepResult
+from reaper.engine.run import run_sweep, run_sweeps
 from tests.daemon_helpers import scalar, wait_for
 from tests.support import (  # noqa: F401 (fixtures)
     NOW,

@@ -19,7 +19,8 @@ from psycopg import sql
 from reaper.config.settings import Settings
 from reaper.db import Database
 from reaper.dev import demo
-from reaper.engine.run import SweepResult, run_sweeps
+from reaper.engine.result import SweepResult
+from reaper.engine.run import run_sweeps
 from reaper.metrics import Metrics
 from tests.support import (
     BUILTIN_SWEEPS,

@@ -19,7 +19,8 @@ from reaper.commands import checks
 from reaper.config.settings import build_settings
 from reaper.db import Database
 from reaper.dev import devserver
-from reaper.engine.run import SUCCESS, SweepResult, run_sweep
+from reaper.engine.result import SweepResult
+from reaper.engine.run import SUCCESS, run_sweep
 from reaper.metrics import Metrics
 from tests.support import BUILTIN_SWEEPS, sweeps_of
 

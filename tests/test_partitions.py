@@ -24,7 +24,8 @@ from reaper.config.sweeps import Sweep, configured_sweeps
 from reaper.db import Database
 from reaper.engine import partitions as partitions_module
 from reaper.engine.partitions import NotProven, key_bound
-from reaper.engine.run import SweepResult, run_sweep
+from reaper.engine.result import SweepResult
+from reaper.engine.run import run_sweep
 from reaper.errors import ConfigError
 from reaper.metrics import Metrics
 from tests.support import NOW, run_reaper, sweeps_of

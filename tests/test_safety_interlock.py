@@ -18,7 +18,7 @@ from reaper.config.settings import FULL_TABLE_MIN_ROWS, build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
-from reaper.engine.run import run_sweep
+from reaper.engine.run import Sweeper, run_sweep
 from reaper.errors import FullTableRefused
 from tests.support import run_reaper, sweeps_of
 
@@ -305,15 +305,16 @@ def test_the_opt_in_lets_the_halves_empty_the_table(
 def test_the_daemon_judges_runs_on_one_database_together(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
-    """Two runs on one Database (the daemon's shape): the second is refused; a run on a new
-    Database (a new process) starts a new window."""
+    """Two runs by one Sweeper on one Database (the daemon's shape): the second is refused;
+    a run on a new Database (a new process) starts a new window."""
     conn.execute(BIG)
     settings = build_settings({"dsn": dsn}, tomllib.loads(HALVES))
     sweeps = {s.name: s for s in configured_sweeps(settings)}
+    sweeper = Sweeper()
     with Database.from_settings(settings) as db:
-        first = run_sweep(db, sweeps["half_a"], settings)
-        second = run_sweep(db, sweeps["half_b"], settings)
-        third = run_sweep(db, sweeps["half_b"], settings)
+        first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
+        second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
+        third = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
     assert first.outcome == "success" and first.rows == 950
     assert second.outcome == "failure" and second.error_type == "FullTableRefused"
     assert third.outcome == "failure" and second.rows == third.rows == 0
@@ -330,9 +331,10 @@ def test_runs_under_the_threshold_together_go_on(
                        "created_at < %(cutoff)s AND id %% 4 = 1\"\nretention")
     ))
     sweeps = {s.name: s for s in configured_sweeps(settings)}
+    sweeper = Sweeper()
     with Database.from_settings(settings) as db:
-        first = run_sweep(db, sweeps["half_a"], settings)
-        second = run_sweep(db, sweeps["half_b"], settings)
+        first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
+        second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
     assert first.rows == 950 and second.outcome == "success" and second.rows == 475
     assert _big(conn) == 475
 
@@ -402,7 +404,9 @@ def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
     up to 10% off either way, and the eligible fraction 3 points off (a sample's eligible
     and sampled rows come from the same blocks: their ratio is what it measures best). Near
     the threshold the judgement counts, and its verdict is that of the true figures."""
-    from reaper.engine.run import EligibleMeasure, _TableWindow, compute_cutoffs, judge_table
+    from reaper.engine.interlock import EligibleMeasure, judge_table
+    from reaper.engine.interlock import TableWindow as _TableWindow
+    from reaper.engine.run import compute_cutoffs
 
     start = 10_000
     rows = start - deleted_before

@@ -29,7 +29,7 @@ from rich.progress import (
 from rich.text import Text
 
 from reaper.commands.indexes import CREATE, REBUILD, IndexAction
-from reaper.engine.run import SweepResult
+from reaper.engine.result import SweepResult
 from reaper.sqltext.sqlinfo import IndexSpec
 
 log = structlog.get_logger("reaper.progress")

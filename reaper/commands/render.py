@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from reaper.commands.indexes import IndexAction
     from reaper.commands.status import SweepStatus
     from reaper.config.sweeps import Sweep
-    from reaper.engine.run import SweepResult
+    from reaper.engine.result import SweepResult
 
 DEFAULT_WIDTH_COLUMNS = 80
 

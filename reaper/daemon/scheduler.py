@@ -56,7 +56,8 @@ from reaper.daemon.health import HEARTBEAT_SECONDS, READINESS_PROBE_SECONDS, Hea
 from reaper.daemon.http import HttpServer, make_app
 from reaper.daemon.policy import SweepState
 from reaper.db import Database, Session, SweepStatements
-from reaper.engine.run import SweepResult, run_sweep
+from reaper.engine.result import SweepResult
+from reaper.engine.run import Sweeper
 from reaper.metrics import Metrics
 from reaper.vocab import Outcome
 
@@ -113,6 +114,9 @@ class Daemon:
         self._state: dict[str, SweepState] = {s.name: SweepState() for s in sweeps}
         self.metrics = Metrics(sweeps, registry)
         self.db = Database.from_settings(settings, max_connections=MAX_PARALLEL_SWEEPS + 2)
+        # The engine's process state (the interlock's ledger, the pacers' WAL history) for
+        # the daemon's life, kept per Database: a reload's new one starts afresh.
+        self.sweeper = Sweeper()
         self._stop = threading.Event()
         # Set by a stop request (signal) or a fatal error; the command waits on it.
         self.exit_requested = threading.Event()
@@ -481,7 +485,7 @@ class Daemon:
             with self._in_order(sweep) as go:
                 if not go:
                     return None
-                result = run_sweep(
+                result = self.sweeper.run(
                     self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop
                 )
             if policy.is_outage(result.error_type):

@@ -10,7 +10,8 @@ by the end of the next batch since the last measurement (a lag grows at most one
 second), so that a run alone on its database pays for about one sample a second, not one per
 batch (bench B1: 5 ms a sample, 14% of the run at one per batch).
 
-Two pacers, each a reason of ``reaper_throttled_seconds_total{sweep,reason}``:
+Two pacers, each a reason of ``reaper_throttled_seconds_total{sweep,reason}``
+(:class:`reaper.vocab.ThrottleReason`):
 
 - ``replica_lag``: no batch starts that would end with a standby more than
   ``max_replica_lag`` behind (its lag plus the last batch's duration, counted as at most half
@@ -35,15 +36,14 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from reaper import sqltext
+from reaper.vocab import StopReason, ThrottleReason
 
 if TYPE_CHECKING:
     from reaper.config.settings import Settings
@@ -51,15 +51,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("reaper.pacing")
 
-
-class Reason(StrEnum):
-    """Why a sweep waited (the ``reason`` label of ``reaper_throttled_seconds_total``)."""
-
-    REPLICA_LAG = "replica_lag"
-    LOAD = "load"
-
-
-REASONS: tuple[str, ...] = tuple(r.value for r in Reason)
 
 # A session that finished a statement this recently (seconds) is live traffic: a client that
 # sends a statement every few milliseconds is idle most of the time, yet busy.
@@ -199,7 +190,7 @@ class Pacer:
         busy_share: float,
         clock: Callable[[], float] = time.monotonic,
         wait: Callable[[float], bool],
-        throttled: Callable[[str, float], None] = lambda reason, seconds: None,
+        throttled: Callable[[ThrottleReason, float], None] = lambda reason, seconds: None,
         history: WalHistory | None = None,
         max_pause: float = MAX_PAUSE_SECONDS,
         max_sample_age: float = MAX_SAMPLE_AGE_SECONDS,
@@ -222,7 +213,7 @@ class Pacer:
         self._last: Sample | None = None
         self._last_at = 0.0
         self._last_lag = 0.0
-        self.waited: dict[str, float] = dict.fromkeys(REASONS, 0.0)
+        self.waited: dict[ThrottleReason, float] = dict.fromkeys(ThrottleReason, 0.0)
         # Warnings already logged (shared by the runs of one database: logged once).
         self._told: set[str] = told if told is not None else set()
 
@@ -294,7 +285,7 @@ class Pacer:
         self.peak_lag = max(self.peak_lag, worst)
         return worst, name
 
-    def _spend(self, reason: str, seconds: float) -> bool:
+    def _spend(self, reason: ThrottleReason, seconds: float) -> bool:
         """Wait ``seconds`` for ``reason``; True when told to stop."""
         t0 = self.clock()
         stopped = self.wait(seconds)
@@ -303,7 +294,9 @@ class Pacer:
         self.throttled(reason, waited)
         return stopped
 
-    def __call__(self, last_batch_seconds: float | None, deadline: float | None) -> str | None:
+    def __call__(
+        self, last_batch_seconds: float | None, deadline: float | None
+    ) -> StopReason | None:
         """Before a batch: wait while a standby is too far behind, then for the load.
 
         Args:
@@ -331,9 +324,9 @@ class Pacer:
             while lag > ceiling:
                 left = limit - self.clock()
                 if left <= 0:
-                    return Reason.REPLICA_LAG.value
+                    return StopReason.REPLICA_LAG
                 poll = min(REPLICA_POLL_SECONDS, self.max_replica_lag / 10, left)
-                if self._spend(Reason.REPLICA_LAG, poll):
+                if self._spend(ThrottleReason.REPLICA_LAG, poll):
                     return None
                 sample = self._sample()
                 self._last, self._last_at = sample, self.clock()
@@ -349,17 +342,19 @@ class Pacer:
             if deadline is not None:
                 pause = min(pause, deadline - self.clock())
             if pause > 0:
-                self._spend(Reason.LOAD, pause)
+                self._spend(ThrottleReason.LOAD, pause)
         return None
 
 
-# One history of WAL positions per database handle, shared by its runs (a daemon's): a run
-# that starts while a standby is behind already knows how old the WAL it lacks is. With it,
-# the warnings already logged for that database.
-_HISTORIES: weakref.WeakKeyDictionary[Any, tuple[WalHistory, set[str]]] = (
-    weakref.WeakKeyDictionary()
-)
-_HISTORIES_LOCK = threading.Lock()
+class Memory:
+    """What the pacers of one database's runs share, kept by the process
+    (:class:`reaper.engine.run.Sweeper`): the primary's WAL positions, so that a run that
+    starts while a standby is behind already knows how old the WAL it lacks is; and the
+    warnings already logged, so that each is logged once."""
+
+    def __init__(self) -> None:
+        self.history = WalHistory()
+        self.told: set[str] = set()
 
 
 class _SampleSource(Protocol):
@@ -367,14 +362,15 @@ class _SampleSource(Protocol):
 
 
 def for_run(
-    db: object,
+    memory: Memory,
     session: _SampleSource,
     settings: Settings,
     sweep: str,
     metrics: Metrics | None,
     stop: threading.Event | None,
 ) -> Pacer | None:
-    """The pacer of one run of ``sweep`` on ``session`` (None when both pacers are off).
+    """The pacer of one run of ``sweep`` on ``session`` (None when both pacers are off), with
+    the ``memory`` of its database.
 
     Waits end early when ``stop`` is set; each wait is added to ``metrics``'
     ``reaper_throttled_seconds_total{sweep,reason}``.
@@ -382,14 +378,9 @@ def for_run(
     lag = settings.max_replica_lag
     if lag is None and settings.busy_share >= 1.0:
         return None
-    with _HISTORIES_LOCK:
-        state = _HISTORIES.get(db)
-        if state is None:
-            state = _HISTORIES[db] = (WalHistory(), set())
-    history, told = state
     event = stop or threading.Event()
 
-    def throttled(reason: str, seconds: float) -> None:
+    def throttled(reason: ThrottleReason, seconds: float) -> None:
         if metrics is not None:
             metrics.throttled(sweep, reason, seconds)
 
@@ -399,6 +390,6 @@ def for_run(
         busy_share=settings.busy_share,
         wait=event.wait,
         throttled=throttled,
-        history=history,
-        told=told,
+        history=memory.history,
+        told=memory.told,
     )

@@ -44,11 +44,16 @@ from reaper import errors, sqltext
 from reaper.config.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.db import MIN_HEAP_WALK_VERSION as MIN_CONCURRENT_DETACH_VERSION
 from reaper.db import Session, compose_relations, regclass_text
-from reaper.vocab import CheckStatus, PartitionAction
+from reaper.vocab import (
+    CheckStatus,
+    PartitionAction,
+    PartitionRefusal,
+    PartitionStep,
+    RowsSource,
+)
 
 if TYPE_CHECKING:
     from reaper.config.sweeps import Sweep
-    from reaper.engine.run import SweepResult
     from reaper.metrics import Metrics
 
 log = structlog.get_logger("reaper.partitions")
@@ -57,10 +62,8 @@ log = structlog.get_logger("reaper.partitions")
 DROP, DETACH, OFF = PartitionAction.DROP, PartitionAction.DETACH, PartitionAction.OFF
 
 _PARAM = re.compile(r"%\((\w+)\)s")
-# A partition of at most this many heap bytes has its rows counted exactly before its detach
-# (a scan of 8 MiB: ~10-30 ms here); a larger one reports the catalog's estimate
-# (pg_class.reltuples), as a count would read the whole partition, which is the cost a drop
-# exists to avoid (bench B7: counting 7,250,000 rows took ~8 of a 16.7 s run).
+# Partitions up to this size are counted before their detach, larger ones estimated:
+# counting those costs what a drop avoids (docs/performance.md).
 EXACT_COUNT_MAX_BYTES = 8 * 1024 * 1024
 # (column < $p), (column <= $p), and the same written the other way round.
 _UPPER_OPS = {"<", "<="}
@@ -222,6 +225,50 @@ class Partition:
         return f"{self.parent_schema}.{self.parent_name}"
 
 
+@dataclass(frozen=True)
+class Refused:
+    """Why none of the partitions wholly past the cutoff may be removed.
+
+    Attributes:
+        kind: what stands in the way (the role does not own one, a drop would differ from
+            deleting the rows, the full-table interlock).
+        reason: one line that says so.
+    """
+
+    kind: PartitionRefusal
+    reason: str
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+@dataclass(frozen=True)
+class Removed:
+    """One partition that a run removed (or, in a dry run, would remove).
+
+    Attributes:
+        partition: its ``schema.relname``.
+        action: what was done to it.
+        rows: its rows (counted just before the detach, or the catalog's estimate; a dry
+            run's: the estimate).
+        rows_source: ``count`` or ``estimate`` (None for a dry run, which only estimates).
+    """
+
+    partition: str
+    action: PartitionStep
+    rows: int
+    rows_source: RowsSource | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """As a result lists it (``run-once --json``): a run's ``{partition, action, rows,
+        rows_source}``, a dry run's ``{partition, action, estimated_rows}``."""
+        if self.rows_source is None:
+            return {"partition": self.partition, "action": self.action,
+                    "estimated_rows": self.rows}
+        return {"partition": self.partition, "action": self.action, "rows": self.rows,
+                "rows_source": self.rows_source}
+
+
 @dataclass
 class Plan:
     """What partition retention would do to one sweep's table now.
@@ -233,7 +280,7 @@ class Plan:
             rows (a partitioned one: the sum over its leaves).
         pending: partitions left detach-pending.
         heap_bytes: relid -> heap bytes of the partition and everything below it.
-        refused: the reason none of ``drop`` may go (not owner, a foreign key ...), or None.
+        refused: why none of ``drop`` may go (not owner, a foreign key ...), or None.
     """
 
     partitioned: bool = False
@@ -241,7 +288,7 @@ class Plan:
     reason: str = ""
     drop: list[tuple[Partition, int]] = field(default_factory=list)
     pending: list[Partition] = field(default_factory=list)
-    refused: str | None = None
+    refused: Refused | None = None
     heap_bytes: dict[int, int] = field(default_factory=dict)
 
 
@@ -330,15 +377,21 @@ def plan(
         )]
         not_owned = [p.name for p in candidates if not p.owned]
         if obstacles:
-            out.refused = f"a drop would differ from deleting the rows: {obstacles[0]}"
+            out.refused = Refused(
+                PartitionRefusal.OBSTACLE,
+                f"a drop would differ from deleting the rows: {obstacles[0]}",
+            )
         elif not_owned:
             role = session.scalar("SELECT current_user::text")
-            out.refused = (
+            out.refused = Refused(
+                PartitionRefusal.NOT_OWNER,
                 f"role {role} does not own {not_owned[0]} or its parent (detaching and "
-                "dropping a partition needs ownership)"
+                "dropping a partition needs ownership)",
             )
     if out.refused is None and out.drop:
-        out.refused = _interlock(tree, out.drop, sweep.max_eligible_fraction)
+        too_much = _interlock(tree, out.drop, sweep.max_eligible_fraction)
+        if too_much is not None:
+            out.refused = Refused(PartitionRefusal.FULL_TABLE, too_much)
     if out.refused is None and not out.drop and not out.reason:
         out.reason = "no partition is wholly past the cutoff"
     return out
@@ -394,19 +447,22 @@ def retire(
     session: Session,
     sweep: Sweep,
     settings: Settings,
-    result: SweepResult,
+    cutoffs: Mapping[str, datetime],
+    *,
+    dry_run: bool,
     metrics: Metrics | None,
     stop: threading.Event | None = None,
-) -> None:
+) -> list[Removed]:
     """Finish interrupted detaches, then drop (or detach) every partition of ``sweep``'s table
-    that its bounds prove wholly past the cutoff; the row batches sweep the rest afterwards.
+    that its bounds prove wholly past the ``cutoffs``; the row batches sweep the rest
+    afterwards. Returns the partitions removed, in order.
 
-    With ``result.dry_run`` nothing changes: the partitions it would drop are listed in
-    ``result.partitions`` with their estimated rows. Otherwise each partition removed adds
-    its rows (counted just before its detach when it holds at most EXACT_COUNT_MAX_BYTES of
-    heap, else, or when the count runs past statement_timeout, the catalog's estimate) to
-    ``result.rows`` and ``reaper_deleted_rows_total``, and one to
-    ``reaper_dropped_partitions_total``, with one ``partition_dropped`` log line.
+    With ``dry_run`` nothing changes: the partitions it would drop are returned with their
+    estimated rows. Otherwise each partition removed is returned with its rows (counted just
+    before its detach when it holds at most EXACT_COUNT_MAX_BYTES of heap, else, or when the
+    count runs past statement_timeout, the catalog's estimate), which are added to
+    ``reaper_deleted_rows_total``, and counts one in ``reaper_dropped_partitions_total``,
+    with one ``partition_dropped`` log line.
 
     A partition whose detach or drop fails (lock_timeout, statement_timeout, a privilege) is
     logged and left to the row batches; the run goes on. ``stop`` is checked before each
@@ -416,17 +472,18 @@ def retire(
         ConnectionFailed: the connection is gone (the run fails as any batch would).
     """
     action = sweep.partition_action
+    removed: list[Removed] = []
     if action == OFF:
-        return
+        return removed
+    step = PartitionStep.DROP if action == DROP else PartitionStep.DETACH
     bound = log.bind(sweep=sweep.name, table=sweep.table)
-    now_plan = plan(session, sweep, result.cutoffs, settings)
+    now_plan = plan(session, sweep, cutoffs, settings)
     if not now_plan.partitioned:
-        return
-    dry_run = result.dry_run
+        return removed
     for p in now_plan.pending:
         if dry_run:
-            result.partitions.append({"partition": p.name, "action": "finalize_detach",
-                                      "estimated_rows": max(p.estimated_rows, 0)})
+            removed.append(Removed(p.name, PartitionStep.FINALIZE_DETACH,
+                                   max(p.estimated_rows, 0)))
             continue
         try:
             _finish_pending(session, p, bound)
@@ -435,27 +492,29 @@ def retire(
         except errors.DatabaseError as exc:
             bound.warning("partition_detach_finalize_failed", partition=p.name, error=str(exc))
             continue
-        if action == DROP and droppable(p) and not now_plan.refused:
-            _remove(session, sweep, p, max(p.estimated_rows, 0), action, result, metrics,
-                    bound, exact=now_plan.heap_bytes.get(p.relid, 0) <= EXACT_COUNT_MAX_BYTES,
-                    already_detached=True)
+        if action == DROP and droppable(p) and now_plan.refused is None:
+            removed += _remove(
+                session, sweep, p, max(p.estimated_rows, 0), step, metrics, bound,
+                exact=now_plan.heap_bytes.get(p.relid, 0) <= EXACT_COUNT_MAX_BYTES,
+                already_detached=True,
+            )
     if now_plan.refused is not None:
-        bound.warning("partition_drop_refused", reason=now_plan.refused,
+        bound.warning("partition_drop_refused", reason=now_plan.refused.reason,
                       partitions=[p.name for p, _ in now_plan.drop])
-        return
+        return removed
     if not now_plan.drop:
         bound.debug("partition_drop_none", reason=now_plan.reason)
-        return
+        return removed
     for p, estimated in now_plan.drop:
         if stop is not None and stop.is_set():
-            return
+            return removed
         if dry_run:
-            result.partitions.append({"partition": p.name, "action": action,
-                                      "estimated_rows": estimated})
+            removed.append(Removed(p.name, step, estimated))
             continue
         exact = now_plan.heap_bytes.get(p.relid, 0) <= EXACT_COUNT_MAX_BYTES or (
             p.kind != "p" and p.estimated_rows < 0)  # never analyzed: no estimate to give
-        _remove(session, sweep, p, estimated, action, result, metrics, bound, exact=exact)
+        removed += _remove(session, sweep, p, estimated, step, metrics, bound, exact=exact)
+    return removed
 
 
 def _remove(
@@ -463,23 +522,24 @@ def _remove(
     sweep: Sweep,
     p: Partition,
     estimated: int,
-    action: str,
-    result: SweepResult,
+    action: PartitionStep,
     metrics: Metrics | None,
     bound: Any,
     *,
     exact: bool = True,
     already_detached: bool = False,
-) -> None:
+) -> list[Removed]:
+    """Detach (unless ``already_detached``) and, for a drop, drop partition ``p``; returns
+    it as removed, or nothing when its detach failed (logged: the batches sweep its rows)."""
     relation = (p.schema_name, p.relname)
     t0 = time.monotonic()
-    rows, source = estimated, "estimate"
+    rows, source = estimated, RowsSource.ESTIMATE
     try:
         # A partition too large to count within statement_timeout keeps the estimate.
         with contextlib.suppress(errors.StatementCanceled):
             if exact:
                 rows = int(session.scalar(_statement("count_rows", partition=relation)))
-                source = "count"
+                source = RowsSource.COUNT
         if not already_detached:
             concurrently = (
                 session.server_version >= MIN_CONCURRENT_DETACH_VERSION
@@ -494,9 +554,9 @@ def _remove(
     except errors.DatabaseError as exc:
         bound.warning("partition_drop_failed", partition=p.name, stage="detach",
                       error=str(exc), error_type=type(exc).__name__)
-        return
+        return []
     dropped = False
-    if action == DROP:
+    if action == PartitionStep.DROP:
         try:
             session.execute(_statement("drop", partition=relation))
             dropped = True
@@ -507,9 +567,6 @@ def _remove(
             bound.error("partition_drop_failed", partition=p.name, stage="drop",
                         error=str(exc), error_type=type(exc).__name__,
                         fix=f"DROP TABLE {p.name}")
-    result.rows += rows
-    result.partitions.append({"partition": p.name, "action": action, "rows": rows,
-                              "rows_source": source})
     if metrics is not None:
         metrics.partition_removed(sweep.table, sweep.reason, rows)
     bound.info(
@@ -517,6 +574,7 @@ def _remove(
         partition=p.name, parent=p.parent_qualified, bound=p.bound, rows=rows,
         rows_source=source, action=action, seconds=round(time.monotonic() - t0, 3),
     )
+    return [Removed(p.name, action, rows, source)]
 
 
 def check(
@@ -545,13 +603,14 @@ def check(
         out.append((CheckStatus.PASS, sweep.table,
                     "partition_action is off: rows are swept in batches", None))
     elif found.refused is not None:
-        status = CheckStatus.FAIL if "does not own" in found.refused else CheckStatus.WARN
+        owner_only = found.refused.kind == PartitionRefusal.NOT_OWNER
+        status = CheckStatus.FAIL if owner_only else CheckStatus.WARN
         fix = (
             f"run reaper as the owner of {sweep.table} and its partitions, or set "
             "partition_action = \"off\"" if status == CheckStatus.FAIL else None
         )
         out.append((status, sweep.table,
-                    f"would {action} {names} but {found.refused}; their rows are swept in "
+                    f"would {action} {names} but {found.refused.reason}; their rows are swept in "
                     "batches", fix))
     elif found.drop:
         out.append((CheckStatus.PASS, sweep.table,

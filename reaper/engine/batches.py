@@ -1,0 +1,328 @@
+"""The batches of one heap: the deleter that splits a failing batch and skips the row that
+fails alone, and the two ways of finding a batch's victims (the heap walk, the index path).
+
+Never repeats a failing batch unchanged: each retry has half the rows, or leaves out the row
+that failed alone (docs/engine.md, "Rows that cannot be deleted").
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import structlog
+
+from reaper import errors
+from reaper.config.settings import Settings
+from reaper.db import BatchRows, HeapStatements
+from reaper.engine.context import Run
+from reaper.engine.failures import held_row, isolable, run_failure, skip_reason
+from reaper.engine.sizing import BatchSizer, Splitter
+from reaper.engine.strategy import FIRST_BLOCKS_UNKNOWN
+from reaper.vocab import SkipReason, StopReason, Strategy
+
+log = structlog.get_logger("reaper.runner")
+
+# Heap ranges stay within these bounds whatever the estimates say: one block still makes
+# progress; 16,384 blocks (128 MiB at 8 KiB) is about a second of scan.
+MIN_BLOCKS_PER_BATCH = 1
+MAX_BLOCKS_PER_BATCH = 16_384
+# The first range is at most this many blocks (~20 ms of scan), whatever the garbage
+# fraction: a sparse table's first range would be slow (docs/performance.md).
+FIRST_MAX_BLOCKS = 1024
+# Ranges aim at this fraction of a batch's limit: a range over the limit is deleted, rolled
+# back and redone, so aiming at the limit itself overshoots often (docs/performance.md).
+RANGE_FILL = 0.8
+# While the database is busy, a batch's limit follows busy_batch_seconds, but never below
+# this many rows: fewer would cost more in round trips than they delete.
+MIN_BUSY_ROWS = 100
+
+
+class Deleter:
+    """One heap's batches: row limits from the sizer, a failing batch split until the row
+    that fails is alone, that row skipped (its tuple id left out of every later batch of the
+    run). Never repeats a failing batch unchanged: each retry has half the rows, or leaves
+    out the row that failed alone.
+
+    Args:
+        run: the run whose batches these are.
+        hs: the heap's statements.
+        sizer: the batch size as the batches' durations adapt it (shared by a run's heaps).
+    """
+
+    def __init__(self, run: Run, hs: HeapStatements, sizer: BatchSizer) -> None:
+        self.run, self.hs, self.sizer = run, hs, sizer
+        self.splitter = Splitter()
+        # The row limit while the database is busy (None: not busy, or not measured yet).
+        self.busy_limit: int | None = None
+        self.skip: list[tuple[int, int]] = []
+        # Why the last attempt failed, None after a success.
+        self.last_failure: SkipReason | None = None
+
+    def limit(self) -> int:
+        """The next batch's row limit: the sizer's (or the splitter's while a batch fails),
+        and while the database is busy (:meth:`Run.busy_seconds`) at most the busy limit,
+        which follows the batches' durations toward that target (:meth:`_measured`)."""
+        limit = self.splitter.next_limit(self.sizer.size)
+        if self.run.busy_seconds() is None:
+            self.busy_limit = None
+        elif self.busy_limit is not None:
+            limit = min(limit, self.busy_limit)
+        return limit
+
+    def trusts_ranges(self) -> bool:
+        """Whether a heap-walk batch may try its whole range in place first
+        (heap_range_batch.sql, which has no row limit): not while the sizer is below the batch
+        size after a timeout, nor while a failing batch is being split. Deletes that cost
+        that much (a cascade, a trigger) would time out in the range form every time, and each
+        batch would cost a whole statement_timeout before its limited retry."""
+        return self.sizer.size >= self.sizer.ceiling and self.splitter.limit is None
+
+    def _measured(self, limit: int, seconds: float) -> None:
+        """While busy, the next limit: this batch's ``limit`` scaled toward the busy target
+        by its ``seconds`` (at most 2x either way per batch, so that one slow batch cannot
+        swing it; the fixed cost of a batch, its round trips, is part of what is measured,
+        so a target below it settles at MIN_BUSY_ROWS)."""
+        busy = self.run.busy_seconds()
+        if busy is None or seconds <= 0:
+            return
+        scale = min(max(busy / seconds, 0.5), 2.0)
+        self.busy_limit = min(max(MIN_BUSY_ROWS, int(limit * scale)), self.sizer.ceiling)
+
+    def attempt(
+        self, limit: int, batch: Callable[[], BatchRows], first_victim: Callable[[], Any]
+    ) -> BatchRows | None:
+        """Run one batch of ``limit`` rows (``batch``), or, at one row, isolate the row
+        (``first_victim`` finds it). Returns what it did, or None when it failed (the next
+        attempt is smaller: :attr:`limit`)."""
+        t0 = self.run.clock()
+        self.last_failure = None
+        if limit <= 1:
+            return self._one_row(first_victim, t0)
+        try:
+            rows = batch()
+        except errors.DatabaseError as exc:
+            self._failed(exc, limit)
+            return None
+        seconds = self.run.clock() - t0
+        self.splitter.succeeded()
+        self.sizer.succeeded(seconds)
+        self._measured(limit, seconds)
+        self.run.batch(rows.deleted, seconds)
+        return rows
+
+    def _fail_run(self, exc: errors.DatabaseError) -> None:
+        """Raise ``exc`` as the run's failure when it is not a row's fault, or when a stop
+        was asked for (no more splitting then)."""
+        if isolable(exc) and not self.run.stopping():
+            return
+        failure = run_failure(exc)
+        if failure is exc:
+            raise exc
+        raise failure from exc
+
+    def _failed(self, exc: errors.DatabaseError, limit: int) -> None:
+        self._fail_run(exc)
+        r = self.run.result
+        reason = skip_reason(exc)
+        self.last_failure = reason
+        if reason == SkipReason.TIMEOUT:
+            r.timed_out_batches += 1
+            self.sizer.timed_out()
+        elif reason == SkipReason.LOCKED:
+            r.contended_batches += 1
+        held = held_row(exc, self.hs.heap.name)
+        if held is not None and held not in self.skip:
+            # The server named the row a writer holds: leave it out, and retry the batch
+            # without it (not split: the other rows are not in the way).
+            self.skip.append(held)
+            self.run.skipped(self.hs.heap.qualified, held, exc)
+            return
+        self.splitter.failed(limit)
+        log.debug("batch_split", sweep=r.sweep, heap=self.hs.heap.qualified, rows=limit,
+                  reason=reason, sqlstate=exc.sqlstate, error=str(exc))
+
+    def _one_row(self, first_victim: Callable[[], Any], t0: float) -> BatchRows | None:
+        tid = first_victim()
+        if tid is None:
+            self.splitter.succeeded()
+            return BatchRows(0, 0, None)
+        run = self.run
+        try:
+            deleted = run.session.delete_row(run.statements, self.hs, run.params, tid)
+        except errors.DatabaseError as exc:
+            self._fail_run(exc)
+            if skip_reason(exc) == SkipReason.TIMEOUT:
+                run.result.timed_out_batches += 1
+            self.skip.append(tid)
+            run.skipped(self.hs.heap.qualified, tid, exc)
+            self.splitter.succeeded()
+            return BatchRows(0, 1, tid)
+        seconds = run.clock() - t0
+        self.splitter.succeeded()
+        self.sizer.succeeded(seconds)
+        run.batch(deleted, seconds)
+        return BatchRows(deleted, 1, tid)
+
+
+class BatchStrategy(Protocol):
+    """How one heap's batches find their victims: :class:`HeapWalk` or :class:`IndexBatches`
+    (:func:`reaper.engine.strategy.choose_strategy` picks one per heap)."""
+
+    def run(self, deleter: Deleter) -> StopReason:
+        """Delete the heap's garbage with ``deleter``'s batches; returns the stop reason."""
+        ...
+
+
+@dataclass(frozen=True)
+class HeapWalk:
+    """The heap walk (:attr:`Strategy.HEAP`): tuple-id ranges, front to back.
+
+    Attributes:
+        target_seconds: how long a batch aims to take (``--batch-target-seconds``; while the
+            database is busy, ``--busy-batch-seconds`` instead).
+        estimated_fraction: the garbage fraction of the heap's sample (sizes the first
+            range; None: unknown).
+    """
+
+    target_seconds: float
+    estimated_fraction: float | None = None
+
+    def run(self, deleter: Deleter) -> StopReason:
+        return walk_heap(deleter, self.target_seconds, self.estimated_fraction)
+
+
+@dataclass(frozen=True)
+class IndexBatches:
+    """The index path (:attr:`Strategy.INDEX`): batches through the predicate's index."""
+
+    def run(self, deleter: Deleter) -> StopReason:
+        return follow_index(deleter)
+
+
+def batch_strategy(name: Strategy, settings: Settings, fraction: float | None) -> BatchStrategy:
+    """The :class:`BatchStrategy` named ``name`` (``heap`` or ``index``)."""
+    if name == Strategy.HEAP:
+        return HeapWalk(settings.batch_target_seconds.total_seconds(), fraction)
+    return IndexBatches()
+
+
+def first_span(deleter: Deleter, estimated_fraction: float | None) -> int:
+    """The first range of a heap walk, in blocks: about RANGE_FILL of the sizer's limit of
+    garbage rows, from the catalog's rows per block and the sample's garbage fraction."""
+    stats = deleter.hs.heap.stats
+    size = deleter.sizer.size * RANGE_FILL
+    if stats.rows_per_block > 0:
+        fraction = estimated_fraction if estimated_fraction else 1.0
+        garbage_per_block = max(stats.rows_per_block * fraction, 1e-3)
+        span = math.ceil(size / garbage_per_block)
+    else:
+        span = FIRST_BLOCKS_UNKNOWN
+    return min(max(span, MIN_BLOCKS_PER_BATCH), FIRST_MAX_BLOCKS)
+
+
+def next_span(
+    span: int, limit: int, want: float, selected: int, covered: int, seconds: float,
+    target: float,
+) -> int:
+    """The next range of a heap walk, in blocks, after a batch of ``limit`` rows that
+    selected ``selected`` garbage rows over ``covered`` blocks of its ``span`` in ``seconds``:
+    toward ``want`` rows (RANGE_FILL of the next limit) and ``target`` seconds.
+
+    At most 2x either way per step, so one odd range (a run of live rows, a checkpoint)
+    cannot swing it wildly; a range without garbage grows when it was quick and never
+    shrinks. A capped batch (``selected >= limit``) knows the density from where it stopped:
+    the next range is sized by it at once (no damping: a range far too large for the garbage
+    in it would be deleted and rolled back again, heap_range_batch.sql)."""
+    if selected >= limit:
+        return min(max(math.ceil(want * covered / selected), MIN_BLOCKS_PER_BATCH),
+                   MAX_BLOCKS_PER_BATCH)
+    if selected:
+        scale = want * covered / selected / max(span, 1)
+        if seconds > 0:
+            scale = min(scale, target / seconds)
+    else:
+        scale = 2.0 if seconds < target else 1.0
+    span = int(span * min(max(scale, 0.5), 2.0))
+    return min(max(span, MIN_BLOCKS_PER_BATCH), MAX_BLOCKS_PER_BATCH)
+
+
+def walk_heap(
+    deleter: Deleter,
+    target_seconds: float,
+    estimated_fraction: float | None = None,
+) -> StopReason:
+    """Delete one heap's garbage block range by block range, front to back; returns
+    stopped_by.
+
+    A batch deletes at most the sizer's limit of rows: when a range holds more garbage, the
+    next batch starts right after the last row selected. A range is sized to hold about that
+    many garbage rows and to take about ``target_seconds``, from the catalog's rows per block,
+    then from what each batch found (:func:`next_span`).
+    """
+    run, hs = deleter.run, deleter.hs
+    session, stmts, params = run.session, run.statements, run.params
+    end = hs.heap.stats.blocks
+    span = first_span(deleter, estimated_fraction)
+    pos = (0, 0)
+    while pos[0] < end:
+        stopped = run.should_stop()
+        if stopped:
+            return stopped
+        last_block = min(pos[0] + span, end)
+        limit = deleter.limit()
+        target = run.busy_seconds() or target_seconds
+        t0 = run.clock()
+        start = pos
+        rows = deleter.attempt(
+            limit,
+            functools.partial(
+                session.delete_heap_batch, stmts, hs, params, start, last_block, limit,
+                list(deleter.skip), deleter.trusts_ranges(),
+            ),
+            functools.partial(
+                session.first_victim, stmts, hs, params, list(deleter.skip), start, last_block
+            ),
+        )
+        seconds = run.clock() - t0
+        if rows is None:
+            if deleter.last_failure == SkipReason.TIMEOUT:
+                # Past statement_timeout: the range's scan may be what is slow, not the rows.
+                span = max(MIN_BLOCKS_PER_BATCH, span // 2)
+            continue
+        if rows.selected >= limit and rows.last is not None:
+            # The range holds more garbage than one batch may delete: go on right after it.
+            pos = (rows.last[0], rows.last[1] + 1)
+            covered = rows.last[0] - start[0] + 1
+        else:
+            pos = (last_block, 0)
+            covered = last_block - start[0]
+        span = next_span(span, limit, deleter.limit() * RANGE_FILL, rows.selected, covered,
+                         seconds, target)
+    return StopReason.DONE
+
+
+def follow_index(deleter: Deleter) -> StopReason:
+    """Delete one heap's garbage through the predicate's index, at most the sizer's limit of
+    rows per batch, until a batch comes back short; returns stopped_by."""
+    run, hs = deleter.run, deleter.hs
+    session, stmts, params = run.session, run.statements, run.params
+    while True:
+        stopped = run.should_stop()
+        if stopped:
+            return stopped
+        limit = deleter.limit()
+        rows = deleter.attempt(
+            limit,
+            functools.partial(
+                session.delete_index_batch, stmts, hs, params, limit, list(deleter.skip)
+            ),
+            functools.partial(session.first_victim, stmts, hs, params, list(deleter.skip)),
+        )
+        if rows is None:
+            continue
+        if rows.selected < limit:
+            return StopReason.DONE

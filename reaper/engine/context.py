@@ -1,0 +1,140 @@
+"""One run as one value: :class:`Run` carries what the functions of a run share.
+
+A run's functions (the strategy choice, the batches of each heap, the dry run's count) take
+the Run, not the sweep, session, statements, cutoffs, settings, metrics, stop event, result
+and budget one by one. The Run also counts each batch into the result, the metrics and the
+log, and says before each batch whether to stop.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from reaper import errors
+from reaper.config.settings import Settings
+from reaper.config.sweeps import Budget, Sweep
+from reaper.db import SweepStatements
+from reaper.engine.failures import skip_reason
+from reaper.engine.pacing import Pacer
+from reaper.engine.port import BatchSession
+from reaper.engine.result import SweepResult
+from reaper.metrics import Metrics
+from reaper.vocab import SkipReason, StopReason
+
+log = structlog.get_logger("reaper.runner")
+
+
+@dataclass
+class Run:
+    """One run of one sweep, on one session, from its cutoffs to its last batch.
+
+    Attributes:
+        sweep: what is swept.
+        settings: retentions, batch size, strategy, timeouts.
+        session: the connection that runs the batches (:class:`reaper.db.Session`, or a fake).
+        statements: the sweep's statements, one set per heap it deletes from.
+        params: the statements' parameters: each cutoff by name.
+        result: what the run did so far (filled in as it goes).
+        budget: when it stops with work left.
+        metrics: counters to update per batch (None: none, as for a dry run).
+        stop: checked between batches; when set, the run ends after the batch in flight.
+        on_batch: called after every batch with the result so far (progress bars).
+        clock: monotonic seconds (tests pin it).
+        started: when the run began, on ``clock`` (the budget counts from there).
+        pace: called before each batch (:mod:`reaper.engine.pacing`): waits while the
+            database asks to (None: pacing off).
+        busy_batch_seconds: while the pacer sees live traffic, what a batch aims at.
+    """
+
+    sweep: Sweep
+    settings: Settings
+    session: BatchSession
+    statements: SweepStatements
+    params: dict[str, Any]
+    result: SweepResult
+    budget: Budget = field(default_factory=Budget)
+    metrics: Metrics | None = None
+    stop: threading.Event | None = None
+    on_batch: Callable[[SweepResult], None] | None = None
+    clock: Callable[[], float] = time.monotonic
+    started: float | None = None
+    pace: Pacer | None = None
+    busy_batch_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.started is None:
+            self.started = self.clock()
+
+    @property
+    def dry_run(self) -> bool:
+        """Count, delete nothing."""
+        return self.result.dry_run
+
+    def stopping(self) -> bool:
+        """A stop was asked for."""
+        return self.stop is not None and self.stop.is_set()
+
+    def busy_seconds(self) -> float | None:
+        """The seconds a batch aims at while other sessions use the database (None: not
+        busy now, or load pacing off)."""
+        if self.pace is None or not self.pace.busy:
+            return None
+        return self.busy_batch_seconds
+
+    def batch(self, rows: int, seconds: float) -> None:
+        """Count one committed batch of ``rows`` deleted in ``seconds``."""
+        r = self.result
+        r.rows += rows
+        r.batches += 1
+        r.batch_seconds.append(seconds)
+        if self.metrics is not None:
+            self.metrics.batch_finished(r.sweep, r.table, r.reason, rows, seconds)
+        log.debug("batch_deleted", sweep=r.sweep, rows=rows, seconds=round(seconds, 4))
+        if self.on_batch is not None:
+            self.on_batch(r)
+
+    def skipped(self, heap: str, tid: tuple[int, int], exc: errors.DatabaseError) -> None:
+        """A row whose delete failed alone: logged once (with the SQLSTATE) and counted."""
+        r = self.result
+        reason = skip_reason(exc)
+        r.skipped[reason] = r.skipped.get(reason, 0) + 1
+        if self.metrics is not None:
+            self.metrics.row_skipped(r.table, reason)
+        # A held row is expected (writers are busy) and tried again next run: info, not warning.
+        (log.info if reason == SkipReason.LOCKED else log.warning)(
+            "row_skipped", sweep=r.sweep, table=r.table, heap=heap, tid=f"({tid[0]},{tid[1]})",
+            reason=reason, sqlstate=exc.sqlstate, error=str(exc),
+        )
+
+    def should_stop(self) -> StopReason | None:
+        """The reason to stop before the next batch, or None to go on (after any wait the
+        pacer asks for: a run still waiting for a standby when its budget ends stops with
+        ``replica_lag``)."""
+        stopped = self._limits()
+        if stopped is not None or self.pace is None:
+            return stopped
+        last = self.result.batch_seconds[-1] if self.result.batches else None
+        deadline = None
+        if self.budget.max_seconds is not None:
+            deadline = self._started() + self.budget.max_seconds
+        return self.pace(last, deadline) or self._limits()
+
+    def _started(self) -> float:
+        assert self.started is not None
+        return self.started
+
+    def _limits(self) -> StopReason | None:
+        if self.stopping():
+            return StopReason.STOP
+        if self.budget.max_rows is not None and self.result.rows >= self.budget.max_rows:
+            return StopReason.MAX_ROWS
+        elapsed = self.clock() - self._started()
+        if self.budget.max_seconds is not None and elapsed >= self.budget.max_seconds:
+            return StopReason.MAX_SECONDS
+        return None

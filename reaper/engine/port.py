@@ -1,0 +1,74 @@
+"""What the engine's decisions need of a database session, and nothing more.
+
+:class:`BatchSession` is the narrow interface through which the batches, the strategy choice
+and the full-table interlock reach the database: measure a heap, count, delete one batch,
+find or delete one row. :class:`reaper.db.Session` satisfies it (mypy checks that where the
+runner hands its session to a run); a test can hand an in-memory fake instead and drive the
+engine's decisions in milliseconds (tests/unit/fakes.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from reaper.db import BatchRows, HeapStatements, SweepStatements
+
+
+class BatchSession(Protocol):
+    """One connection as a run's batches use it. Every method runs in its own short
+    transaction and raises :class:`reaper.errors.DatabaseError` subclasses; a batch that
+    raises deleted nothing."""
+
+    @property
+    def server_version(self) -> int:
+        """The server's version number (``150004`` for 15.4)."""
+        ...
+
+    def sample_eligible(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        percent: float,
+    ) -> tuple[int, int]:
+        """``(eligible, sampled)`` rows of a ``percent``-% block sample of heap ``hs``."""
+        ...
+
+    def count_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> int:
+        """The rows the predicate matches now, over every heap of ``stmts``."""
+        ...
+
+    def count_rows(self, stmts: SweepStatements) -> int:
+        """Every row of the heaps of ``stmts``."""
+        ...
+
+    def delete_heap_batch(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        first: tuple[int, int], end_block: int, limit: int,
+        skip: Sequence[tuple[int, int]] = (), range_first: bool = True,
+    ) -> BatchRows:
+        """Delete at most ``limit`` garbage rows of ``hs`` from tuple id ``first`` to block
+        ``end_block`` (excluded), in tuple-id order, minus ``skip``."""
+        ...
+
+    def delete_index_batch(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        limit: int, skip: Sequence[tuple[int, int]] = (),
+    ) -> BatchRows:
+        """Delete at most ``limit`` garbage rows of ``hs`` found through the index, minus
+        ``skip``."""
+        ...
+
+    def first_victim(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        skip: Sequence[tuple[int, int]] = (), first: tuple[int, int] | None = None,
+        end_block: int | None = None,
+    ) -> tuple[int, int] | None:
+        """One garbage row's tuple id (the first of the range when given), not in ``skip``;
+        None when there is none."""
+        ...
+
+    def delete_row(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        tid: tuple[int, int],
+    ) -> int:
+        """Delete the row at ``tid`` if the predicate still holds for it (0 or 1)."""
+        ...
