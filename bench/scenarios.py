@@ -29,8 +29,10 @@ from bench.variants import (
     unlocked_walk,
 )
 from reaper import sqltext
+from reaper.config.connection import connection_settings
 from reaper.config.settings import DEFAULT_BACKLOG_LIMIT
 from reaper.db import SweepStatements, check_predicate_on
+from reaper.engine.checked import check_predicate
 
 REQUESTS = "enrollment_requests"
 EPHEMERAL_REQUESTS = "enrollment_requests_ephemeral"
@@ -449,14 +451,14 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
     settings = build_settings({"dsn": server.dsn_of(template)})
     tables = sorted({s.table for s in BUILTIN_SWEEPS})
     out: list[tuple[str, list[float], Any]] = []
-    with Database.from_settings(settings, max_connections=1) as db, db.session() as session:
+    with Database(connection_settings(settings), max_connections=1) as db, db.session() as session:
         calls: list[tuple[str, Callable[[], Any]]] = [
             ("reaper_storage_rows (all swept tables)",
              lambda: sum(session.storage_rows(tables).values())),
         ]
         for name in (REQUESTS, EPHEMERAL_REQUESTS):
             sweep = sweep_named(name)
-            stmts = SweepStatements(session.check_predicate(sweep))  # as the daemon does
+            stmts = SweepStatements(check_predicate(session, sweep))  # as the daemon does
             params: dict[str, Any] = dict(compute_cutoffs(session, sweep, settings, None))
             calls += [
                 (f"reaper_backlog_rows{{sweep=\"{name}\"}} at the default --backlog-limit "

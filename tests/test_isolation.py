@@ -18,7 +18,7 @@ from psycopg import sql
 
 from reaper.config.settings import Settings
 from reaper.config.sweeps import BUILTIN_SWEEPS
-from reaper.db import Database
+from reaper.db import ConnectionSettings, Database
 from reaper.dev import demo
 from reaper.engine.run import SweepResult, run_sweeps
 from reaper.metrics import Metrics
@@ -167,10 +167,12 @@ def test_batches_committed_before_a_failure_stay_deleted_and_counted(
     _seed_silent(conn, 100)
     settings: Settings = make_settings(strategy="index", batch_size=10, lock_timeout="100ms")
     db = Database(
-        settings.dsn,
-        statement_timeout=settings.statement_timeout,
-        lock_timeout=settings.lock_timeout,
-        idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        ConnectionSettings(
+            dsn=settings.dsn or "",
+            statement_timeout=settings.statement_timeout,
+            lock_timeout=settings.lock_timeout,
+            idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        ),
     )
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     migration = psycopg.connect(dsn)

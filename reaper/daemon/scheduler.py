@@ -47,6 +47,7 @@ from prometheus_client import CollectorRegistry
 
 from reaper import errors
 from reaper.commands import checks
+from reaper.config.connection import connection_settings
 from reaper.config.settings import Settings, changed_settings, format_duration
 from reaper.config.sweeps import Sweep
 from reaper.daemon import policy
@@ -55,6 +56,7 @@ from reaper.daemon.health import HEARTBEAT_SECONDS, READINESS_PROBE_SECONDS, Hea
 from reaper.daemon.http import HttpServer, make_app
 from reaper.daemon.policy import SweepState
 from reaper.db import Database, Session, SweepStatements
+from reaper.engine.checked import check_predicate
 from reaper.engine.run import SweepResult, run_sweep
 from reaper.metrics import Metrics
 from reaper.vocab import Outcome
@@ -111,7 +113,7 @@ class Daemon:
         self._statements: dict[str, SweepStatements] = {}
         self._state: dict[str, SweepState] = {s.name: SweepState() for s in sweeps}
         self.metrics = Metrics(sweeps, registry)
-        self.db = Database.from_settings(settings, max_connections=MAX_PARALLEL_SWEEPS + 2)
+        self.db = Database(connection_settings(settings), max_connections=MAX_PARALLEL_SWEEPS + 2)
         self._stop = threading.Event()
         # Set by a stop request (signal) or a fatal error; the command waits on it.
         self.exit_requested = threading.Event()
@@ -283,7 +285,9 @@ class Daemon:
         with self._config_lock:
             old = self._settings
             if any(getattr(old, f) != getattr(settings, f) for f in DATABASE_FIELDS):
-                new_db = Database.from_settings(settings, max_connections=MAX_PARALLEL_SWEEPS + 2)
+                new_db = Database(
+                    connection_settings(settings), max_connections=MAX_PARALLEL_SWEEPS + 2
+                )
                 new_db.open()
                 old_db, self.db = self.db, new_db
                 self._lock_checked = False
@@ -594,7 +598,7 @@ class Daemon:
         stmts = self._statements.get(sweep.name)
         if stmts is None:
             # Checked against this server's catalog once, before the first gauge query.
-            stmts = SweepStatements(session.check_predicate(sweep))
+            stmts = SweepStatements(check_predicate(session, sweep))
             self._statements[sweep.name] = stmts
         return stmts
 

@@ -39,6 +39,7 @@ from reaper.db import (
     utc_instant,
 )
 from reaper.engine import pacing, partitions
+from reaper.engine.checked import check_predicate
 from reaper.engine.sizing import BatchSizer, Splitter
 from reaper.metrics import SKIP_REASONS, Metrics
 from reaper.sqltext.predicates import CheckedPredicate
@@ -294,9 +295,9 @@ def check_predicates(db: Database, sweeps: Iterable[Sweep]) -> None:
         PredicateRefused: a predicate is refused (the first one, naming its sweep).
         DatabaseError: the catalog could not be read.
     """
-    with db.session() as session:
+    with db.session(read_only=True) as session:
         for sweep in sweeps:
-            session.check_predicate(sweep)
+            check_predicate(session, sweep)
 
 
 def skip_reason(exc: errors.DatabaseError) -> str:
@@ -959,7 +960,7 @@ def run_sweep(
     keys = lock_keys(sweep) if lock and not dry_run else []
     bug: Exception | None = None
     try:
-        with db.session() as session:
+        with db.session(read_only=dry_run) as session:
             if keys and not session.try_advisory_locks(keys):
                 result.outcome = SKIPPED
                 result.holders = session.advisory_lock_holders(keys)
@@ -1037,7 +1038,7 @@ def _sweep_batches(
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, settings, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-    checked = session.check_predicate(sweep)
+    checked = check_predicate(session, sweep)
     stmts = session.statements(checked)
     params = dict(result.cutoffs)
     # The full-table interlock sees the table whole, partitions that could be dropped included:
