@@ -150,7 +150,10 @@ def test_no_password_of_any_shape_is_shown(login: tuple[str, str], tmp_path: Pat
     cases = []
     # Each password in each form once, the source, command and log format taken in turn, so
     # that every password goes through three sources and every source sees every shape.
-    rotation = itertools.cycle(itertools.product(SOURCES, COMMANDS, ["json", "console"]))
+    rotation = itertools.cycle(
+        (source, command, log_format) for command, log_format, source
+        in itertools.product(COMMANDS, ["json", "console"], SOURCES)
+    )
     for password in PASSWORDS:
         for form, dsn in _dsns(user, password, dbname).items():
             source, command, log_format = next(rotation)
