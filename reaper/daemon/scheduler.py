@@ -66,16 +66,6 @@ log = structlog.get_logger("reaper.daemon")
 # At most this many sweeps run at once in one process; more wait in the executor's queue. The
 # pool has two connections more, for the readiness probe and the gauge refresh.
 MAX_PARALLEL_SWEEPS = 4
-# The settings that shape the connection pool: a reload that changes one opens a new pool.
-DATABASE_FIELDS = (
-    "dsn",
-    "statement_timeout",
-    "lock_timeout",
-    "idle_in_transaction_session_timeout",
-    "synchronous_commit",
-    "connect_timeout",
-    "session_pooler",
-)
 _SWEEPS_EXECUTOR, _PROBES_EXECUTOR, _HEARTBEAT_EXECUTOR = "sweeps", "probes", "heartbeat"
 # Checks that could not run (the database did not answer) are tried again this soon (seconds).
 CHECK_RETRY_SECONDS = 30.0
@@ -284,7 +274,8 @@ class Daemon:
             )
         with self._config_lock:
             old = self._settings
-            if any(getattr(old, f) != getattr(settings, f) for f in DATABASE_FIELDS):
+            # Any connection setting changed (the DSN, a timeout, the time zone...): a new pool.
+            if connection_settings(old) != connection_settings(settings):
                 new_db = Database(
                     connection_settings(settings), max_connections=MAX_PARALLEL_SWEEPS + 2
                 )
