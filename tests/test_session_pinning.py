@@ -286,3 +286,14 @@ def test_an_error_is_a_connection_failure_only_by_its_class(
 def test_error_kind_by_sqlstate(sqlstate: str | None, kind: type[errors.DatabaseError]) -> None:
     assert error_kind(sqlstate) is kind
     assert error_kind(None, connection_gone=True) is errors.ConnectionFailed
+
+
+@pytest.mark.parametrize("sqlstate", ["40001", "40P01", "55000", "55006", "42P01", "23505"])
+def test_a_statement_s_own_error_is_no_outage(sqlstate: str) -> None:
+    """/readyz turns 503 on an outage only: one table's serialization failure, deadlock or
+    object in use leaves the daemon ready."""
+    from reaper.daemon.policy import is_outage
+
+    assert not is_outage(error_kind(sqlstate).__name__)
+    assert is_outage(error_kind("08006").__name__)
+    assert is_outage(error_kind("57P01").__name__)
