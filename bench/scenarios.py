@@ -121,7 +121,9 @@ def steady_state(server: Server, rows: int, eligible_every: int,
         runs.append(run)
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
-        stmts = SweepStatements(check_predicate_on(conn, sweep))
+        stmts = SweepStatements(check_predicate_on(
+            conn, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+        ))
     with connect(server.dsn_of(template)) as conn, conn.transaction():
         # As reaper's index batch runs: after index_batch_settings.sql, in one transaction.
         conn.execute(psycopg.sql.SQL(sqltext.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
@@ -240,7 +242,9 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
 
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
-        stmts = SweepStatements(check_predicate_on(conn, sweep))
+        stmts = SweepStatements(check_predicate_on(
+            conn, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+        ))
     tables = sorted({s.table for s in BUILTIN_SWEEPS})
     no_seqscan = psycopg.sql.SQL(sqltext.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
     out = []
@@ -368,7 +372,8 @@ def replica_lag(rows: int, max_lag: float, hold_seconds: float,
     times, its throttled seconds and the lag (measured apart every 50 ms, as reaper
     measures it) tell when it stopped and resumed."""
     from bench import replica
-    from reaper.engine.pacing import Standby, WalHistory, standby_lag
+    from reaper.db import Standby
+    from reaper.engine.pacing import WalHistory, standby_lag
 
     with replica.primary_and_standby() as pair:
         server = Server(pair.primary)
