@@ -34,6 +34,7 @@ import psycopg
 from bench import report
 from bench.pg import Server, connect, wal_and_checkpoints
 from bench.variants import Run, percentile
+from reaper.config.connection import connection_settings
 
 B7_ROWS = 10_000_000
 MONTHS = 24
@@ -185,7 +186,7 @@ def child(spec: dict[str, Any]) -> int:
     )
     settings = config.settings
     sweep = next(s for s in config.sweeps if s.name == "events")
-    with Database.from_settings(settings, max_connections=1) as db:
+    with Database(connection_settings(settings), max_connections=1) as db:
         with db.session() as session:
             session.now()
         t0 = time.perf_counter()

@@ -22,7 +22,7 @@ from bench.pg import backend_cpu_seconds
 from reaper import log
 from reaper.config.load import load_config
 from reaper.config.sweeps import by_name
-from reaper.db import Database
+from reaper.db import ConnectionSettings, Database
 from reaper.engine.run import run_sweep
 from reaper.metrics import Metrics
 from reaper.vocab import ThrottleReason
@@ -43,11 +43,13 @@ def main(argv: list[str]) -> int:
     settings = config.settings
     sweep = by_name(config.sweeps)[spec["sweep"]]
     db = Database(
-        settings.dsn,
-        statement_timeout=settings.statement_timeout,
-        lock_timeout=settings.lock_timeout,
-        idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
-        synchronous_commit=settings.synchronous_commit,
+        ConnectionSettings(
+            dsn=settings.dsn or "",
+            statement_timeout=settings.statement_timeout,
+            lock_timeout=settings.lock_timeout,
+            idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+            synchronous_commit=settings.synchronous_commit,
+        ),
         max_connections=1,  # one server process, whose CPU time is read from /proc
     )
     with db:

@@ -29,8 +29,10 @@ from bench.variants import (
     unlocked_walk,
 )
 from reaper import sqltext
+from reaper.config.connection import connection_settings
 from reaper.config.settings import DEFAULT_BACKLOG_LIMIT
 from reaper.db import SweepStatements, check_predicate_on
+from reaper.engine.checked import check_predicate
 
 REQUESTS = "enrollment_requests"
 EPHEMERAL_REQUESTS = "enrollment_requests_ephemeral"
@@ -119,7 +121,9 @@ def steady_state(server: Server, rows: int, eligible_every: int,
         runs.append(run)
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
-        stmts = SweepStatements(check_predicate_on(conn, sweep))
+        stmts = SweepStatements(check_predicate_on(
+            conn, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+        ))
     with connect(server.dsn_of(template)) as conn, conn.transaction():
         # As reaper's index batch runs: after index_batch_settings.sql, in one transaction.
         conn.execute(psycopg.sql.SQL(sqltext.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
@@ -238,7 +242,9 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
 
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
-        stmts = SweepStatements(check_predicate_on(conn, sweep))
+        stmts = SweepStatements(check_predicate_on(
+            conn, sweep.table, sweep.predicate, list(sweep.retentions), sweep.since
+        ))
     tables = sorted({s.table for s in BUILTINS})
     no_seqscan = psycopg.sql.SQL(sqltext.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
     out = []
@@ -366,7 +372,8 @@ def replica_lag(rows: int, max_lag: float, hold_seconds: float,
     times, its throttled seconds and the lag (measured apart every 50 ms, as reaper
     measures it) tell when it stopped and resumed."""
     from bench import replica
-    from reaper.engine.pacing import Standby, WalHistory, standby_lag
+    from reaper.db import Standby
+    from reaper.engine.pacing import WalHistory, standby_lag
 
     with replica.primary_and_standby() as pair:
         server = Server(pair.primary)
@@ -450,14 +457,14 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
     settings = config.settings
     tables = sorted({s.table for s in BUILTINS})
     out: list[tuple[str, list[float], Any]] = []
-    with Database.from_settings(settings, max_connections=1) as db, db.session() as session:
+    with Database(connection_settings(settings), max_connections=1) as db, db.session() as session:
         calls: list[tuple[str, Callable[[], Any]]] = [
             ("reaper_storage_rows (all swept tables)",
              lambda: sum(session.storage_rows(tables).values())),
         ]
         for name in (REQUESTS, EPHEMERAL_REQUESTS):
             sweep = sweep_named(name)
-            stmts = SweepStatements(session.check_predicate(sweep))  # as the daemon does
+            stmts = SweepStatements(check_predicate(session, sweep))  # as the daemon does
             params: dict[str, Any] = dict(compute_cutoffs(session, sweep, None))
             calls += [
                 (f"reaper_backlog_rows{{sweep=\"{name}\"}} at the default --backlog-limit "

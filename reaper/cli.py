@@ -23,6 +23,7 @@ from prometheus_client import REGISTRY, CollectorRegistry
 from reaper import __version__, errors, log
 from reaper.commands import checks, indexes, render, status
 from reaper.commands.progress import IndexProgress, SweepProgress
+from reaper.config.connection import connection_settings
 from reaper.config.load import Config, load_config, load_toml, reload_config
 from reaper.config.settings import SETTING_FIELDS, Settings
 from reaper.config.sweeps import BUILTIN_NAMES, Sweep
@@ -138,7 +139,7 @@ def open_database(settings: Settings) -> Database:
     Raises:
         ConfigError: the DSN does not parse; the message names where it came from.
     """
-    db = Database.from_settings(settings, dsn_label=_dsn_label)
+    db = Database(connection_settings(settings, dsn_label=_dsn_label))
     warn_if_password_on_command_line(settings)
     return db
 
@@ -552,6 +553,11 @@ def status_command(
     sys.exit(EXIT_FAILED if any(r.error for r in rows) else EXIT_OK)
 
 
+# Options whose value is never repeated back (a DSN may hold a password), with the word that
+# stands for it in a hint.
+_SECRET_OPTIONS = {"--dsn": "DSN"}
+
+
 def misplaced_option_hint(exc: click.ClickException, args: Sequence[str]) -> str | None:
     """For an option given on the wrong side of the command name, where it goes: reaper's
     own options (``--log-level``, ``--log-format``) come before the command, a command's
@@ -566,6 +572,9 @@ def misplaced_option_hint(exc: click.ClickException, args: Sequence[str]) -> str
             given = arg
         elif arg == name and i + 1 < len(args) and not args[i + 1].startswith("-"):
             given = f"{name} {args[i + 1]}"
+    if name in _SECRET_OPTIONS and given != name:
+        # Its value may hold a password: the hint names the option, never the value.
+        given = f"{name} {_SECRET_OPTIONS[name]}"
 
     def names(cmd: click.Command) -> set[str]:
         return {o for p in cmd.params for o in getattr(p, "opts", [])}

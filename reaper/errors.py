@@ -41,6 +41,12 @@ class ConnectionFailed(DatabaseError):
     """The database cannot be reached."""
 
 
+class TransactionConflict(DatabaseError):
+    """The server rolled a transaction back to resolve a conflict with another one (SQLSTATE
+    class 40: a serialization failure, a deadlock); nothing of it was kept, and the database
+    itself is fine."""
+
+
 class PrivilegeMissing(DatabaseError):
     """reaper's role lacks a privilege it needs."""
 

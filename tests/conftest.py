@@ -18,7 +18,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from reaper.config.settings import Settings, build_settings
-from reaper.db import Database
+from reaper.db import ConnectionSettings, Database
 from reaper.dev import devserver
 from tests.support import TEST_DEFAULTS
 
@@ -86,10 +86,12 @@ def settings(make_settings: Callable[..., Settings]) -> Settings:
 @pytest.fixture
 def database(settings: Settings) -> Iterator[Database]:
     db = Database(
-        settings.dsn,
-        statement_timeout=settings.statement_timeout,
-        lock_timeout=settings.lock_timeout,
-        idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        ConnectionSettings(
+            dsn=settings.dsn or "",
+            statement_timeout=settings.statement_timeout,
+            lock_timeout=settings.lock_timeout,
+            idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        ),
     )
     with db:
         yield db

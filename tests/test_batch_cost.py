@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from psycopg import sql
 
 from reaper import sqltext
+from reaper.config.connection import connection_settings
 from reaper.config.settings import Settings, build_settings
 from reaper.db import Database
 from reaper.engine.result import SweepResult
@@ -58,7 +59,7 @@ def sweep_events(
 ) -> tuple[SweepResult, Metrics, list[dict[str, Any]]]:
     (sweep,) = enabled(settings, ["events"])
     metrics = Metrics([sweep], CollectorRegistry())
-    with structlog.testing.capture_logs() as logs, Database.from_settings(settings) as db:
+    with structlog.testing.capture_logs() as logs, Database(connection_settings(settings)) as db:
         result = run_sweep(db, sweep, settings, metrics=metrics, **kwargs)
     return result, metrics, logs
 
@@ -399,7 +400,7 @@ def test_request_sweeps_with_many_ephemeral_tokens(
     seed_ephemeral_tokens(conn, tokens, fresh, eligible, age="2 hours",
                           fresh_ephemeral=fresh_ephemeral)
     settings = make_settings(node_retention="30d", ephemeral_node_retention="1h")
-    with Database.from_settings(settings) as db:
+    with Database(connection_settings(settings)) as db:
         results = {
             (name, dry): run_sweep(db, sweeps_of(settings)[name], settings, dry_run=dry)
             for name in ("enrollment_requests", "enrollment_requests_ephemeral")

@@ -25,7 +25,7 @@ import pytest
 import structlog
 
 from reaper.config.settings import Settings
-from reaper.db import Database
+from reaper.db import ConnectionSettings, Database
 from reaper.engine.result import SweepResult
 from reaper.engine.run import run_sweep, run_sweeps
 from tests.daemon_helpers import scalar, wait_for
@@ -50,10 +50,12 @@ WAIT_LIMIT = "3s"
 
 def open_database(settings: Settings) -> Database:
     return Database(
-        settings.dsn,
-        statement_timeout=settings.statement_timeout,
-        lock_timeout=settings.lock_timeout,
-        idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        ConnectionSettings(
+            dsn=settings.dsn or "",
+            statement_timeout=settings.statement_timeout,
+            lock_timeout=settings.lock_timeout,
+            idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        ),
     )
 
 

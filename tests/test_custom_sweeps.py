@@ -264,7 +264,9 @@ def plan_of_index_batch(
     """The planner's plan (JSON text) for one index-served batch of sweep ``name``: the very
     statement the engine runs, composed by reaper.db, explained without running it."""
     sweep = {s.name: s for s in configured_sweeps(settings)}[name]
-    stmts = SweepStatements(check_predicate_on(conn, sweep))
+    stmts = SweepStatements(check_predicate_on(
+        conn, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+    ))
     cutoff = conn.execute(
         "SELECT now() - %s::interval", (sweep.retentions["cutoff"],)
     ).fetchone()

@@ -22,10 +22,11 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from reaper import errors
+from reaper.config.connection import connection_settings
 from reaper.config.settings import Settings
 from reaper.config.sweeps import by_name
 from reaper.daemon.scheduler import Daemon
-from reaper.db import Database, Session
+from reaper.db import ConnectionSettings, Database, Session
 from reaper.engine import run as runner
 from tests.daemon_helpers import seed_routers
 from tests.support import BUILTIN_SWEEPS, NOW, add_router, run_reaper, sweeps_of
@@ -48,10 +49,12 @@ def routers(conn: psycopg.Connection[Any]) -> int:
 
 def database(dsn: str, *, statement_timeout: float = 10, lock_timeout: float = 1) -> Database:
     return Database(
-        dsn,
-        statement_timeout=timedelta(seconds=statement_timeout),
-        lock_timeout=timedelta(seconds=lock_timeout),
-        idle_in_transaction_session_timeout=timedelta(seconds=60),
+        ConnectionSettings(
+            dsn=dsn,
+            statement_timeout=timedelta(seconds=statement_timeout),
+            lock_timeout=timedelta(seconds=lock_timeout),
+            idle_in_transaction_session_timeout=timedelta(seconds=60),
+        ),
     )
 
 
@@ -149,7 +152,7 @@ def test_a_sweep_that_meets_a_lock_timeout_fails_as_one(
     settings = make_settings(lock_timeout="200ms")
     with (
         structlog.testing.capture_logs() as logs,
-        Database.from_settings(settings) as db,
+        Database(connection_settings(settings)) as db,
         table_locked(dsn, "routers"),
     ):
         result = runner.run_sweep(db, LEASES, settings, now=NOW)
@@ -179,7 +182,7 @@ def test_a_sweep_cancelled_by_a_shutdown_fails_as_cancelled(
                              busy_share="1")
     stop = threading.Event()
     results: list[runner.SweepResult] = []
-    with structlog.testing.capture_logs() as logs, Database.from_settings(settings) as db:
+    with structlog.testing.capture_logs() as logs, Database(connection_settings(settings)) as db:
         worker = threading.Thread(
             target=lambda: results.append(
                 runner.run_sweep(

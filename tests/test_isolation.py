@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 from psycopg import sql
 
 from reaper.config.settings import Settings
-from reaper.db import Database
+from reaper.db import ConnectionSettings, Database
 from reaper.dev import demo
 from reaper.engine.result import SweepResult
 from reaper.engine.run import run_sweeps
@@ -169,10 +169,12 @@ def test_batches_committed_before_a_failure_stay_deleted_and_counted(
     _seed_silent(conn, 100)
     settings: Settings = make_settings(strategy="index", batch_size=10, lock_timeout="100ms")
     db = Database(
-        settings.dsn,
-        statement_timeout=settings.statement_timeout,
-        lock_timeout=settings.lock_timeout,
-        idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        ConnectionSettings(
+            dsn=settings.dsn or "",
+            statement_timeout=settings.statement_timeout,
+            lock_timeout=settings.lock_timeout,
+            idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        ),
     )
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     migration = psycopg.connect(dsn)

@@ -28,7 +28,7 @@ from reaper.config.settings import Settings
 from reaper.config.sweeps import by_name
 from reaper.daemon.health import READINESS_PROBE_SECONDS
 from reaper.daemon.scheduler import Daemon
-from reaper.db import Database, advisory_lock_key
+from reaper.db import ConnectionSettings, Database, advisory_lock_key
 from reaper.dev import devserver
 from tests.daemon_helpers import (
     free_port,
@@ -218,8 +218,14 @@ def test_every_connection_carries_keepalives_and_the_server_side_settings(databa
 
 def test_a_dsn_that_sets_keepalives_wins(settings: Settings) -> None:
     dsn = make_conninfo(settings.dsn or "", keepalives_idle=30, tcp_user_timeout=9000)
-    db = Database(dsn, statement_timeout=timedelta(seconds=10), lock_timeout=timedelta(seconds=1),
-                  idle_in_transaction_session_timeout=timedelta(seconds=60))
+    db = Database(
+        ConnectionSettings(
+            dsn=dsn,
+            statement_timeout=timedelta(seconds=10),
+            lock_timeout=timedelta(seconds=1),
+            idle_in_transaction_session_timeout=timedelta(seconds=60),
+        ),
+    )
     params = conninfo_to_dict(db._conninfo)
     assert (params["keepalives_idle"], params["tcp_user_timeout"]) == ("30", "9000")
     assert params["keepalives_count"] == "3"  # what the DSN leaves out keeps reaper's default
@@ -233,9 +239,15 @@ def test_a_dsn_that_sets_keepalives_wins(settings: Settings) -> None:
 
 def test_a_dsn_that_sets_connect_timeout_wins_for_the_pool_too(settings: Settings) -> None:
     dsn = make_conninfo(settings.dsn or "", connect_timeout=3)
-    db = Database(dsn, statement_timeout=timedelta(seconds=10), lock_timeout=timedelta(seconds=1),
-                  idle_in_transaction_session_timeout=timedelta(seconds=60),
-                  connect_timeout=timedelta(seconds=30))
+    db = Database(
+        ConnectionSettings(
+            dsn=dsn,
+            statement_timeout=timedelta(seconds=10),
+            lock_timeout=timedelta(seconds=1),
+            idle_in_transaction_session_timeout=timedelta(seconds=60),
+            connect_timeout=timedelta(seconds=30),
+        ),
+    )
     assert conninfo_to_dict(db._conninfo)["connect_timeout"] == "3"
     assert db._connect_timeout == timedelta(seconds=3)  # the pool's checkout bound
     with db, db.session() as session:
@@ -269,9 +281,14 @@ def test_no_statement_is_ever_prepared(database, conn) -> None:
 def test_the_watchdog_ends_a_wait_that_no_timeout_bounds(settings: Settings, conn) -> None:
     """A statement the server never times out (statement_timeout off inside it) and that
     ignores nothing: the watchdog cancels it at statement_timeout + margin."""
-    db = Database(settings.dsn, statement_timeout=timedelta(seconds=1),
-                  lock_timeout=timedelta(seconds=1),
-                  idle_in_transaction_session_timeout=timedelta(seconds=60))
+    db = Database(
+        ConnectionSettings(
+            dsn=settings.dsn or "",
+            statement_timeout=timedelta(seconds=1),
+            lock_timeout=timedelta(seconds=1),
+            idle_in_transaction_session_timeout=timedelta(seconds=60),
+        ),
+    )
     with db, db.session() as session:
         started = time.monotonic()
         # Off in a statement of its own: the server's timer for a statement is armed when the
@@ -289,10 +306,15 @@ def test_the_watchdog_closes_a_connection_whose_network_went_silent(settings, ds
         pytest.skip("the proxy test needs a server on TCP (REAPER_TEST_DSN)")
     proxy = SilentProxy(str(target["host"]), int(target.get("port") or 5432))
     through = make_conninfo(dsn, host="127.0.0.1", port=proxy.port)
-    db = Database(through, statement_timeout=timedelta(seconds=1),
-                  lock_timeout=timedelta(seconds=1),
-                  idle_in_transaction_session_timeout=timedelta(seconds=60),
-                  connect_timeout=timedelta(seconds=2))
+    db = Database(
+        ConnectionSettings(
+            dsn=through,
+            statement_timeout=timedelta(seconds=1),
+            lock_timeout=timedelta(seconds=1),
+            idle_in_transaction_session_timeout=timedelta(seconds=60),
+            connect_timeout=timedelta(seconds=2),
+        ),
+    )
     try:
         with db:
             with db.session() as session:
@@ -524,9 +546,14 @@ def test_a_sweep_through_a_transaction_pooler_is_refused_before_any_delete(
     through = pgbouncer("transaction")
     from reaper.engine.run import run_sweep
 
-    db = Database(through, statement_timeout=timedelta(seconds=10),
-                  lock_timeout=timedelta(seconds=1),
-                  idle_in_transaction_session_timeout=timedelta(seconds=60))
+    db = Database(
+        ConnectionSettings(
+            dsn=through,
+            statement_timeout=timedelta(seconds=10),
+            lock_timeout=timedelta(seconds=1),
+            idle_in_transaction_session_timeout=timedelta(seconds=60),
+        ),
+    )
     with db:
         result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings)
         assert (result.outcome, result.error_type, result.rows) == ("failure", "LockNotHeld", 0)

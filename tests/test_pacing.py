@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pytest
 
-from reaper.engine.pacing import MAX_PAUSE_SECONDS, Pacer, Sample, Standby, WalHistory, standby_lag
+from reaper.db import Sample, Standby
+from reaper.engine.pacing import MAX_PAUSE_SECONDS, Pacer, WalHistory, standby_lag
 
 
 class FakeClock:

@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from bench import replica
 from reaper.commands import checks
+from reaper.config.connection import connection_settings
 from reaper.config.settings import build_settings
 from reaper.db import Database
 from reaper.dev import devserver
@@ -72,7 +73,7 @@ def test_paused_standby_stops_the_sweep_until_it_replays_again() -> None:
         assert throttled(registry, "replica_lag") == 0.0  # the label set exists from the start
         replica.set_replay(pair.standby, paused=True)
         results: list[SweepResult] = []
-        with Database.from_settings(settings) as db:
+        with Database(connection_settings(settings)) as db:
             worker = threading.Thread(
                 target=lambda: results.append(run_sweep(
                     db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)))
@@ -119,7 +120,7 @@ def test_paused_run_ends_at_its_budget_and_says_why() -> None:
         settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 200,
                                    "max_replica_lag": "100ms", "max_seconds_per_run": "4s",
                                    "max_eligible_fraction": 1})
-        with Database.from_settings(settings) as db:
+        with Database(connection_settings(settings)) as db:
             t0 = time.monotonic()
             result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings)
             took = time.monotonic() - t0
@@ -159,7 +160,7 @@ def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
                                "busy_share": 0.25, "max_eligible_fraction": 1})
     registry = CollectorRegistry()
     metrics = Metrics(BUILTIN_SWEEPS, registry)
-    with Database.from_settings(settings) as db:
+    with Database(connection_settings(settings)) as db:
         with live_client(dsn):
             busy = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
         assert busy.outcome == SUCCESS and busy.rows == 5_000
@@ -192,7 +193,7 @@ def test_live_sessions_make_the_batches_short(
     def on_batch(r: SweepResult) -> None:
         sizes.append(r.rows - sum(sizes))
 
-    with Database.from_settings(settings) as db, live_client(dsn):
+    with Database(connection_settings(settings)) as db, live_client(dsn):
         busy = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, on_batch=on_batch)
     assert busy.outcome == SUCCESS and busy.rows == 30_000
     assert counts(conn) == (0, 100)
@@ -209,11 +210,11 @@ def test_check_warns_when_the_role_cannot_see_standbys_and_sessions(
     conn.execute(f"CREATE ROLE {role} LOGIN")
     try:
         settings = build_settings({"dsn": psycopg.conninfo.make_conninfo(dsn, user=role)})
-        with Database.from_settings(settings) as db:
+        with Database(connection_settings(settings)) as db:
             found = [f for f in checks.run_checks(db, [], settings) if f.check == "pacing"]
         assert [(f.status, f.fix) for f in found] == [("warn", f"GRANT pg_monitor TO {role}")]
         conn.execute(f"GRANT pg_monitor TO {role}")
-        with Database.from_settings(settings) as db:
+        with Database(connection_settings(settings)) as db:
             found = [f for f in checks.run_checks(db, [], settings) if f.check == "pacing"]
         assert [f.status for f in found] == ["pass"]
     finally:

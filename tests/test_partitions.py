@@ -19,6 +19,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from reaper.commands import checks
+from reaper.config.connection import connection_settings
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep, configured_sweeps
 from reaper.db import Database
@@ -121,7 +122,7 @@ def events_settings(
 @pytest.fixture
 def db(dsn: str) -> Iterator[Database]:
     settings = build_settings({"dsn": dsn})
-    with Database.from_settings(settings) as database:
+    with Database(connection_settings(settings)) as database:
         yield database
 
 
@@ -400,7 +401,7 @@ def test_timestamp_keys_outside_utc_keep_the_spring_forward_gap(
     settings, sweep = events_settings(dsn, retention="1d",
                                       timestamp_time_zone="America/New_York")
     metrics = Metrics([sweep], CollectorRegistry())
-    with Database.from_settings(settings) as fresh:
+    with Database(connection_settings(settings)) as fresh:
         result = run_sweep(fresh, sweep, settings, metrics=metrics,
                            now=cutoff + timedelta(days=1))
     assert result.outcome == "success", result.error
@@ -434,7 +435,7 @@ def test_a_bound_on_the_cutoff_is_exact_where_the_key_converts_exactly(
     conn.execute("CREATE TABLE events_rest PARTITION OF events DEFAULT")
     conn.execute("INSERT INTO events VALUES ('nov', '2025-11-15'), ('dec', '2025-12-15')")
     settings, sweep = events_settings(dsn, retention="1d", timestamp_time_zone=timezone)
-    with Database.from_settings(settings) as fresh:
+    with Database(connection_settings(settings)) as fresh:
         result = run_sweep(fresh, sweep, settings, now=ON_BOUND_CUTOFF + timedelta(days=1))
     assert result.outcome == "success", result.error
     assert ("events_nov" not in partitions(conn)) is dropped
@@ -507,7 +508,7 @@ def test_a_role_that_does_not_own_the_table_never_drops_and_check_fails(
         role_dsn = psycopg.conninfo.make_conninfo(dsn, user=role)
         settings, sweep = events_settings(role_dsn)
         before = partitions(conn)
-        with Database.from_settings(settings) as db:
+        with Database(connection_settings(settings)) as db:
             findings = checks.run_checks(db, [sweep], settings, now=NOW)
             with structlog.testing.capture_logs() as logs:
                 sweep_once(db, settings, sweep)

@@ -17,8 +17,9 @@ from psycopg import sql
 
 from reaper.config.settings import DEFAULT_BATCH_SIZE, Settings, build_settings
 from reaper.config.sweeps import Sweep
-from reaper.db import Database
+from reaper.db import ConnectionSettings, Database
 from reaper.dev import devserver
+from reaper.engine.checked import check_predicate
 from reaper.engine.run import compute_cutoffs
 from tests.support import BUILTIN_SWEEPS, NOW
 
@@ -115,15 +116,17 @@ def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]
     as the batch runs (an index batch after index_batch_settings.sql, a heap batch after
     batch_settings.sql, in one transaction)."""
     db = Database(
-        settings.dsn,
-        statement_timeout=settings.statement_timeout,
-        lock_timeout=settings.lock_timeout,
-        idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        ConnectionSettings(
+            dsn=settings.dsn or "",
+            statement_timeout=settings.statement_timeout,
+            lock_timeout=settings.lock_timeout,
+            idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
+        ),
     )
     with db, db.session() as session:
         params: dict[str, Any] = dict(compute_cutoffs(session, sweep, NOW))
         params.update(limit=DEFAULT_BATCH_SIZE, first_tid="(0,0)", end_tid="(64,0)", skip=[])
-        stmts = session.statements(session.check_predicate(sweep))
+        stmts = session.statements(check_predicate(session, sweep))
         plan = session.explain(
             getattr(stmts.heaps[0], which), params, index_batch=which == "index_batch",
             heap_batch=which.startswith("heap_"),

@@ -14,10 +14,12 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
+from reaper.config.connection import connection_settings
 from reaper.config.settings import FULL_TABLE_MIN_ROWS, build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
+from reaper.engine.checked import check_predicate
 from reaper.engine.run import Sweeper, run_sweep
 from reaper.errors import FullTableRefused
 from tests.support import run_reaper, sweeps_of
@@ -311,7 +313,7 @@ def test_the_daemon_judges_runs_on_one_database_together(
     settings = build_settings({"dsn": dsn}, tomllib.loads(HALVES))
     sweeps = {s.name: s for s in configured_sweeps(settings)}
     sweeper = Sweeper()
-    with Database.from_settings(settings) as db:
+    with Database(connection_settings(settings)) as db:
         first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
         second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
         third = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
@@ -332,7 +334,7 @@ def test_runs_under_the_threshold_together_go_on(
     ))
     sweeps = {s.name: s for s in configured_sweeps(settings)}
     sweeper = Sweeper()
-    with Database.from_settings(settings) as db:
+    with Database(connection_settings(settings)) as db:
         first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
         second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
     assert first.rows == 950 and second.outcome == "success" and second.rows == 475
@@ -354,7 +356,7 @@ def test_a_busy_table_is_not_refused_for_its_churn(
         "predicate": "created_at < %(cutoff)s",
     }}})
     (sweep,) = [s for s in configured_sweeps(settings) if s.name == "busy"]
-    with Database.from_settings(settings) as db:
+    with Database(connection_settings(settings)) as db:
         for _ in range(12):
             conn.execute(
                 "INSERT INTO busy (created_at)"
@@ -418,8 +420,8 @@ def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
     measure = EligibleMeasure(
         {}, projected, projected * min(eligible / rows + fraction_error, 1.0))
     window = _TableWindow(0.0, start * (1 + rows_error), deleted_before)
-    with Database.from_settings(settings) as db, db.session() as session:
-        stmts = session.statements(session.check_predicate(sweep))
+    with Database(connection_settings(settings)) as db, db.session() as session:
+        stmts = session.statements(check_predicate(session, sweep))
         params = dict(compute_cutoffs(session, sweep, None))
         if refused:
             with pytest.raises(FullTableRefused):

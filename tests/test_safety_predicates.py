@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
+from reaper.config.connection import connection_settings
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
@@ -330,7 +331,7 @@ def test_builtin_sweeps_pass_the_catalog(dsn: str, make_settings: Callable[..., 
     from reaper.engine.run import check_predicates
 
     settings = make_settings()
-    with Database.from_settings(settings) as db:
+    with Database(connection_settings(settings)) as db:
         check_predicates(db, BUILTIN_SWEEPS)
 
 

@@ -18,6 +18,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from reaper.commands import status
+from reaper.config.connection import connection_settings
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
@@ -101,7 +102,7 @@ def _settings(dsn: str, **values: Any) -> Settings:
 
 def _run(dsn: str, now: datetime, **values: Any) -> None:
     settings = _settings(dsn, **values)
-    with Database.from_settings(settings) as db:
+    with Database(connection_settings(settings)) as db:
         result = run_sweep(db, sweeps_of(settings)["router_leases"], settings, now=now)
     assert result.outcome == SUCCESS, result.error
 
@@ -131,7 +132,7 @@ def test_cutoffs_are_utc_instants(
 ) -> None:
     """compute_cutoffs yields UTC instants exactly ``retention`` before now."""
     settings = _settings(zoned("dsn_options", zone))
-    with Database.from_settings(settings) as db, db.session() as session:
+    with Database(connection_settings(settings)) as db, db.session() as session:
         cutoffs = compute_cutoffs(session, sweeps_of(settings)["router_leases"], now)
         assert session.now(now) == now and session.now(now).utcoffset() == timedelta(0)
         assert session.scalar("SHOW TimeZone") == "UTC"
@@ -367,7 +368,7 @@ def test_status_sweep_status_in_process(dsn: str, conn: psycopg.Connection[Any])
         " ('garbage', 'a', (now() AT TIME ZONE 'UTC') - interval '100 days')"
     )
     settings = build_settings({"dsn": dsn})
-    with Database.from_settings(settings) as db:
+    with Database(connection_settings(settings)) as db:
         (st,) = status.sweep_status(db, [SWEEPS["router_leases"]], settings)
     assert st.error is None, st.error
     assert st.oldest_eligible_age_seconds is not None

@@ -39,6 +39,7 @@ from reaper.db import (
     regclass_text,
 )
 from reaper.engine import pacing, partitions
+from reaper.engine.checked import check_predicate
 from reaper.engine.run import compute_cutoffs
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.sqltext import sqlinfo
@@ -113,7 +114,7 @@ def run_checks(
         ConnectionFailed: the database cannot be reached at all.
     """
     findings: list[Finding] = []
-    with db.session() as session:
+    with db.session(read_only=True) as session:
         findings += _server_checks(session)
         findings.append(_advisory_lock_check(db))
         findings.append(_pacing_check(session, settings))
@@ -259,7 +260,7 @@ def _sweep_checks(
         return out
     out.append(finding(CheckName.TABLE, PASS, sweep.table, "exists"))
     try:
-        stmts = session.statements(session.check_predicate(sweep))
+        stmts = session.statements(check_predicate(session, sweep))
         leaves = session.fetch(
             TableLeaf, sqltext.ops("table_leaves"), {"table": regclass_text(sweep.table)}
         )

@@ -18,6 +18,7 @@ from reaper import errors, sqltext
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Sweep
 from reaper.db import Database, LockHolder, Session, TableStatus, regclass_text
+from reaper.engine.checked import check_predicate
 from reaper.engine.run import compute_cutoffs, lock_keys
 from reaper.sqltext import sqlinfo
 
@@ -107,7 +108,7 @@ def sweep_status(
     Raises:
         ConnectionFailed: the database cannot be reached.
     """
-    with db.session() as session:
+    with db.session(read_only=True) as session:
         return [_one(session, s, settings, cap, now) for s in sweeps]
 
 
@@ -119,7 +120,7 @@ def backlog(
     Raises:
         DatabaseError: the count failed (a missing table, column or privilege).
     """
-    stmts = session.statements(session.check_predicate(sweep))
+    stmts = session.statements(check_predicate(session, sweep))
     params = compute_cutoffs(session, sweep, now)
     rows = session.backlog_rows(stmts, params, cap)
     return rows, rows >= cap
@@ -147,7 +148,7 @@ def _one(
         st.dead_tuples = t.dead_tuples
         st.last_vacuum, st.last_autovacuum = t.last_vacuum, t.last_autovacuum
         db_now = session.now(now)
-        stmts = session.statements(session.check_predicate(sweep))
+        stmts = session.statements(check_predicate(session, sweep))
         st.cutoffs = compute_cutoffs(session, sweep, now)
         st.backlog_rows = session.backlog_rows(stmts, st.cutoffs, cap)
         st.backlog_capped = st.backlog_rows >= cap

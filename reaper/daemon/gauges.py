@@ -63,7 +63,7 @@ class GaugeRefresher:
             return
         db, sweeps, settings = self._current()
         try:
-            with db.session() as session:
+            with db.session(read_only=True) as session:
                 self._metrics.set_storage_rows(
                     session.storage_rows(sorted({s.table for s in sweeps}))
                 )

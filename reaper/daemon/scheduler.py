@@ -47,6 +47,7 @@ from prometheus_client import CollectorRegistry
 
 from reaper import errors
 from reaper.commands import checks
+from reaper.config.connection import connection_settings
 from reaper.config.settings import Settings, changed_settings
 from reaper.config.sweeps import Sweep
 from reaper.config.values import format_duration
@@ -56,6 +57,7 @@ from reaper.daemon.health import HEARTBEAT_SECONDS, READINESS_PROBE_SECONDS, Hea
 from reaper.daemon.http import HttpServer, make_app
 from reaper.daemon.policy import SweepState
 from reaper.db import Database, Session, SweepStatements
+from reaper.engine.checked import check_predicate
 from reaper.engine.result import SweepResult
 from reaper.engine.run import Sweeper
 from reaper.metrics import Metrics
@@ -66,16 +68,6 @@ log = structlog.get_logger("reaper.daemon")
 # At most this many sweeps run at once in one process; more wait in the executor's queue. The
 # pool has two connections more, for the readiness probe and the gauge refresh.
 MAX_PARALLEL_SWEEPS = 4
-# The settings that shape the connection pool: a reload that changes one opens a new pool.
-DATABASE_FIELDS = (
-    "dsn",
-    "statement_timeout",
-    "lock_timeout",
-    "idle_in_transaction_session_timeout",
-    "synchronous_commit",
-    "connect_timeout",
-    "session_pooler",
-)
 _SWEEPS_EXECUTOR, _PROBES_EXECUTOR, _HEARTBEAT_EXECUTOR = "sweeps", "probes", "heartbeat"
 # Checks that could not run (the database did not answer) are tried again this soon (seconds).
 CHECK_RETRY_SECONDS = 30.0
@@ -113,7 +105,7 @@ class Daemon:
         self._statements: dict[str, SweepStatements] = {}
         self._state: dict[str, SweepState] = {s.name: SweepState() for s in sweeps}
         self.metrics = Metrics(sweeps, registry)
-        self.db = Database.from_settings(settings, max_connections=MAX_PARALLEL_SWEEPS + 2)
+        self.db = Database(connection_settings(settings), max_connections=MAX_PARALLEL_SWEEPS + 2)
         # The engine's process state (the interlock's ledger, the pacers' WAL history) for
         # the daemon's life, kept per Database: a reload's new one starts afresh.
         self.sweeper = Sweeper()
@@ -287,8 +279,11 @@ class Daemon:
             )
         with self._config_lock:
             old = self._settings
-            if any(getattr(old, f) != getattr(settings, f) for f in DATABASE_FIELDS):
-                new_db = Database.from_settings(settings, max_connections=MAX_PARALLEL_SWEEPS + 2)
+            # Any connection setting changed (the DSN, a timeout, the time zone...): a new pool.
+            if connection_settings(old) != connection_settings(settings):
+                new_db = Database(
+                    connection_settings(settings), max_connections=MAX_PARALLEL_SWEEPS + 2
+                )
                 new_db.open()
                 old_db, self.db = self.db, new_db
                 self._lock_checked = False
@@ -599,7 +594,7 @@ class Daemon:
         stmts = self._statements.get(sweep.name)
         if stmts is None:
             # Checked against this server's catalog once, before the first gauge query.
-            stmts = SweepStatements(session.check_predicate(sweep))
+            stmts = SweepStatements(check_predicate(session, sweep))
             self._statements[sweep.name] = stmts
         return stmts
 

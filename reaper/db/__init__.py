@@ -1,7 +1,9 @@
 """The database: the only package that imports psycopg.
 
-It owns the connection pool (:mod:`.pool`), the watchdog and session settings every reaper
-connection carries (:mod:`.connection`), the composition of a sweep's statements
+It owns the connection pool (:mod:`.pool`), the value that says how to connect and the
+session settings every reaper session is pinned to (:mod:`.pinning`), the connection string,
+read once and never shown (:mod:`.dsn`), the watchdog every reaper connection carries
+(:mod:`.connection`), the composition of a sweep's statements
 (:mod:`.statements`), the catalog queries (:mod:`.catalog`), the advisory locks
 (:mod:`.locks`), one sweep run's session (:mod:`.session`), the rows it reads as typed
 dataclasses (:mod:`.rows`), and the translation of psycopg's errors into
@@ -14,8 +16,10 @@ modules.
 from __future__ import annotations
 
 from reaper.db.connection import utc_instant
-from reaper.db.errors import _Redactor, dsn_has_password
+from reaper.db.dsn import describe_dsn, describe_target, parse_dsn
+from reaper.db.errors import _Redactor, dsn_has_password, error_kind
 from reaper.db.locks import LockHolder, advisory_lock_key
+from reaper.db.pinning import ConnectionSettings
 from reaper.db.pool import Database
 from reaper.db.rows import (
     BrokenIndex,
@@ -23,6 +27,8 @@ from reaper.db.rows import (
     IndexLookup,
     IndexState,
     Relation,
+    Sample,
+    Standby,
     TableColumn,
     TableLeaf,
     TableOwner,
@@ -45,6 +51,7 @@ __all__ = [
     "MIN_HEAP_WALK_VERSION",
     "BatchRows",
     "BrokenIndex",
+    "ConnectionSettings",
     "Database",
     "ForeignKey",
     "Heap",
@@ -53,7 +60,9 @@ __all__ = [
     "IndexState",
     "LockHolder",
     "Relation",
+    "Sample",
     "Session",
+    "Standby",
     "SweepStatements",
     "TableColumn",
     "TableLeaf",
@@ -64,7 +73,11 @@ __all__ = [
     "advisory_lock_key",
     "check_predicate_on",
     "compose_relations",
+    "describe_dsn",
+    "describe_target",
     "dsn_has_password",
+    "error_kind",
+    "parse_dsn",
     "regclass_text",
     "table_identifier",
     "utc_instant",

@@ -4,7 +4,6 @@ refuses), privileges, the objects a predicate may not use, table sizes, the read
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from psycopg import sql
 
@@ -14,9 +13,6 @@ from reaper.db.rows import Privilege, RefusedObject, Relation
 from reaper.db.statements import _CATALOG_PROOF, Heap, SweepStatements, TableStats, regclass_text
 from reaper.sqltext import predicates
 from reaper.sqltext.predicates import CatalogObjects, CheckedPredicate
-
-if TYPE_CHECKING:
-    from reaper.config.sweeps import Sweep
 
 # Why reaper refuses to delete from a relation of each kind (pg_class.relkind) other than an
 # ordinary table ('r') and a partitioned table ('p', whose rows are in its partitions).
@@ -142,23 +138,29 @@ class Catalog(Queries):
         )
         return [(r.what, r.why) for r in rows]
 
-    def check_predicate(self, sweep: Sweep) -> CheckedPredicate:
-        """``sweep``'s predicate and ``since`` expression, checked by the predicate rule and
-        against this server's catalog (:func:`reaper.sqltext.predicates.verify`): the one way to a
-        :class:`SweepStatements`, so every command that evaluates a predicate checks it
-        first.
+    def check_predicate(
+        self,
+        table: str,
+        predicate: str,
+        cutoffs: Sequence[str],
+        since: str = "",
+        *,
+        label: str,
+    ) -> CheckedPredicate:
+        """A sweep's predicate (over ``table``, bounded by the parameters ``cutoffs``) and its
+        ``since`` expression, checked by the predicate rule and against this server's catalog
+        (:func:`reaper.sqltext.predicates.verify`): the one way to a :class:`SweepStatements`,
+        so every command that evaluates a predicate checks it first. ``label`` names the
+        sweep in the error (``sweep nodes_silent``, ``[sweeps.mine]``).
 
         Raises:
             PredicateRefused: one line naming the sweep and the offending part.
             DatabaseError: the catalog could not be read.
         """
         try:
-            return predicates.verify(
-                self, sweep.table, sweep.predicate, list(sweep.retentions), sweep.since
-            )
+            return predicates.verify(self, table, predicate, list(cutoffs), since)
         except predicates.PredicateError as exc:
-            where = f"sweep {sweep.name}" if sweep.builtin else f"[sweeps.{sweep.name}]"
-            raise errors.PredicateRefused(f"{where} predicate {exc}") from None
+            raise errors.PredicateRefused(f"{label} predicate {exc}") from None
 
     def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
         """The catalog's estimated rows of each existing table in ``tables``."""

@@ -6,15 +6,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors
 from psycopg.abc import PQGen
 from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
-
-APPLICATION_NAME = "reaper"
 
 # Client-side TCP settings every reaper connection gets unless its DSN sets them (libpq
 # parameter names; see docs/connections.md). A connection whose peer went silent is declared
@@ -38,10 +36,6 @@ WATCHDOG_CANCEL_SECONDS = 2.0
 POOL_CHECK_SECONDS = 5.0
 
 _log = logging.getLogger("reaper.db")
-
-
-def _ms(d: timedelta) -> int:
-    return max(1, round(d.total_seconds() * 1000))
 
 
 def utc_instant(value: datetime) -> datetime:

@@ -19,20 +19,6 @@ from psycopg_pool import PoolTimeout
 
 from reaper import errors
 
-
-def describe_target(dsn: str | None) -> str:
-    """``user@host:port/dbname`` of a connection string, never its password."""
-    try:
-        params = conninfo_to_dict(dsn or "")
-    except psycopg.ProgrammingError:
-        return "<unparsable connection string>"
-    host = params.get("host") or params.get("hostaddr") or "(libpq default host)"
-    port = params.get("port") or ""
-    user = params.get("user") or ""
-    db = params.get("dbname") or ""
-    return f"{f'{user}@' if user else ''}{host}{f':{port}' if port else ''}/{db}"
-
-
 # A password at least this long is scrubbed wherever it appears; a shorter one only where a
 # password goes (password=..., a URI's user:...@, a quoted token), so that a password "a" or
 # "on" does not turn every "a" or "on" of a message into "***".
@@ -142,10 +128,57 @@ def _translate(redact: _Redactor, context: str = "") -> Iterator[None]:
         raise errors.ForeignKeyConflict(prefix + redact(_first_line(exc))) from exc
     except PoolTimeout as exc:
         raise errors.ConnectionFailed(prefix + redact(_first_line(exc))) from exc
-    except psycopg.OperationalError as exc:
-        raise errors.ConnectionFailed(prefix + redact(_first_line(exc))) from exc
     except psycopg.Error as exc:
-        raise errors.DatabaseError(prefix + redact(_first_line(exc))) from exc
+        kind = error_kind(exc.sqlstate, connection_gone=_connection_gone(exc))
+        raise kind(prefix + redact(_first_line(exc))) from exc
+
+
+def _connection_gone(exc: psycopg.Error) -> bool:
+    """True for an error raised by the client itself (no SQLSTATE) that says the connection
+    cannot be used: libpq's own (a refused or lost connection, reaper's watchdog), or an
+    operation on a closed connection."""
+    return exc.sqlstate is None and isinstance(
+        exc, psycopg.OperationalError | psycopg.InterfaceError
+    )
+
+
+# SQLSTATE classes and codes that are about the connection or the server as a whole, not
+# about one statement or one table (PostgreSQL's Appendix A): the readiness probe turns 503 on
+# these, and only these (besides a read-only server and a missing privilege, which it checks
+# itself).
+CONNECTION_CLASSES = frozenset({
+    "08",  # connection exception
+    "28",  # invalid authorization specification (password, pg_hba)
+    "53",  # insufficient resources: too many connections, out of memory, disk full
+    "58",  # system error: an I/O error of the server
+    "XX",  # internal error: a corrupted server state
+})
+CONNECTION_CODES = frozenset({
+    "57P01",  # admin_shutdown
+    "57P02",  # crash_shutdown
+    "57P03",  # cannot_connect_now (starting up, shutting down)
+    "57P04",  # database_dropped
+    "57P05",  # idle_session_timeout: the session was ended
+    "25P03",  # idle_in_transaction_session_timeout: the session was ended
+    "3D000",  # invalid_catalog_name: the database does not exist (at connect)
+})
+# Everything else is the statement's or its table's own: a serialization failure or a deadlock
+# (class 40), an object in use or not in the state required (55), a syntax or access rule
+# (42), an integrity constraint (23), a data exception (22), a program limit (54)...
+
+
+def error_kind(
+    sqlstate: str | None, *, connection_gone: bool = False
+) -> type[errors.DatabaseError]:
+    """The :mod:`reaper.errors` class of a database error by its SQLSTATE; ``connection_gone``
+    for an error without one that says the connection cannot be used (libpq's own)."""
+    if sqlstate is None:
+        return errors.ConnectionFailed if connection_gone else errors.DatabaseError
+    if sqlstate in CONNECTION_CODES or sqlstate[:2] in CONNECTION_CLASSES:
+        return errors.ConnectionFailed
+    if sqlstate[:2] == "40":
+        return errors.TransactionConflict
+    return errors.DatabaseError
 
 
 # SQLSTATE 57014 (query_canceled) has three causes, which only the server's message tells

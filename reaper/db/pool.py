@@ -7,7 +7,7 @@ import contextlib
 import threading
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 import psycopg.errors
@@ -17,7 +17,6 @@ from psycopg_pool import ConnectionPool
 
 from reaper import errors, sqltext
 from reaper.db.connection import (
-    APPLICATION_NAME,
     CLIENT_CONNECTION_CHECK_SECONDS,
     KEEPALIVES_COUNT,
     KEEPALIVES_IDLE_SECONDS,
@@ -28,15 +27,12 @@ from reaper.db.connection import (
     BoundedConnection,
     _bounded,
     _log,
-    _ms,
 )
-from reaper.db.errors import _first_line, _Redactor, describe_target, translate_errors
+from reaper.db.dsn import describe_target, parse_dsn
+from reaper.db.errors import _first_line, _Redactor, translate_errors
 from reaper.db.locks import LOCK_NOT_HELD, LOCK_PROBE_ROUNDS, SESSION_MOVED
+from reaper.db.pinning import APPLICATION_NAME, ConnectionSettings, pin_statement
 from reaper.db.session import Session
-
-if TYPE_CHECKING:
-    from reaper.config.settings import Settings
-
 
 # The libpq parameters that reaper gives defaults (docs/connections.md): a DSN may set them,
 # to a whole number. libpq itself checks them only when it connects, with an error that a
@@ -73,102 +69,40 @@ class Database:
     Every connection (the pool's, the dedicated sessions, the pooler check, the direct
     connection check) is made by :meth:`_connect` / :meth:`_configure`: autocommit,
     ``application_name=reaper``, no prepared statements, client keepalives and
-    ``tcp_user_timeout`` unless the DSN sets them, the session settings below (the server's
-    keepalives and ``client_connection_check_interval`` included, so the server notices a
-    dead reaper and frees its locks) and the watchdog of :class:`BoundedConnection`. Each
-    batch opens its own short transaction.
+    ``tcp_user_timeout`` unless the DSN sets them, the server's keepalives and
+    ``client_connection_check_interval`` (so the server notices a dead reaper and frees its
+    locks), the watchdog of :class:`BoundedConnection`, and the session settings of
+    :mod:`reaper.db.pinning`, pinned again before every checkout from the pool and when a
+    connection comes back to it. Each batch opens its own short transaction.
 
     Args:
-        dsn: libpq connection string or URI; None or "" uses libpq's PG* variables.
-        statement_timeout, lock_timeout, idle_in_transaction_session_timeout: PostgreSQL
-            session settings (milliseconds resolution).
-        synchronous_commit: wait for each batch's WAL flush.
-        connect_timeout: how long a connection attempt, and :meth:`session`'s wait for a
-            connection of the pool, may take.
+        settings: how to connect and what every session is (:class:`ConnectionSettings`).
         max_connections: the pool's size.
-        session_pooler: the DSN points at a pooler in session mode (one server session per
-            client connection for its whole life): accepted where a pooler is otherwise
-            refused.
-        time_zone: every session's TimeZone (``timestamp_time_zone``): the zone in which
-            PostgreSQL reads a timestamp-without-time-zone or date column compared with a
-            cutoff. Pinned, so that no server, database, role, DSN or PGTZ setting changes
-            what a comparison means.
-        dsn_label: how an error names where the DSN came from (``--dsn``, ``REAPER_DSN``,
-            the config file's ``dsn``).
 
     Raises:
-        ConfigError: the DSN does not parse.
+        ConfigError: the DSN does not parse, or is ambiguous (the message never shows it).
     """
 
-    @classmethod
-    def from_settings(
-        cls, settings: Settings, *, max_connections: int = 4, dsn_label: str = "--dsn"
-    ) -> Database:
-        """A Database (not yet open) from ``settings``' connection and session fields;
-        ``dsn_label`` names where the DSN came from in an error (flag, variable, file)."""
-        return cls(
-            settings.dsn,
-            statement_timeout=settings.statement_timeout,
-            lock_timeout=settings.lock_timeout,
-            idle_in_transaction_session_timeout=settings.idle_in_transaction_session_timeout,
-            synchronous_commit=settings.synchronous_commit,
-            connect_timeout=settings.connect_timeout,
-            max_connections=max_connections,
-            session_pooler=settings.session_pooler,
-            time_zone=settings.timestamp_time_zone,
-            dsn_label=dsn_label,
-        )
-
-    def __init__(
-        self,
-        dsn: str | None,
-        *,
-        statement_timeout: timedelta,
-        lock_timeout: timedelta,
-        idle_in_transaction_session_timeout: timedelta,
-        synchronous_commit: bool = False,
-        connect_timeout: timedelta = timedelta(seconds=10),
-        max_connections: int = 4,
-        session_pooler: bool = False,
-        time_zone: str = "UTC",
-        dsn_label: str = "--dsn",
-    ) -> None:
-        self.dsn = dsn or ""
-        self.target = describe_target(dsn)
-        self._redact = _Redactor(dsn)
-        self._connect_timeout = connect_timeout
-        self.session_pooler = session_pooler
+    def __init__(self, settings: ConnectionSettings, *, max_connections: int = 4) -> None:
+        self.settings = settings
+        params = parse_dsn(settings.dsn, settings.dsn_label)
+        self.target = describe_target(params)
+        self._redact = _Redactor(settings.dsn)
+        self._connect_timeout = settings.connect_timeout
+        self.session_pooler = settings.session_pooler
         # The watchdog's bound on any one wait for the server (BoundedConnection).
-        self.bound = statement_timeout.total_seconds() + WATCHDOG_MARGIN_SECONDS
-        self._settings = {
-            "application_name": APPLICATION_NAME,
-            "statement_timeout": f"{_ms(statement_timeout)}ms",
-            "lock_timeout": f"{_ms(lock_timeout)}ms",
-            "idle_in_transaction_session_timeout": f"{_ms(idle_in_transaction_session_timeout)}ms",
-            "synchronous_commit": "on" if synchronous_commit else "off",
-            # A generic plan cannot know the cutoff, and could pick a full scan for a batch.
-            "plan_cache_mode": "force_custom_plan",
-            # What a wall time without a time zone means in a comparison with a cutoff.
-            "TimeZone": time_zone,
-        }
-        try:
-            params = conninfo_to_dict(self.dsn)
-        except psycopg.ProgrammingError as exc:
-            raise errors.ConfigError(
-                f"{dsn_label} is not a valid connection string: "
-                f"{self._redact(_first_line(exc))}"
-            ) from None
-        _check_timing_params(params, dsn_label)
+        self.bound = settings.statement_timeout.total_seconds() + WATCHDOG_MARGIN_SECONDS
+        _check_timing_params(params, settings.dsn_label)
         # reaper's defaults for what the DSN leaves out; what it sets wins (its connect_timeout
         # then also bounds the wait for a connection of the pool).
         defaults: dict[str, Any] = {
-            "connect_timeout": max(1, int(connect_timeout.total_seconds())),
+            "connect_timeout": max(1, int(settings.connect_timeout.total_seconds())),
             **self.tcp_defaults(),
         }
         if "connect_timeout" in params:
             self._connect_timeout = timedelta(seconds=int(str(params["connect_timeout"])))
         self._conninfo = make_conninfo(
-            self.dsn, **{k: v for k, v in defaults.items() if k not in params}
+            settings.dsn, **{k: v for k, v in defaults.items() if k not in params}
         )
         effective = conninfo_to_dict(self._conninfo)
         # The server watches reaper's side as reaper watches the server's: the same figures
@@ -191,16 +125,23 @@ class Database:
             max_size=max_connections,
             kwargs=self._connect_kwargs(),
             configure=self._configure,
-            # A connection that died while idle in the pool (a restart, pg_terminate_backend,
-            # a silent network) is replaced before it is lent, so the run after an outage
-            # does not fail on it; the check waits at most POOL_CHECK_SECONDS.
+            # Before a connection is lent: its session settings pinned again (whatever a
+            # statement of its last checkout changed), which also replaces one that died
+            # while idle in the pool (a restart, pg_terminate_backend, a silent network), so
+            # the run after an outage does not fail on it; at most POOL_CHECK_SECONDS.
             check=self._check,
-            # Back in the pool, a connection holds no advisory lock, whatever its run did.
+            # Back in the pool, a connection holds no advisory lock and has its settings
+            # pinned, whatever its run did.
             reset=self._reset,
             open=False,
             name="reaper",
             reconnect_timeout=0,
         )
+
+    @property
+    def dsn(self) -> str:
+        """The connection string as given (it may hold a password: never print it)."""
+        return self.settings.dsn
 
     @staticmethod
     def tcp_defaults() -> dict[str, int]:
@@ -221,6 +162,7 @@ class Database:
         return {
             "autocommit": True,
             "application_name": APPLICATION_NAME,
+            "client_encoding": "UTF8",
             "prepare_threshold": None,
         }
 
@@ -241,8 +183,10 @@ class Database:
 
     def _configure(self, conn: BoundedConnection) -> None:
         conn.bound = self.bound
-        row = conn.execute(self._set_all(self._settings, "SELECT pg_backend_pid(), ")).fetchone()
-        conn.server_pid = int(row[0]) if row else None
+        # Every transaction reaper opens says READ COMMITTED itself, whatever the session's
+        # default (which _pin pins too).
+        conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
+        conn.server_pid = self._pin(conn)
         # Best effort: a platform without TCP_USER_TIMEOUT or without closed-socket events
         # (client_connection_check_interval) refuses the setting; the client side and the
         # watchdog still bound every wait, so the connection is used all the same.
@@ -259,6 +203,21 @@ class Database:
             _log.warning("the server cannot watch reaper's connections (%s): %s",
                          ", ".join(watch), self._redact(_first_line(exc)))
 
+    def _pin(self, conn: psycopg.Connection[Any], *, read_only: bool = False) -> int | None:
+        """The chokepoint: every session setting of :mod:`reaper.db.pinning` on ``conn``, in
+        one round trip. Returns the server process id that answered.
+
+        Raises:
+            psycopg.Error: the server refused a setting (the connection is not used).
+        """
+        stmt = pin_statement(self.settings, conn.info.server_version, read_only=read_only)
+        cur = conn.execute(stmt)
+        while cur.description is None:  # past the SET to the SELECT's result
+            if not cur.nextset():
+                return None
+        row = cur.fetchone()
+        return int(row[0]) if row else None
+
     @staticmethod
     def _set_all(values: Mapping[str, str], select: str) -> sql.Composed:
         return sql.SQL(select + "{}").format(
@@ -268,14 +227,13 @@ class Database:
             )
         )
 
-    @staticmethod
-    def _check(conn: BoundedConnection) -> None:
+    def _check(self, conn: BoundedConnection) -> None:
         with _bounded(conn, POOL_CHECK_SECONDS):
-            conn.execute("")
+            self._pin(conn)
 
-    @staticmethod
-    def _reset(conn: psycopg.Connection[Any]) -> None:
+    def _reset(self, conn: psycopg.Connection[Any]) -> None:
         conn.execute(sql.SQL(sqltext.engine("release_advisory_locks")))
+        self._pin(conn)
 
     def check_advisory_locks(self, rounds: int = LOCK_PROBE_ROUNDS) -> None:
         """Check that a session-level advisory lock can hold on this connection string: that
@@ -370,12 +328,18 @@ class Database:
         self._pool.close(timeout=timeout)
 
     @contextlib.contextmanager
-    def session(self, *, bound: float | None = None) -> Iterator[Session]:
+    def session(
+        self, *, bound: float | None = None, read_only: bool = False
+    ) -> Iterator[Session]:
         """Borrow a connection for one sweep run.
 
         Args:
             bound: seconds any one wait on the server may take in this session (at most the
                 watchdog's statement_timeout + margin): the readiness probe's is shorter.
+            read_only: every transaction of the session is READ ONLY (the server refuses
+                any write with :class:`reaper.errors.ReadOnlyDatabase`): for what must only
+                read (dry runs, status, gauges, checks). Pinned as the other settings are;
+                the connection is pinned back when it returns to the pool.
 
         Raises:
             ConnectionFailed: no connection within connect_timeout.
@@ -387,6 +351,8 @@ class Database:
             self._pool.connection(timeout=self._connect_timeout.total_seconds()) as conn,
             _bounded(conn, bound),
         ):
+            if read_only:
+                self._pin(conn, read_only=True)
             with self._lent_lock:
                 self._lent.add(conn)
             try:

@@ -7,16 +7,18 @@ import contextlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
 from reaper import errors, sqltext
 from reaper.db.catalog import Catalog
-from reaper.db.connection import APPLICATION_NAME, utc_instant
+from reaper.db.connection import utc_instant
 from reaper.db.errors import _Redactor
 from reaper.db.locks import AdvisoryLocks
+from reaper.db.pinning import APPLICATION_NAME
+from reaper.db.rows import Sample, Standby
 from reaper.db.statements import (
     BatchRows,
     HeapStatements,
@@ -24,11 +26,7 @@ from reaper.db.statements import (
     parse_tid,
     tid_text,
 )
-from reaper.engine.pacing import Sample, Standby
 from reaper.sqltext.predicates import CheckedPredicate
-
-if TYPE_CHECKING:
-    from reaper.config.sweeps import Sweep
 
 # A batch waits at most this long for a row lock a writer holds (never longer than the
 # session's lock_timeout): then it fails, and the runner splits it until the held row is
@@ -373,11 +371,21 @@ class Session(Catalog, AdvisoryLocks):
                 cur.execute(sql.SQL(stmt))
 
 
-def check_predicate_on(conn: psycopg.Connection[Any], sweep: Sweep) -> CheckedPredicate:
+def check_predicate_on(
+    conn: psycopg.Connection[Any],
+    table: str,
+    predicate: str,
+    cutoffs: Sequence[str],
+    since: str = "",
+    *,
+    label: str = "sweep",
+) -> CheckedPredicate:
     """:meth:`Session.check_predicate` on a connection of the caller's own (benchmarks,
     tests that compose a sweep's statements outside a reaper session).
 
     Raises:
         PredicateRefused: the predicate is refused.
     """
-    return Session(conn, _Redactor(None)).check_predicate(sweep)
+    return Session(conn, _Redactor(None)).check_predicate(
+        table, predicate, cutoffs, since, label=label
+    )

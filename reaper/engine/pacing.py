@@ -37,12 +37,12 @@ import bisect
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from reaper import sqltext
+from reaper.db.rows import Sample, Standby
 from reaper.vocab import StopReason, ThrottleReason
 
 if TYPE_CHECKING:
@@ -68,42 +68,6 @@ HISTORY_LENGTH = 72_000
 MAX_SAMPLE_AGE_SECONDS = 1.0
 # Two WAL positions recorded further apart than this (seconds) are not interpolated between.
 MAX_INTERPOLATED_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class Standby:
-    """One row of ``pg_stat_replication``.
-
-    Attributes:
-        name: its application_name (else client address, else walsender pid).
-        visible: False when this role may not read the row's columns (needs pg_monitor or
-            pg_read_all_stats): its lag is unknown.
-        replay_lsn: WAL position replayed, in bytes (None: unknown).
-        replay_lag: ``replay_lag`` in seconds (None: NULL, unknown or caught up and idle).
-    """
-
-    name: str
-    visible: bool = True
-    replay_lsn: int | None = None
-    replay_lag: float | None = None
-
-
-@dataclass(frozen=True)
-class Sample:
-    """What the pacer measures before a batch.
-
-    Attributes:
-        wal_lsn: the primary's current WAL position in bytes (None: the server is a standby).
-        standbys: every standby streaming from it.
-        busy_sessions: other client sessions of the swept database that ran a statement within
-            :data:`BUSY_WINDOW_SECONDS` (reaper's own sessions excluded).
-        hidden_sessions: client sessions of the database whose state this role may not read.
-    """
-
-    wal_lsn: int | None = None
-    standbys: tuple[Standby, ...] = ()
-    busy_sessions: int = 0
-    hidden_sessions: int = 0
 
 
 class WalHistory:

@@ -36,6 +36,7 @@ from reaper.db import (
 )
 from reaper.engine import pacing, partitions
 from reaper.engine.batches import Deleter, batch_strategy
+from reaper.engine.checked import check_predicate
 from reaper.engine.context import Run
 from reaper.engine.interlock import (
     DeletionLedger,
@@ -142,7 +143,7 @@ class Sweeper:
         keys = lock_keys(sweep) if lock and not dry_run else []
         bug: Exception | None = None
         try:
-            with db.session() as session:
+            with db.session(read_only=dry_run) as session:
                 if keys and not session.try_advisory_locks(keys):
                     result.outcome = SKIPPED
                     result.holders = session.advisory_lock_holders(keys)
@@ -153,7 +154,7 @@ class Sweeper:
                         result.cutoffs = compute_cutoffs(session, sweep, now)
                         bound.debug("sweep_started", cutoffs=_iso(result.cutoffs),
                                     dry_run=dry_run)
-                        checked = session.check_predicate(sweep)
+                        checked = check_predicate(session, sweep)
                         run = Run(
                             sweep, settings, session, session.statements(checked),
                             dict(result.cutoffs), result, budget,
@@ -278,9 +279,9 @@ def check_predicates(db: Database, sweeps: Iterable[Sweep]) -> None:
         PredicateRefused: a predicate is refused (the first one, naming its sweep).
         DatabaseError: the catalog could not be read.
     """
-    with db.session() as session:
+    with db.session(read_only=True) as session:
         for sweep in sweeps:
-            session.check_predicate(sweep)
+            check_predicate(session, sweep)
 
 
 def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:

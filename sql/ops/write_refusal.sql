@@ -20,7 +20,8 @@ WITH configured AS (
 SELECT CASE
            WHEN pg_is_in_recovery() THEN
                'the server is a standby (in recovery): it refuses writes'
-           WHEN current_setting('transaction_read_only')::boolean
+           WHEN (SELECT reset_val::boolean FROM pg_settings
+                 WHERE name = 'default_transaction_read_only')
                 OR coalesce((SELECT read_only FROM configured), false) THEN
                'the database refuses writes: default_transaction_read_only is on '
                '(ALTER DATABASE or ALTER ROLE ... SET, or the server''s configuration)'
