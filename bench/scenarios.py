@@ -122,7 +122,7 @@ def steady_state(server: Server, rows: int, eligible_every: int,
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
         stmts = SweepStatements(check_predicate_on(
-            conn, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+            conn, sweep.table, sweep.predicate, list(sweep.retentions), sweep.since
         ))
     with connect(server.dsn_of(template)) as conn, conn.transaction():
         # As reaper's index batch runs: after index_batch_settings.sql, in one transaction.

@@ -265,7 +265,7 @@ def plan_of_index_batch(
     statement the engine runs, composed by reaper.db, explained without running it."""
     sweep = {s.name: s for s in configured_sweeps(settings)}[name]
     stmts = SweepStatements(check_predicate_on(
-        conn, sweep.table, sweep.predicate, list(sweep.cutoffs), sweep.since
+        conn, sweep.table, sweep.predicate, list(sweep.retentions), sweep.since
     ))
     cutoff = conn.execute(
         "SELECT now() - %s::interval", (sweep.retentions["cutoff"],)
