@@ -36,8 +36,8 @@ from reaper import sqltext
 try:
     names = sqltext.all_files()
     texts = {n: sqltext.read(n) for n in names}
-    from tests.support import BUILTIN_SWEEPS
-    predicates = {s.name: s.predicate for s in BUILTIN_SWEEPS}
+    from reaper.config.load import load_config
+    predicates = {s.name: s.predicate for s in load_config({}).sweeps}
     error = None
 except Exception as exc:
     names, texts, predicates, error = [], {}, {}, repr(exc)
