@@ -36,13 +36,13 @@ lint: $(VENV)/.test
 	$(BIN)/ruff check $(wildcard reaper tests bench deploy docs)
 	$(BIN)/mypy
 
-## test: lint, the docs site, then every test against a real PostgreSQL ($$REAPER_TEST_DSN, Docker, or embedded)
+## test: lint, the docs site, then every test (unit, db, process) against a real PostgreSQL ($$REAPER_TEST_DSN, Docker, or embedded)
 test: lint docs
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-## unit: the tests that need no database
+## unit: tests/unit alone: no PostgreSQL, no subprocess, no network (seconds)
 unit: $(VENV)/.test
-	$(BIN)/pytest -m "not db" $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 ## bench: the benchmarks; prints Markdown tables (BENCH_ARGS=--help for the options)
 bench: $(VENV)/.test
