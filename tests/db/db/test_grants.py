@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 from reaper import sqltext
 from reaper.cli import open_database
@@ -23,7 +23,7 @@ from reaper.config.settings import build_settings
 from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.dev import demo
 from reaper.engine.run import run_sweeps
-from tests.support import small_sizes
+from tests.support import login_as, small_sizes
 from tests.support.ops import apply_grants, run_json
 
 # Every test here changes the schema, grants or settings: a database of its own each.
@@ -73,7 +73,7 @@ def owner_dsn(dsn: str) -> Iterator[str]:
         admin.execute("GRANT UPDATE (peer_id) ON nodes TO reaper")
         admin.execute("GRANT UPDATE (router_id), INSERT ON routers TO reaper")
     try:
-        yield make_conninfo(dsn, user=owner)
+        yield login_as(dsn, owner)
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(sql.SQL("REASSIGN OWNED BY {} TO postgres").format(
@@ -101,7 +101,7 @@ def reaper_only(dsn: str, owner_dsn: str) -> str:
         admin.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(
             sql.Identifier(str(conninfo_to_dict(dsn)["dbname"]))))
     assert run_grants(owner_dsn) == []  # nothing left to say
-    return make_conninfo(dsn, user="reaper")
+    return login_as(dsn, "reaper")
 
 
 def privileges(conn: psycopg.Connection[Any], table: str) -> dict[str, bool]:
@@ -192,7 +192,7 @@ def test_check_warns_about_a_superuser_an_owner_and_temporary_tables(
     _, as_owner = run_json(capsys, "check", "--dsn", owner_dsn, "--sweep", "router_leases")
     assert any(f["check"] == "privileges" and f["status"] == "warn" and "owns table routers"
                in f["detail"] for f in as_owner["findings"]), as_owner
-    _, as_reaper = run_json(capsys, "check", "--dsn", make_conninfo(dsn, user="reaper"),
+    _, as_reaper = run_json(capsys, "check", "--dsn", login_as(dsn, "reaper"),
                             "--sweep", "router_leases")
     temp = [f for f in as_reaper["findings"] if f["subject"].startswith("TEMPORARY on")]
     assert temp and temp[0]["status"] == "warn" and "REVOKE TEMPORARY" in temp[0]["fix"]

@@ -23,6 +23,7 @@ from reaper.config.settings import Settings
 from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
+from tests.support import login_as
 from tests.support.daemon import (
     http_get,
     kill_leftovers,
@@ -172,7 +173,7 @@ def test_readiness_needs_the_privileges_the_batches_need(make_daemon, conn, dsn)
     conn.execute(f"CREATE ROLE {role} LOGIN")
     try:
         conn.execute(f"GRANT SELECT ON routers TO {role}")
-        daemon = make_daemon(["router_leases"], dsn=make_conninfo(dsn, user=role))
+        daemon = make_daemon(["router_leases"], dsn=login_as(dsn, role))
         port = daemon.http.port
         _, body = wait_for(
             "/readyz 503 naming the privilege",

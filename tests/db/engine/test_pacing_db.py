@@ -20,6 +20,7 @@ from reaper.config.sweeps import BUILTIN_SWEEPS, by_name
 from reaper.db import Database
 from reaper.engine.run import SUCCESS, SweepResult, run_sweep
 from reaper.metrics import Metrics
+from tests.support import login_as
 
 NODES_SILENT = by_name(BUILTIN_SWEEPS)["nodes_silent"]
 
@@ -130,7 +131,7 @@ def test_check_warns_when_the_role_cannot_see_standbys_and_sessions(
     role = f"reaper_pacing_{uuid.uuid4().hex[:8]}"
     conn.execute(f"CREATE ROLE {role} LOGIN")
     try:
-        settings = build_settings({"dsn": psycopg.conninfo.make_conninfo(dsn, user=role)})
+        settings = build_settings({"dsn": login_as(dsn, role)})
         with Database.from_settings(settings) as db:
             found = [f for f in checks.run_checks(db, [], settings) if f.check == "pacing"]
         assert [(f.status, f.fix) for f in found] == [("warn", f"GRANT pg_monitor TO {role}")]

@@ -26,7 +26,7 @@ from reaper.engine import partitions as partitions_module
 from reaper.engine.run import SweepResult, run_sweep
 from reaper.errors import ConfigError
 from reaper.metrics import Metrics
-from tests.support import NOW
+from tests.support import NOW, login_as
 
 # 182 days and 12 hours before NOW (2026-06-01 12:00 UTC): exactly 2025-12-01 00:00 UTC, the
 # upper bound of the November partition.
@@ -481,7 +481,7 @@ def test_a_role_that_does_not_own_the_table_never_drops_and_check_fails(
     conn.execute(f"CREATE ROLE {role} LOGIN")
     try:
         conn.execute(f"GRANT SELECT, DELETE, UPDATE ON ALL TABLES IN SCHEMA public TO {role}")
-        role_dsn = psycopg.conninfo.make_conninfo(dsn, user=role)
+        role_dsn = login_as(dsn, role)
         settings, sweep = events_settings(role_dsn)
         before = partitions(conn)
         with Database.from_settings(settings) as db:

@@ -17,7 +17,7 @@ from psycopg.conninfo import make_conninfo
 
 from reaper.config.sweeps import BUILTIN_SWEEPS
 from reaper.engine.run import lock_keys
-from tests.support import run_reaper
+from tests.support import login_as, run_reaper
 from tests.support.daemon import count, seed_routers
 
 # Every test here changes the schema, grants or settings: a database of its own each.
@@ -34,7 +34,7 @@ def squatter(dsn: str) -> Iterator[psycopg.Connection[Any]]:
         admin.execute(f"DROP ROLE IF EXISTS {SQUATTER}")
         admin.execute(f"CREATE ROLE {SQUATTER} LOGIN")
     try:
-        with psycopg.connect(make_conninfo(dsn, user=SQUATTER, application_name="innocent"),
+        with psycopg.connect(make_conninfo(login_as(dsn, SQUATTER), application_name="innocent"),
                              autocommit=True) as conn:
             yield conn
     finally:

@@ -13,11 +13,11 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 from reaper import sqltext
 from reaper.dev import demo
-from tests.support import run_reaper, small_sizes
+from tests.support import login_as, run_reaper, small_sizes
 
 # Every test here changes the schema, grants or settings: a database of its own each.
 pytestmark = pytest.mark.fresh_db
@@ -43,7 +43,7 @@ def owner_dsn(dsn: str) -> Iterator[str]:
         admin.execute("GRANT UPDATE (peer_id) ON nodes TO reaper")
         admin.execute("GRANT UPDATE (router_id), INSERT ON routers TO reaper")
     try:
-        yield make_conninfo(dsn, user=owner)
+        yield login_as(dsn, owner)
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
             admin.execute(sql.SQL("REASSIGN OWNED BY {} TO postgres").format(
@@ -71,7 +71,7 @@ def reaper_only(dsn: str, owner_dsn: str) -> str:
         admin.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(
             sql.Identifier(str(conninfo_to_dict(dsn)["dbname"]))))
     assert run_grants(owner_dsn) == []  # nothing left to say
-    return make_conninfo(dsn, user="reaper")
+    return login_as(dsn, "reaper")
 
 
 @pytest.mark.parametrize(

@@ -150,6 +150,7 @@ def outage(
 
 
 @pytest.mark.slow
+@pytest.mark.fresh_db
 def test_a_middlebox_that_stops_forwarding_fails_the_sweep(dsn, conn, tmp_path) -> None:
     conn.execute(SLOW_DELETE)
     seed_routers(conn, garbage=120, keep=3)

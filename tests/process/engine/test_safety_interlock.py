@@ -14,6 +14,9 @@ import pytest
 from reaper.config.settings import FULL_TABLE_MIN_ROWS
 from tests.support import run_reaper
 
+# Every test here declares tables or functions of its own: a database of its own each.
+pytestmark = pytest.mark.fresh_db
+
 
 def _seed(conn: psycopg.Connection[Any], garbage: int, keep: int) -> None:
     """Silent bootstrap members: ``garbage`` 90 days silent, ``keep`` silent for a day."""

@@ -19,6 +19,9 @@ import pytest
 from tests.support import keys, run_reaper
 from tests.support.ops import apply_grants
 
+# Every test here declares tables or functions of its own: a database of its own each.
+pytestmark = pytest.mark.fresh_db
+
 OLD = "now() - interval '90 days'"
 
 
@@ -161,7 +164,6 @@ def test_functions_outside_the_allow_list_are_refused_before_any_evaluation(
     _untouched(conn)
 
 
-@pytest.mark.fresh_db
 @pytest.mark.usefixtures("armed")
 def test_security_definer_dry_run_as_the_least_privileged_role(
     dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
@@ -290,7 +292,6 @@ def test_columns_of_user_types_are_refused_and_no_cast_runs(
     assert conn.execute("SELECT count(*) FROM w").fetchone() == (20,)
 
 
-@pytest.mark.fresh_db
 def test_a_user_cast_between_built_in_types_is_refused(
     dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
@@ -316,7 +317,6 @@ def _citext(conn: psycopg.Connection[Any]) -> None:
         pytest.skip(f"citext is not available: {exc}")
 
 
-@pytest.mark.fresh_db
 def test_an_extension_on_user_types_does_not_refuse_built_in_names(
     dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
@@ -335,7 +335,6 @@ def test_an_extension_on_user_types_does_not_refuse_built_in_names(
     assert keys(conn, "nodes") == ALL_NODES - {"garbage-old"}
 
 
-@pytest.mark.fresh_db
 @pytest.mark.parametrize(
     ("setup", "predicate", "named"),
     [

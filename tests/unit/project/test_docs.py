@@ -144,7 +144,7 @@ def test_the_readme_is_short_and_its_links_exist() -> None:
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
         if not target.startswith("http"):
             assert (ROOT / target).exists(), target
-    for cmd in ("make demo", "make test", "make demo-server", ".venv/bin/reaper"):
+    for cmd in ("make demo", "make test", "make unit", "make demo-server", ".venv/bin/reaper"):
         assert cmd in readme
 
 
