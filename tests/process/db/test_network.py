@@ -75,10 +75,16 @@ def alive(conn: psycopg.Connection[Any], pid: int) -> bool:
 
 
 def reaper_args(dsn: str, port: int) -> list[str]:
-    # Default timeouts; short intervals so that the test sees several runs.
-    return ["run", "--dsn", dsn, "--listen", f"127.0.0.1:{port}", "--jitter", "0",
+    # Short intervals so that the test sees several runs. The outage is noticed through the
+    # same mechanisms as at default settings (keepalives and tcp_user_timeout on both sides,
+    # the watchdog at statement_timeout + its margin), set shorter so that the test need not
+    # hold the network down for long: test_every_connection_carries_keepalives_and_the_server_
+    # side_settings checks the defaults themselves.
+    quick = make_conninfo(dsn, keepalives_idle=2, keepalives_interval=1, keepalives_count=2,
+                          tcp_user_timeout=5000)
+    return ["run", "--dsn", quick, "--listen", f"127.0.0.1:{port}", "--jitter", "0",
             "--interval", "10s", "--strategy", "index", "--batch-size", "4",
-            "--gauge-interval", "5s"]
+            "--gauge-interval", "5s", "--statement-timeout", "3s"]
 
 
 def outage(
@@ -162,7 +168,7 @@ def test_a_middlebox_that_stops_forwarding_fails_the_sweep(dsn, conn, tmp_path) 
     through = make_conninfo(dsn, host="127.0.0.1", port=proxy.port)
     reaper = start_reaper(reaper_args(through, port), tmp_path)
     try:
-        outage(reaper, port, conn, proxy.pause, proxy.resume, hold_seconds=40,
+        outage(reaper, port, conn, proxy.pause, proxy.resume, hold_seconds=15,
                server_side_gone_during_outage=False)
         # Nothing deleted that should stay, and the garbage goes in the end.
         assert scalar(conn, "SELECT count(*) FROM routers WHERE router_id LIKE 'keep-%%'") == 3
@@ -183,7 +189,7 @@ def test_a_link_that_goes_down_fails_the_sweep_and_frees_the_lock(tmp_path) -> N
             seed_routers(observer, garbage=120, keep=3)
             port = free_port()
             reaper = start_reaper(reaper_args(server.tcp_dsn, port), tmp_path)
-            outage(reaper, port, observer, server.link_down, server.link_up, hold_seconds=45,
+            outage(reaper, port, observer, server.link_down, server.link_up, hold_seconds=15,
                    server_side_gone_during_outage=True)
             kept = "SELECT count(*) FROM routers WHERE router_id LIKE 'keep-%%'"
             assert scalar(observer, kept) == 3
