@@ -98,12 +98,13 @@ def pgbouncer(dsn: str) -> Iterator[Any]:
 
     def start(pool_mode: str, default_pool_size: int | None = None) -> str:
         port = free_port()
-        (work / "users.txt").write_text('"postgres" ""\n')
+        # PgBouncer logs in to the server as the user of auth_file, with its password there
+        # (a password in [databases] is used only beside a user= there).
+        (work / "users.txt").write_text(f'"postgres" "{password or ""}"\n')
         ini = work / f"{pool_mode}.ini"
         ini.write_text(
             "[databases]\n"
-            f"* = host={target.get('host', 'localhost')} port={target.get('port', 5432)}"
-            + (f" password={password}" if password else "") + "\n"
+            f"* = host={target.get('host', 'localhost')} port={target.get('port', 5432)}\n"
             "[pgbouncer]\n"
             f"listen_addr = 127.0.0.1\nlisten_port = {port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {work}/users.txt\npool_mode = {pool_mode}\n"
