@@ -3,6 +3,9 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# make test's pytest processes: most of its time is spent waiting on PostgreSQL, reaper
+# processes and clusters, so three share two cores well. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 3
 
 .PHONY: demo demo-server docs test lint unit bench clean check-deploy deploy-generate
 
@@ -36,13 +39,13 @@ lint: $(VENV)/.test
 	$(BIN)/ruff check $(wildcard reaper tests bench deploy docs)
 	$(BIN)/mypy
 
-## test: lint, the docs site, then every test against a real PostgreSQL ($$REAPER_TEST_DSN, Docker, or embedded)
+## test: lint, the docs site, then every test (unit, db, process) against a real PostgreSQL ($$REAPER_TEST_DSN, Docker, or embedded)
 test: lint docs
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
-## unit: the tests that need no database
+## unit: tests/unit alone: no PostgreSQL, no subprocess, no network (seconds)
 unit: $(VENV)/.test
-	$(BIN)/pytest -m "not db" $(PYTEST_ARGS)
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
 ## bench: the benchmarks; prints Markdown tables (BENCH_ARGS=--help for the options)
 bench: $(VENV)/.test

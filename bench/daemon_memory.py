@@ -27,7 +27,7 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reaper.dev import demo, devserver
-from tests.daemon_helpers import (
+from tests.support.daemon import (
     free_port,
     http_get,
     metric_samples,

@@ -7,7 +7,8 @@ dashboard sidecar), each copied as text (comments included) so that there is one
 edit.
 
     python deploy/generate.py          # write both (make deploy-generate)
-    python deploy/generate.py --check  # exit 1 when either is out of date (tests/test_deploy.py)
+    python deploy/generate.py --check  # exit 1 when either is out of date
+                                       # (tests/process/project/test_deploy.py runs it)
 """
 
 from __future__ import annotations

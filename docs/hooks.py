@@ -10,7 +10,7 @@ below gets, in its place, a Markdown table built from the code's own definitions
 - ``<!-- reference:commands -->``: every command of the ``reaper`` CLI and its own options
   (the settings' flags are in the settings table), from the click definitions.
 
-``tests/test_docs.py`` imports the same functions.
+``tests/unit/project/test_docs.py`` imports the same functions.
 """
 
 from __future__ import annotations

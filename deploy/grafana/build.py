@@ -6,7 +6,7 @@
 The dashboard imports as is (Dashboards > New > Import) and loads through Grafana's
 dashboard sidecar (the ConfigMap deploy/kubernetes/grafana/, written by deploy/generate.py):
 its data source is a variable, never an import-time input. Every query names only metrics
-reaper exports; tests/test_grafana.py checks them against reaper.metrics.
+reaper exports; tests/unit/project/test_grafana.py checks them against reaper.metrics.
 """
 
 from __future__ import annotations

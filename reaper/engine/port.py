@@ -4,7 +4,7 @@
 and the full-table interlock reach the database: measure a heap, count, delete one batch,
 find or delete one row. :class:`reaper.db.Session` satisfies it (mypy checks that where the
 runner hands its session to a run); a test can hand an in-memory fake instead and drive the
-engine's decisions in milliseconds (tests/unit/fakes.py).
+engine's decisions in milliseconds (tests/unit/engine/fakes.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,142 @@
+"""Pacing against real servers: a streaming standby whose replay is paused, live sessions on
+the swept database, and a role that cannot see them."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import pytest
+from prometheus_client import CollectorRegistry
+
+from reaper.commands import checks
+from reaper.config.connection import connection_settings
+from reaper.config.settings import build_settings
+from reaper.db import Database
+from reaper.engine.result import SweepResult
+from reaper.engine.run import SUCCESS, run_sweep
+from reaper.metrics import Metrics
+from tests.support import BUILTIN_SWEEPS, login_as, sweeps_of
+
+
+def seed_nodes(conn: psycopg.Connection[Any], garbage: int, keep: int) -> None:
+    """``garbage`` bootstrap members silent for 60 days, ``keep`` heard from an hour ago."""
+    conn.execute(
+        "INSERT INTO nodes (peer_id, enrolled_at, banned, ephemeral) "
+        "SELECT 'garbage-' || i, now() - interval '60 days', false, false "
+        "FROM generate_series(1, %s) AS i", (garbage,))
+    conn.execute(
+        "INSERT INTO nodes (peer_id, enrolled_at, banned, ephemeral) "
+        "SELECT 'keep-' || i, now() - interval '1 hour', false, false "
+        "FROM generate_series(1, %s) AS i", (keep,))
+    conn.execute("ANALYZE nodes")
+
+
+def counts(conn: psycopg.Connection[Any]) -> tuple[int, int]:
+    row = conn.execute(
+        "SELECT count(*) FILTER (WHERE peer_id LIKE 'garbage-%%'), "
+        "count(*) FILTER (WHERE peer_id LIKE 'keep-%%') FROM nodes").fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def throttled(registry: CollectorRegistry, reason: str) -> float:
+    return registry.get_sample_value(
+        "reaper_throttled_seconds_total", {"sweep": "nodes_silent", "reason": reason}) or 0.0
+
+
+def _client(dsn: str, stop: threading.Event) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while not stop.is_set():
+            conn.execute("UPDATE nodes SET enrolled_at = now() WHERE peer_id = 'keep-1'")
+            time.sleep(0.005)
+
+
+@contextmanager
+def live_client(dsn: str) -> Iterator[None]:
+    """Another session refreshing a member every 5 ms while the block runs (started 0.3 s
+    before it, so that the pacer's first sample sees it)."""
+    stop = threading.Event()
+    client = threading.Thread(target=_client, args=(dsn, stop))
+    client.start()
+    try:
+        time.sleep(0.3)
+        yield
+    finally:
+        stop.set()
+        client.join()
+
+
+def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    seed_nodes(conn, garbage=5_000, keep=100)
+    settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 500,
+                               "busy_share": 0.25, "max_eligible_fraction": 1})
+    registry = CollectorRegistry()
+    metrics = Metrics(BUILTIN_SWEEPS, registry)
+    with Database(connection_settings(settings)) as db:
+        with live_client(dsn):
+            busy = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
+        assert busy.outcome == SUCCESS and busy.rows == 5_000
+        assert counts(conn) == (0, 100)
+        waited = throttled(registry, "load")
+        # Each batch after the first was followed by three times its duration of waiting.
+        assert waited >= 2.5 * sum(busy.batch_seconds[:-1])
+        assert throttled(registry, "replica_lag") == 0.0
+        # Nothing else runs now (this test's own connection last ran a statement over a
+        # second ago): no wait at all.
+        seed_nodes(conn, garbage=5_000, keep=0)
+        time.sleep(1.5)
+        quiet = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
+        assert quiet.rows == 5_000
+        assert throttled(registry, "load") == waited
+
+
+def test_live_sessions_make_the_batches_short(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """While another session uses the database, each batch aims at busy_batch_seconds: its
+    row limit halves from the batch size while batches take longer than that, and every
+    garbage row still goes."""
+    seed_nodes(conn, garbage=30_000, keep=100)
+    settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 5_000,
+                               "busy_share": 0.9, "busy_batch_seconds": "2ms",
+                               "max_eligible_fraction": 1})
+    sizes: list[int] = []
+
+    def on_batch(r: SweepResult) -> None:
+        sizes.append(r.rows - sum(sizes))
+
+    with Database(connection_settings(settings)) as db, live_client(dsn):
+        busy = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, on_batch=on_batch)
+    assert busy.outcome == SUCCESS and busy.rows == 30_000
+    assert counts(conn) == (0, 100)
+    assert sizes[0] == 5_000  # nothing measured yet: the batch size
+    # A 5,000-row batch takes far longer than 2 ms: the limit halves, batch after batch.
+    assert max(sizes[1:-1]) <= 2_500, sizes
+    assert min(sizes[:-1]) < 1_000, sizes
+
+
+@pytest.mark.fresh_db
+def test_check_warns_when_the_role_cannot_see_standbys_and_sessions(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    role = f"reaper_pacing_{uuid.uuid4().hex[:8]}"
+    conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        settings = build_settings({"dsn": login_as(dsn, role)})
+        with Database(connection_settings(settings)) as db:
+            found = [f for f in checks.run_checks(db, [], settings) if f.check == "pacing"]
+        assert [(f.status, f.fix) for f in found] == [("warn", f"GRANT pg_monitor TO {role}")]
+        conn.execute(f"GRANT pg_monitor TO {role}")
+        with Database(connection_settings(settings)) as db:
+            found = [f for f in checks.run_checks(db, [], settings) if f.check == "pacing"]
+        assert [f.status for f in found] == ["pass"]
+    finally:
+        conn.execute(f"DROP ROLE {role}")

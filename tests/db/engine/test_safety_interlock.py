@@ -1,0 +1,202 @@
+"""The full-table interlock: a run that would delete all, or nearly all, of a table of at
+least FULL_TABLE_MIN_ROWS rows stops before its first delete (exit 1; the daemon logs and
+counts a failure), naming the sweep, the eligible fraction and the setting that allows it.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from prometheus_client import CollectorRegistry
+
+from reaper.config.connection import connection_settings
+from reaper.config.settings import build_settings
+from reaper.config.sweeps import configured_sweeps
+from reaper.daemon.scheduler import Daemon
+from reaper.db import Database
+from reaper.engine.checked import check_predicate
+from reaper.engine.run import Sweeper, run_sweep
+from reaper.errors import FullTableRefused
+from tests.support import sweeps_of
+
+
+def _seed(conn: psycopg.Connection[Any], garbage: int, keep: int) -> None:
+    """Silent bootstrap members: ``garbage`` 90 days silent, ``keep`` silent for a day."""
+    conn.execute(
+        "INSERT INTO nodes (peer_id, enrolled_at)"
+        " SELECT 'garbage-' || i, now() - interval '90 days' FROM generate_series(1, %s) i",
+        (garbage,),
+    )
+    conn.execute(
+        "INSERT INTO nodes (peer_id, enrolled_at)"
+        " SELECT 'keep-' || i, now() - interval '1 day' FROM generate_series(1, %s) i",
+        (keep,),
+    )
+
+
+def _count(conn: psycopg.Connection[Any], prefix: str) -> int:
+    row = conn.execute("SELECT count(*) FROM nodes WHERE peer_id LIKE %s", (prefix + "%",))
+    got = row.fetchone()
+    assert got is not None
+    return int(got[0])
+
+
+def test_the_daemon_logs_and_counts_a_failure(
+    dsn: str, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _seed(conn, garbage=3000, keep=0)
+    settings = build_settings({"dsn": dsn, "listen": "127.0.0.1:0"})
+    sweeps = [sweeps_of(settings)["nodes_silent"]]
+    registry = CollectorRegistry()
+    daemon = Daemon(settings, sweeps, registry=registry)
+    daemon.db.open()
+    try:
+        result = daemon.run_sweep("nodes_silent")
+    finally:
+        daemon.stop(timedelta(seconds=5))
+    assert result is not None and result.outcome == "failure"
+    assert result.error_type == "FullTableRefused"
+    failures = registry.get_sample_value(
+        "reaper_sweep_runs_total", {"sweep": "nodes_silent", "outcome": "failure"}
+    )
+    assert failures == 1
+    out = capsys.readouterr()
+    assert "max_eligible_fraction" in out.out + out.err
+    assert _count(conn, "garbage-") == 3000
+
+
+# -- the table's window: splitting the work over sweeps or runs does not get past it ---------
+
+BIG = """
+CREATE TABLE big (id int PRIMARY KEY, created_at timestamptz NOT NULL);
+INSERT INTO big SELECT i, now() - interval '60 days' FROM generate_series(1, 1900) i;
+ANALYZE big;
+"""
+
+HALVES = """
+[sweeps.half_a]
+table = "big"
+reason = "old"
+predicate = "created_at < %(cutoff)s AND id %% 2 = 0"
+retention = "30d"
+
+[sweeps.half_b]
+table = "public.big"
+reason = "old"
+predicate = "created_at < %(cutoff)s"
+retention = "30d"
+after = ["half_a"]
+"""
+
+
+def _big(conn: psycopg.Connection[Any]) -> int:
+    got = conn.execute("SELECT count(*) FROM big").fetchone()
+    assert got is not None
+    return int(got[0])
+
+
+def test_the_daemon_judges_runs_on_one_database_together(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Two runs by one Sweeper on one Database (the daemon's shape): the second is refused;
+    a run on a new Database (a new process) starts a new window."""
+    conn.execute(BIG)
+    settings = build_settings({"dsn": dsn}, tomllib.loads(HALVES))
+    sweeps = {s.name: s for s in configured_sweeps(settings)}
+    sweeper = Sweeper()
+    with Database(connection_settings(settings)) as db:
+        first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
+        second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
+        third = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
+    assert first.outcome == "success" and first.rows == 950
+    assert second.outcome == "failure" and second.error_type == "FullTableRefused"
+    assert third.outcome == "failure" and second.rows == third.rows == 0
+    assert _big(conn) == 950
+
+
+def test_runs_under_the_threshold_together_go_on(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Deleted plus eligible under the threshold: the second run deletes."""
+    conn.execute(BIG)
+    settings = build_settings({"dsn": dsn}, tomllib.loads(
+        HALVES.replace("created_at < %(cutoff)s\"\nretention",
+                       "created_at < %(cutoff)s AND id %% 4 = 1\"\nretention")
+    ))
+    sweeps = {s.name: s for s in configured_sweeps(settings)}
+    sweeper = Sweeper()
+    with Database(connection_settings(settings)) as db:
+        first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
+        second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
+    assert first.rows == 950 and second.outcome == "success" and second.rows == 475
+    assert _big(conn) == 475
+
+
+def test_a_busy_table_is_not_refused_for_its_churn(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """10,000 young rows; twelve times, 1,000 old rows arrive and a run deletes them: 12,000
+    rows deleted in the window, more than the table ever held, and every run goes on (the
+    table keeps 10,000 rows throughout)."""
+    conn.execute(
+        "CREATE TABLE busy (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL);"
+        "INSERT INTO busy (created_at) SELECT now() FROM generate_series(1, 10000);"
+    )
+    settings = build_settings({"dsn": dsn}, {"sweeps": {"busy": {
+        "table": "busy", "reason": "old", "retention": "30d",
+        "predicate": "created_at < %(cutoff)s",
+    }}})
+    (sweep,) = [s for s in configured_sweeps(settings) if s.name == "busy"]
+    with Database(connection_settings(settings)) as db:
+        for _ in range(12):
+            conn.execute(
+                "INSERT INTO busy (created_at)"
+                " SELECT now() - interval '60 days' FROM generate_series(1, 1000);"
+                "ANALYZE busy"
+            )
+            result = run_sweep(db, sweep, settings)
+            assert result.outcome == "success" and result.rows == 1000, result.error
+    got = conn.execute("SELECT count(*) FROM busy").fetchone()
+    assert got == (10000,)
+
+
+@pytest.mark.parametrize("rows_error", [-0.1, -0.03, 0.0, 0.03, 0.1])
+@pytest.mark.parametrize("fraction_error", [-0.03, 0.03])
+@pytest.mark.parametrize("deleted_before", [0, 5_000])
+@pytest.mark.parametrize(("gone", "refused"), [(0.94, False), (0.96, True)])
+def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
+    dsn: str, conn: psycopg.Connection[Any], rows_error: float, fraction_error: float,
+    deleted_before: int, gone: float, refused: bool,
+) -> None:
+    """A table of 10,000 nodes at the window's start; ``deleted_before`` of them deleted by an
+    earlier sweep of the window; the rest eligible so that ``gone`` of the 10,000 would be
+    gone after this run. Its block samples project the rows (now and at the window's start)
+    up to 10% off either way, and the eligible fraction 3 points off (a sample's eligible
+    and sampled rows come from the same blocks: their ratio is what it measures best). Near
+    the threshold the judgement counts, and its verdict is that of the true figures."""
+    from reaper.engine.interlock import EligibleMeasure, judge_table
+    from reaper.engine.interlock import TableWindow as _TableWindow
+    from reaper.engine.run import compute_cutoffs
+
+    start = 10_000
+    rows = start - deleted_before
+    eligible = round(gone * start) - deleted_before
+    _seed(conn, garbage=eligible, keep=rows - eligible)
+    settings = build_settings({"dsn": dsn})
+    sweep = sweeps_of(settings)["nodes_silent"]
+    projected = rows * (1 + rows_error)
+    measure = EligibleMeasure(
+        {}, projected, projected * min(eligible / rows + fraction_error, 1.0))
+    window = _TableWindow(0.0, start * (1 + rows_error), deleted_before)
+    with Database(connection_settings(settings)) as db, db.session() as session:
+        stmts = session.statements(check_predicate(session, sweep))
+        params = dict(compute_cutoffs(session, sweep, None))
+        if refused:
+            with pytest.raises(FullTableRefused):
+                judge_table(session, sweep, stmts, params, measure, 0.95, window)
+        else:
+            judge_table(session, sweep, stmts, params, measure, 0.95, window)

@@ -1,0 +1,39 @@
+"""Custom sweeps in the config file: what is accepted, and every rejection as an operator sees
+it through the real CLI (one line on stderr, exit code 2, before any database work).
+
+The DSN points at a port where nothing listens: a test that got past validation would fail
+to connect and exit 1, never 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+NOWHERE = "postgresql://reaper@127.0.0.1:1/nowhere?connect_timeout=1"
+
+
+def declared(predicate: str, extra: str = "") -> str:
+    return (
+        f'[sweeps.t]\ntable = "token"\nreason = "stale"\npredicate = """{predicate}"""\n'
+        f'retention = "30d"\n{extra}\n'
+    )
+
+
+def test_the_installed_command_exits_2_with_one_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "reaper.toml"
+    path.write_text(declared("updated_at < %(cutoff)s; DROP TABLE token"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "reaper", "run-once", "--config", str(path), "--dsn", NOWHERE],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1
+    assert "second statement" in proc.stderr
+
+

@@ -1,0 +1,70 @@
+"""Every table reaper prints is readable at 80 columns: no line wider than the terminal, no
+cell cut; columns left out to fit are named (``--wide`` shows them, stacked if need be)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from rich.console import Console
+
+from reaper.commands import render
+from tests.support import (  # noqa: F401 (fixtures)
+    BUILTIN_SWEEPS,
+    run_reaper,
+    small_sizes,
+)
+
+SWEEPS = [s.name for s in BUILTIN_SWEEPS]
+
+
+def rendered(monkeypatch, width: int, *, wide: bool = False, long: str = "x") -> tuple[str, list]:
+    monkeypatch.setenv("COLUMNS", str(width))
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None)
+    columns = [
+        render.Column("sweep"),
+        render.Column("table", optional=True),
+        render.Column("rows", right=True),
+        render.Column("detail", optional=True),
+        render.Column("fix", optional=True),
+    ]
+    rows = [
+        [name, f"public.{name}_table", f"{i * 12345:,}", f"{long} detail of {name}",
+         f"GRANT DELETE ON {name} TO reaper"]
+        for i, name in enumerate(SWEEPS)
+    ]
+    dropped = render.print_table("t", columns, rows, wide=wide, console=console)
+    return out.getvalue(), dropped
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 100, 200])
+@pytest.mark.parametrize("long", ["short", "a long sentence that explains " * 4])
+def test_no_line_is_wider_than_the_terminal_and_no_name_is_cut(monkeypatch, width, long) -> None:
+    text, _ = rendered(monkeypatch, width, long=long)
+    assert max(len(line) for line in text.splitlines()) <= width
+    for name in SWEEPS:
+        assert re.search(rf"(?m)^\s*{name}\b", text), name  # whole, at the start of its row
+    assert "…" not in text
+
+
+def test_a_table_that_fits_keeps_every_column(monkeypatch) -> None:
+    text, dropped = rendered(monkeypatch, 200)
+    assert dropped == [] and "GRANT DELETE ON router_leases TO reaper" in text
+
+
+def test_columns_left_out_are_named_and_wide_shows_them(monkeypatch) -> None:
+    text, dropped = rendered(monkeypatch, 80, long="a long sentence " * 5)
+    assert dropped and "--wide adds: " + ", ".join(dropped) in " ".join(text.split())
+    wide, none = rendered(monkeypatch, 80, wide=True, long="a long sentence " * 5)
+    assert none == []
+    assert max(len(line) for line in wide.splitlines()) <= 80
+    flat = " ".join(wide.split())
+    for name in SWEEPS:
+        assert f"GRANT DELETE ON {name} TO reaper" in flat
+
+
+# The real commands, on the demo's rows, at 80 columns.
+
+

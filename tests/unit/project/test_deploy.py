@@ -1,0 +1,488 @@
+"""deploy/: the systemd units, the Kubernetes manifests, the Dockerfile and the alert rules.
+
+Each check runs the tool an operator (or CI) would: ``systemd-analyze verify`` and
+``systemd-analyze security``, ``promtool check rules`` and ``promtool test rules``,
+kubernetes-validate against the Kubernetes schemas (offline, shipped in the package), and the
+wheel built and installed in a clean virtual environment. Where a tool is missing the test skips
+with the reason, except under CI (``CI`` set), where it fails: .ci/run installs them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reaper.config.load import load_toml
+from reaper.config.settings import build_settings
+from reaper.config.values import parse_duration
+
+ROOT = Path(__file__).resolve().parents[3]
+DEPLOY = ROOT / "deploy"
+SYSTEMD = DEPLOY / "systemd"
+KUBERNETES = DEPLOY / "kubernetes"
+RULES = DEPLOY / "prometheus" / "reaper-rules.yml"
+RULE_TESTS = DEPLOY / "prometheus" / "reaper-rules.test.yml"
+UNIT_EXEC = "/opt/reaper/bin/reaper"
+# The oldest Kubernetes release still commonly run, and the newest that kubernetes-validate knows.
+K8S_VERSIONS = ("1.28.0", "latest")
+ALERTS = {
+    "ReaperDown",
+    "ReaperSweepFailing",
+    "ReaperSweepStalled",
+    "ReaperSweepSkipped",
+    "ReaperBacklogGrowing",
+    "ReaperDeletingNothing",
+}
+SEVERITIES = {"critical", "warning", "info"}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+def missing(what: str, how: str) -> None:
+    """Skip (locally) or fail (under CI) because ``what`` is not installed; ``how`` installs it."""
+    message = f"{what} is not installed ({how})"
+    if in_ci():
+        pytest.fail(message + "; CI must install it in .ci/run", pytrace=False)
+    pytest.skip(message)
+
+
+def tool(name: str, how: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        missing(name, how)
+    assert path is not None
+    return path
+
+
+def run(
+    *cmd: str | Path, cwd: Path | None = None, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(c) for c in cmd],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def load_all(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def manifests() -> list[Path]:
+    """Every Kubernetes manifest (kustomizations aside)."""
+    return sorted(p for p in KUBERNETES.rglob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def kustomizations() -> list[Path]:
+    return sorted(KUBERNETES.rglob("kustomization.yaml"))
+
+
+def one(path: Path) -> dict[str, Any]:
+    (doc,) = load_all(path)
+    return doc
+
+
+def pod_specs() -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(manifest name, workload, pod spec) of the Deployment and the CronJob."""
+    deployment = one(KUBERNETES / "daemon" / "deployment.yaml")
+    yield "deployment", deployment, deployment["spec"]["template"]["spec"]
+    cronjob = one(KUBERNETES / "cronjob" / "cronjob.yaml")
+    yield "cronjob", cronjob, cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
+
+
+# --- systemd -------------------------------------------------------------------------------
+
+
+def parse_unit(path: Path) -> dict[str, list[tuple[str, str]]]:
+    """A unit file as {section: [(key, value), ...]}, repeated keys kept in order."""
+    sections: dict[str, list[tuple[str, str]]] = {}
+    current = ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            current = line.strip("[]")
+            sections.setdefault(current, [])
+        else:
+            key, _, value = line.partition("=")
+            sections[current].append((key.strip(), value.strip()))
+    return sections
+
+
+def unit_values(path: Path, section: str, key: str) -> list[str]:
+    return [v for k, v in parse_unit(path).get(section, []) if k == key]
+
+
+def unit_value(path: Path, section: str, key: str) -> str:
+    values = unit_values(path, section, key)
+    assert values, f"{path.name}: [{section}] has no {key}="
+    return values[-1]
+
+
+def test_systemd_daemon_unit_settings() -> None:
+    unit = SYSTEMD / "reaper.service"
+    assert unit_value(unit, "Service", "ExecStart") == f"{UNIT_EXEC} run"
+    # Unprivileged, secrets readable by root only (systemd reads them before dropping to the
+    # dynamic user), restarts with a delay and a limit, logs to the journal.
+    assert unit_value(unit, "Service", "DynamicUser") == "yes"
+    assert unit_value(unit, "Service", "EnvironmentFile") == "/etc/reaper/reaper.env"
+    assert unit_value(unit, "Service", "LoadCredential").startswith("reaper.toml:/etc/reaper/")
+    assert "REAPER_CONFIG=%d/reaper.toml" in unit_values(unit, "Service", "Environment")
+    assert unit_value(unit, "Service", "Restart") == "on-failure"
+    assert parse_duration(unit_value(unit, "Service", "RestartSec")) >= timedelta(seconds=5)
+    assert unit_value(unit, "Unit", "StartLimitBurst")
+    assert unit_value(unit, "Service", "RestartPreventExitStatus") == "2"
+    assert unit_value(unit, "Service", "StandardOutput") == "journal"
+    assert unit_value(unit, "Service", "StandardError") == "journal"
+    for key in ("NoNewPrivileges", "ProtectHome", "PrivateTmp", "PrivateDevices"):
+        assert unit_value(unit, "Service", key) == "yes", key
+    assert unit_value(unit, "Service", "ProtectSystem") == "strict"
+    assert unit_value(unit, "Service", "CapabilityBoundingSet") == ""
+    assert "@system-service" in unit_values(unit, "Service", "SystemCallFilter")
+    env = dict(v.split("=", 1) for v in unit_values(unit, "Service", "Environment") if " " not in v)
+    shutdown = parse_duration(env["REAPER_SHUTDOWN_TIMEOUT"])
+    assert parse_duration(unit_value(unit, "Service", "TimeoutStopSec")) > shutdown
+    # Bounded: memory, threads, open files.
+    assert unit_value(unit, "Service", "MemoryMax")
+    assert int(unit_value(unit, "Service", "TasksMax")) <= 128
+    assert int(unit_value(unit, "Service", "LimitNOFILE")) <= 4096
+    # The password in a service file handed over as a credential, never in the environment.
+    assert "PGSERVICEFILE=%d/pg_service.conf" in unit_values(unit, "Service", "Environment")
+    assert any(v.startswith("pg_service.conf:/etc/reaper/")
+               for v in unit_values(unit, "Service", "LoadCredential"))
+
+
+def test_networkpolicy_admits_only_the_scraper_to_the_port() -> None:
+    policy = one(KUBERNETES / "daemon" / "networkpolicy.yaml")
+    deployment = one(KUBERNETES / "daemon" / "deployment.yaml")
+    assert policy["kind"] == "NetworkPolicy"
+    assert policy["spec"]["podSelector"]["matchLabels"] == \
+        deployment["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert all(peer.get("podSelector", {}).get("matchLabels") for peer in rule["from"])
+
+
+def test_systemd_timer_runs_run_once() -> None:
+    service = SYSTEMD / "reaper-once.service"
+    assert unit_value(service, "Service", "Type") == "oneshot"
+    assert unit_value(service, "Service", "ExecStart") == f"{UNIT_EXEC} run-once"
+    assert unit_value(service, "Service", "DynamicUser") == "yes"
+    timer = SYSTEMD / "reaper-once.timer"
+    assert unit_value(timer, "Timer", "OnCalendar")
+    assert unit_value(timer, "Install", "WantedBy") == "timers.target"
+
+
+def test_settings_file_is_valid() -> None:
+    """deploy/reaper.toml (the systemd config and the ConfigMap) loads with reaper's parser."""
+    settings = build_settings({}, load_toml(DEPLOY / "reaper.toml"))
+    assert settings.batch_size > 0
+
+
+# --- Prometheus rules ----------------------------------------------------------------------
+
+
+def rules() -> list[dict[str, Any]]:
+    return [r for g in one(RULES)["groups"] for r in g["rules"]]
+
+
+def test_rule_tests_cover_every_alert_firing_and_silent() -> None:
+    fired: set[str] = set()
+    silent: set[str] = set()
+    for case in one(RULE_TESTS)["tests"]:
+        for check in case["alert_rule_test"]:
+            (fired if check["exp_alerts"] else silent).add(check["alertname"])
+    assert fired == ALERTS
+    assert silent == ALERTS
+
+
+def test_every_alert_has_for_severity_annotations_and_a_runbook() -> None:
+    assert {r["alert"] for r in rules()} == ALERTS
+    for rule in rules():
+        name = rule["alert"]
+        assert parse_duration(rule["for"]) >= timedelta(minutes=10), name
+        assert rule["labels"]["severity"] in SEVERITIES, name
+        assert {"summary", "description", "runbook_url"} <= set(rule["annotations"]), name
+        # One runbook page per alert, in the docs site, titled with the alert's name.
+        page = rule["annotations"]["runbook_url"]
+        assert page == f"docs/operations/{name}.md", name
+        assert (ROOT / page).read_text().startswith(f"# {name}\n"), page
+    assert (
+        next(r for r in rules() if r["alert"] == "ReaperDeletingNothing")["labels"]["severity"]
+        == "info"
+    )
+
+
+# Exported by the daemon from a scrape-time collector, not by reaper.metrics.Metrics in
+# every build: the rules may name them before they exist here.
+DAEMON_METRICS = {"reaper_backlog_rows", "reaper_backlog_oldest_seconds"}
+
+
+def test_rules_use_the_metrics_and_labels_reaper_exports() -> None:
+    """A metric or label misspelt in a rule would leave it silent forever: check the names
+    against what reaper exports (a fresh registry holds every label set from the start)."""
+    from prometheus_client import CollectorRegistry
+
+    from reaper.metrics import Metrics
+    from tests.support import BUILTIN_SWEEPS
+
+    exported: dict[str, set[frozenset[str]]] = {}
+    for family in Metrics(BUILTIN_SWEEPS, CollectorRegistry()).registry.collect():
+        for sample in family.samples:
+            exported.setdefault(sample.name, set()).add(frozenset(sample.labels))
+    used = {n for r in rules() for n in re.findall(r"\breaper_[a-z_]+\b", r["expr"])}
+    assert used - set(exported) <= DAEMON_METRICS, used - set(exported)
+    assert exported["reaper_sweep_runs_total"] == {frozenset({"sweep", "outcome"})}
+    assert exported["reaper_deleted_rows_total"] == {frozenset({"table", "reason"})}
+    assert exported["reaper_storage_rows"] == {frozenset({"table"})}
+    outcomes = set(re.findall(r'outcome="(\w+)"', " ".join(r["expr"] for r in rules())))
+    assert outcomes <= {"success", "failure", "skipped"}
+
+
+def test_prometheusrule_carries_the_same_rules() -> None:
+    rule = one(KUBERNETES / "daemon" / "prometheusrule.yaml")
+    assert rule["kind"] == "PrometheusRule"
+    assert rule["spec"] == one(RULES)
+
+
+# --- Kubernetes ----------------------------------------------------------------------------
+
+# prometheus-operator's kinds are not in the Kubernetes schemas: these are the parts of their
+# CRDs (monitoring.coreos.com/v1) that the manifests use, closed to unknown keys so that a typo
+# fails.
+_DURATION = {"type": "string", "pattern": r"^(\d+(ms|s|m|h|d|w|y))+$"}
+_METADATA = {
+    "type": "object",
+    "required": ["name"],
+    "properties": {"name": {"type": "string"}, "labels": {"type": "object"}},
+}
+CRD_SCHEMAS: dict[str, dict[str, Any]] = {
+    "ServiceMonitor": {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"},
+            "kind": {"const": "ServiceMonitor"},
+            "metadata": _METADATA,
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["selector", "endpoints"],
+                "properties": {
+                    "jobLabel": {"type": "string"},
+                    "targetLabels": {"type": "array", "items": {"type": "string"}},
+                    "selector": {
+                        "type": "object",
+                        "properties": {"matchLabels": {"type": "object"}},
+                    },
+                    "endpoints": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["port"],
+                            "properties": {
+                                "port": {"type": "string"},
+                                "path": {"type": "string"},
+                                "interval": _DURATION,
+                                "scrapeTimeout": _DURATION,
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+    "PrometheusRule": {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"},
+            "kind": {"const": "PrometheusRule"},
+            "metadata": _METADATA,
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["groups"],
+                "properties": {
+                    "groups": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["name", "rules"],
+                            "properties": {
+                                "name": {"type": "string"},
+                                "interval": _DURATION,
+                                "rules": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "required": ["expr"],
+                                        "properties": {
+                                            "alert": {"type": "string"},
+                                            "record": {"type": "string"},
+                                            "expr": {"type": "string"},
+                                            "for": _DURATION,
+                                            "labels": {
+                                                "type": "object",
+                                                "additionalProperties": {"type": "string"},
+                                            },
+                                            "annotations": {
+                                                "type": "object",
+                                                "additionalProperties": {"type": "string"},
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    }
+                },
+            },
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+@pytest.mark.parametrize("path", manifests(), ids=lambda p: str(p.relative_to(KUBERNETES)))
+def test_manifest_validates(path: Path, version: str) -> None:
+    """Built-in kinds against the Kubernetes schemas (strict: unknown keys fail); the
+    prometheus-operator kinds against the subset of their CRDs above."""
+    try:
+        import jsonschema
+        import kubernetes_validate
+        from kubernetes_validate.utils import latest_version
+    except ImportError:
+        missing("kubernetes-validate", "pip install -e '.[test]'")
+    docs = load_all(path)
+    assert docs, f"{path} holds no object"
+    for doc in docs:
+        if doc["kind"] in CRD_SCHEMAS:
+            jsonschema.validate(doc, CRD_SCHEMAS[doc["kind"]])
+            continue
+        wanted = latest_version() if version == "latest" else version
+        try:
+            kubernetes_validate.validate(doc, wanted, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            where = ".".join(str(p) for p in exc.path)
+            pytest.fail(f"{path.name}: {doc['kind']} {where}: {exc.message}", pytrace=False)
+
+
+def dockerfile_user() -> int:
+    users = re.findall(r"^USER\s+(\d+)", (ROOT / "Dockerfile").read_text(), re.M)
+    assert users, "the Dockerfile sets no numeric USER"
+    return int(users[-1].split(":")[0])
+
+
+@pytest.mark.parametrize("name", ["deployment", "cronjob"])
+def test_pod_security_settings(name: str) -> None:
+    """Non-root (the Dockerfile's uid), read-only root filesystem, no capabilities, no
+    privilege escalation, seccomp RuntimeDefault, requests and limits: the Pod Security
+    Standards' "restricted" profile."""
+    _, workload, pod = next(p for p in pod_specs() if p[0] == name)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == dockerfile_user() != 0
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["automountServiceAccountToken"] is False
+    for c in pod["containers"]:
+        sc = c["securityContext"]
+        assert sc["runAsNonRoot"] is True
+        assert sc["readOnlyRootFilesystem"] is True
+        assert sc["allowPrivilegeEscalation"] is False
+        assert sc["capabilities"] == {"drop": ["ALL"]}
+        assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+        res = c["resources"]
+        for kind in ("cpu", "memory"):
+            assert res["requests"][kind] and res["limits"][kind], kind
+        env = env_of(c)
+        assert env["REAPER_DSN"] == {"secretKeyRef": {"name": "reaper-database", "key": "dsn"}}
+        config_dir = str(Path(env["REAPER_CONFIG"]).parent)
+        mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes[mounts[config_dir]]["configMap"]["name"] == "reaper-config"
+        # The password: in libpq's service file, a Secret mounted as a file readable by the
+        # pod's group only; in no environment variable.
+        secret_dir = str(Path(env["PGSERVICEFILE"]).parent)
+        secret = volumes[mounts[secret_dir]]["secret"]
+        assert secret["secretName"] == "reaper-database" and secret["defaultMode"] == 0o440
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"]
+        assert not any("PASSWORD" in name for name in env)
+    assert workload["metadata"]["labels"]["app.kubernetes.io/name"] == "reaper"
+
+
+def test_deployment_probes_replicas_and_grace_period() -> None:
+    deployment = one(KUBERNETES / "daemon" / "deployment.yaml")
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["args"] == ["run"]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    env = env_of(c)
+    port = int(env["REAPER_LISTEN"].rsplit(":", 1)[1])
+    assert c["ports"] == [{"name": "metrics", "containerPort": port, "protocol": "TCP"}]
+    shutdown = parse_duration(env["REAPER_SHUTDOWN_TIMEOUT"])
+    assert timedelta(seconds=pod["terminationGracePeriodSeconds"]) > shutdown
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    service = one(KUBERNETES / "daemon" / "service.yaml")
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    monitor = one(KUBERNETES / "daemon" / "servicemonitor.yaml")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
+    # The alert rules select job="reaper": the ServiceMonitor's job label is the Service name.
+    assert service["metadata"]["name"] == "reaper" and "jobLabel" not in monitor["spec"]
+    assert f"EXPOSE {port}" in (ROOT / "Dockerfile").read_text()
+
+
+def test_cronjob_runs_run_once_without_overlap() -> None:
+    cronjob = one(KUBERNETES / "cronjob" / "cronjob.yaml")
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    pod = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    assert [c["args"] for c in pod["containers"]] == [["run-once"]]
+    assert pod["restartPolicy"] == "Never"
+
+
+# --- the image: what can be checked without a Docker engine ---------------------------------
+
+
+def test_dockerfile_shape() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    stages = re.findall(r"^FROM\s+(\S+)", text, re.M)
+    assert stages and all("slim" in s for s in stages), stages
+    assert dockerfile_user() != 0
+    assert re.search(r'^ENTRYPOINT \["reaper"\]$', text, re.M)
+    assert re.search(r'^CMD \["run"\]$', text, re.M)
+    assert "pip install --no-index --find-links /wheels reaper" in text
+
+
+# --- one reaper per database (deploy/kubernetes/examples/many-databases) --------------------
+
+

@@ -1,0 +1,160 @@
+"""The docs stay true: the references are generated from the code, and every ``reaper ...``
+command line the README and the docs show names commands and options that exist."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shlex
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import click
+import pytest
+
+from reaper.config.settings import SETTING_FIELDS
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCS = ROOT / "docs"
+
+
+def _hooks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("reaper_docs_hooks", DOCS / "hooks.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+hooks = _hooks()
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def test_the_settings_reference_names_every_setting() -> None:
+    table = hooks.settings_table()
+    for f in SETTING_FIELDS:
+        flag = "--" + f.name.replace("_", "-")
+        assert f"`{flag} " in table and f"`REAPER_{f.name.upper()}`" in table, f.name
+        assert " ".join(f.metadata["help"].split()).replace("|", "\\|") in table, f.name
+    assert "<!-- reference:settings -->" in (DOCS / "configuration.md").read_text()
+
+
+def test_the_metrics_reference_names_every_metric() -> None:
+    table = hooks.metrics_table()
+    names = [m.name for m in hooks.metric_defs()]
+    assert "reaper_deleted_rows_total" in names and "reaper_batch_duration_seconds" in names
+    for name in names:
+        assert f"| `{name}` |" in table
+    assert "<!-- reference:metrics -->" in (DOCS / "metrics.md").read_text()
+
+
+def test_every_command_and_flag_is_in_the_references() -> None:
+    text = hooks.commands_table() + hooks.settings_table()
+    missing = []
+    for path, cmd in hooks.commands():
+        if f"### `{path}`" not in text:
+            missing.append(path)
+        for param in cmd.params:
+            if isinstance(param, click.Option):
+                missing += [f"{path} {o}" for o in param.opts if o.startswith("--")
+                            and o != "--help" and f"`{o}" not in text]
+    assert not missing, missing
+    assert "<!-- reference:commands -->" in (DOCS / "commands.md").read_text()
+
+
+# A code block's line that runs reaper: after a prompt, variables, or a path to the script.
+COMMAND_IN_BLOCK = re.compile(
+    r"\s*(?:\$ )?(?:[A-Z_]+=\S+ )*(?:[\w./-]*/)?(reaper (?:[a-z-]+|--)[^#|;&)`]*)"
+)
+
+
+def command_lines(text: str) -> list[str]:
+    """The ``reaper ...`` command lines of a page: code blocks' lines and inline code spans."""
+    out = []
+    fence = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fence = not fence
+            continue
+        if fence:
+            m = re.match(COMMAND_IN_BLOCK, line)
+            if m:
+                out.append(m.group(1))
+        else:
+            out += [span for span in re.findall(r"`([^`]+)`", line)
+                    if re.match(r"(?:\.venv/bin/)?reaper (?:[a-z-]+|--)", span)]
+    return out
+
+
+def check_command_line(line: str) -> str | None:
+    """None when ``line`` runs a real command with real options; else what is wrong."""
+    try:
+        words = shlex.split(line.replace("...", ""))
+    except ValueError:
+        words = line.split()
+    words = words[1:]
+    cmd: click.Command = hooks.commands()[0][1]
+    chain = [cmd]
+    while words and isinstance(cmd, click.Group) and not words[0].startswith("-"):
+        sub = cmd.commands.get(words[0])
+        if sub is None:
+            return f"no command {words[0]!r}"
+        cmd = sub
+        chain.append(cmd)
+        words = words[1:]
+    known = {o for c in chain for p in c.params for o in getattr(p, "opts", [])} | {"--help"}
+    for word in words:
+        opt = word.split("=")[0]
+        if opt.startswith("--") and len(opt) > 2 and opt not in known:
+            return f"no option {opt}"
+    return None
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_command_line_shown_exists(page: Path) -> None:
+    wrong = [
+        f"{line!r}: {why}"
+        for line in command_lines(page.read_text("utf-8"))
+        if (why := check_command_line(line))
+    ]
+    assert not wrong, wrong
+
+
+def test_the_check_catches_a_wrong_command_line() -> None:
+    assert check_command_line("reaper run-once --dry-run --sweep nodes_silent") is None
+    assert check_command_line("reaper --log-level debug run-once") is None
+    assert check_command_line("reaper indexes ensure --dry-run") is None
+    assert check_command_line("reaper run-once --dryrun") == "no option --dryrun"
+    assert check_command_line("reaper runonce") == "no command 'runonce'"
+    assert check_command_line("reaper status --dry-run") == "no option --dry-run"
+    assert command_lines("run `reaper status --wide` then\n```sh\nreaper check  # x\n```") == [
+        "reaper status --wide",
+        "reaper check  ",
+    ]
+
+
+def test_the_readme_is_short_and_its_links_exist() -> None:
+    readme = (ROOT / "README.md").read_text("utf-8")
+    assert len(readme.encode()) <= 10_000
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", readme):
+        if not target.startswith("http"):
+            assert (ROOT / target).exists(), target
+    for cmd in ("make demo", "make test", "make unit", "make demo-server", ".venv/bin/reaper"):
+        assert cmd in readme
+
+
+def test_the_site_lists_every_page() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text()
+    for page in DOCS.rglob("*.md"):
+        assert str(page.relative_to(DOCS)) in nav, page
+
+
+def test_no_page_refers_to_issues() -> None:
+    for page in pages():
+        text = page.read_text("utf-8")
+        assert not re.search(r"\bissues? \d|\bissue\b", text, re.I), page
