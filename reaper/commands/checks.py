@@ -204,11 +204,11 @@ def _pacing_check(session: Session, settings: Settings) -> Finding:
     subject = "pg_stat_replication, pg_stat_activity"
     if settings.max_replica_lag is None and settings.busy_share >= 1.0:
         return Finding(ALL_SWEEPS, CheckName.PACING, PASS, subject, "pacing is off")
-    sees_all = bool(session.scalar("SELECT pg_has_role('pg_read_all_stats', 'USAGE')"))
+    sees_all = bool(session.scalar(sqltext.ops("reads_all_stats")))
     sample = session.pacing_sample(pacing.BUSY_WINDOW_SECONDS)
     standbys = ", ".join(s.name for s in sample.standbys) or "none"
     if not sees_all:
-        role = str(session.scalar("SELECT current_user::text"))
+        role = str(session.scalar(sqltext.ops("current_role")))
         return Finding(
             ALL_SWEEPS, CheckName.PACING, WARN, subject,
             f"role {role} cannot read the standbys' replay positions (standbys: {standbys}) "
@@ -360,7 +360,7 @@ def _wall_times(
 def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -> Iterator[Finding]:
     needed = stmts.required_privileges()
     missing = session.missing_privileges(needed)
-    role = session.scalar("SELECT current_user::text")
+    role = session.scalar(sqltext.ops("current_role"))
     for table, privilege in missing:
         why = {
             "SELECT": "to find the garbage",
@@ -375,7 +375,7 @@ def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -
     owner = session.fetch(
         TableOwner, sqltext.ops("table_owner"), {"table": regclass_text(stmts.table)}
     )
-    superuser = session.scalar("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+    superuser = session.fetch(WhoAmI, sqltext.ops("whoami"))[0].superuser
     if owner and owner[0].acts_as_owner and not superuser:
         yield finding(CheckName.PRIVILEGES, WARN, stmts.table,
                       f"role {role} owns table {stmts.table} (or is a member of its owner "

@@ -50,7 +50,7 @@ class Catalog(Queries):
     def _describe_missing(self, needed: Sequence[tuple[str, str]]) -> str | None:
         try:
             missing = self.missing_privileges(needed)
-            role = self.scalar("SELECT current_user::text")
+            role = self.scalar(sqltext.ops("current_role"))
         except errors.DatabaseError:
             return None
         if not missing:

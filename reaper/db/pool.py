@@ -259,7 +259,7 @@ class Database:
             if not self.session_pooler:
                 raise errors.LockNotHeld(LOCK_NOT_HELD)
             for _ in range(rounds):
-                row = conn.execute("SELECT pg_backend_pid()").fetchone()
+                row = conn.execute(sqltext.ops("backend_pid")).fetchone()
                 if not row or row[0] != conn.server_pid:
                     raise errors.LockNotHeld(SESSION_MOVED)
 
@@ -306,9 +306,7 @@ class Database:
             with translate_errors(self._redact):
                 if statement_timeout is not None:
                     ms = round(statement_timeout.total_seconds() * 1000)
-                    conn.execute(
-                        "SELECT set_config('statement_timeout', %s, false)", (f"{ms}ms",)
-                    )
+                    conn.execute(sqltext.ops("set_statement_timeout"), {"timeout": f"{ms}ms"})
                     # The watchdog follows: none for a statement that may run as long as it
                     # needs (the socket options still notice a dead peer).
                     conn.bound = (

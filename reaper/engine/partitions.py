@@ -382,7 +382,7 @@ def plan(
                 f"a drop would differ from deleting the rows: {obstacles[0]}",
             )
         elif not_owned:
-            role = session.scalar("SELECT current_user::text")
+            role = session.scalar(sqltext.ops("current_role"))
             out.refused = Refused(
                 PartitionRefusal.NOT_OWNER,
                 f"role {role} does not own {not_owned[0]} or its parent (detaching and "

@@ -24,7 +24,7 @@ from typing import Any
 
 import structlog
 
-from reaper import errors
+from reaper import errors, sqltext
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Budget, Sweep
 from reaper.db import (
@@ -335,7 +335,7 @@ def _sweep_batches(
 def _table_key(session: Session, sweep: Sweep) -> str:
     """The swept table's key in a :class:`DeletionLedger`: its oid ("big" and "public.big"
     are one table)."""
-    return str(session.scalar("SELECT %(t)s::regclass::oid", {"t": regclass_text(sweep.table)}))
+    return str(session.scalar(sqltext.engine("table_oid"), {"table": regclass_text(sweep.table)}))
 
 
 def _retire(session: Session, run: Run) -> None:
