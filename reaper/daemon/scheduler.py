@@ -594,8 +594,7 @@ class Daemon:
     def _statements_for(self, session: Session, sweep: Sweep) -> SweepStatements:
         stmts = self._statements.get(sweep.name)
         if stmts is None:
-            # Checked against this server's catalog once, before the first gauge query.
-            stmts = SweepStatements(session.check_predicate(sweep))
+            stmts = SweepStatements(sweep.predicate)
             self._statements[sweep.name] = stmts
         return stmts
 

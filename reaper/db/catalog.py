@@ -1,22 +1,17 @@
 """What a session reads from the catalog: the heaps a table covers (and the relations reaper
-refuses), privileges, the objects a predicate may not use, table sizes, the read-only state."""
+refuses), privileges, table sizes, the read-only state."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from psycopg import sql
 
 from reaper import errors, sqltext
 from reaper.db.queries import Queries
-from reaper.db.rows import Privilege, RefusedObject, Relation
+from reaper.db.rows import Privilege, Relation
 from reaper.db.statements import _CATALOG_PROOF, Heap, SweepStatements, TableStats, regclass_text
-from reaper.sqltext import predicates
-from reaper.sqltext.predicates import CatalogObjects, CheckedPredicate
-
-if TYPE_CHECKING:
-    from reaper.config.sweeps import Sweep
+from reaper.sqltext.declared import Predicate
 
 # Why reaper refuses to delete from a relation of each kind (pg_class.relkind) other than an
 # ordinary table ('r') and a partitioned table ('p', whose rows are in its partitions).
@@ -113,52 +108,15 @@ class Catalog(Queries):
             out.append(Heap(r.oid, r.schema, r.name, stats, proof=_CATALOG_PROOF))
         return out
 
-    def statements(self, checked: CheckedPredicate) -> SweepStatements:
-        """A sweep's statements for its table, from a predicate :meth:`check_predicate`
-        accepted: its deletes composed per heap it covers (:meth:`heaps`).
+    def statements(self, predicate: Predicate) -> SweepStatements:
+        """A sweep's statements for its table, from its composed predicate: its deletes
+        composed per heap it covers (:meth:`heaps`).
 
         Raises:
             ObjectMissing: no such table.
             RelationRefused: a relation reaper cannot delete from by tuple id.
         """
-        return SweepStatements(checked, heaps=self.heaps(checked.table))
-
-    def refused_objects(self, objects: CatalogObjects) -> list[tuple[str, str]]:
-        """``(what, why)`` of each function, operator, cast type or relation in ``objects``
-        that a predicate may not use (``refused_objects.sql``); every candidate of a name on
-        this session's search path counts."""
-        rows = self.fetch(
-            RefusedObject,
-            sqltext.engine("refused_objects"),
-            {
-                "functions": list(objects.functions),
-                "operators": list(objects.operators),
-                "types": list(objects.types),
-                "relations": list(objects.relations),
-                "table": objects.table,
-                "columns": list(objects.columns),
-                "all_columns": objects.all_columns,
-            },
-        )
-        return [(r.what, r.why) for r in rows]
-
-    def check_predicate(self, sweep: Sweep) -> CheckedPredicate:
-        """``sweep``'s predicate and ``since`` expression, checked by the predicate rule and
-        against this server's catalog (:func:`reaper.sqltext.predicates.verify`): the one way to a
-        :class:`SweepStatements`, so every command that evaluates a predicate checks it
-        first.
-
-        Raises:
-            PredicateRefused: one line naming the sweep and the offending part.
-            DatabaseError: the catalog could not be read.
-        """
-        try:
-            return predicates.verify(
-                self, sweep.table, sweep.predicate, list(sweep.retentions), sweep.since
-            )
-        except predicates.PredicateError as exc:
-            where = f"sweep {sweep.name}" if sweep.builtin else f"[sweeps.{sweep.name}]"
-            raise errors.PredicateRefused(f"{where} predicate {exc}") from None
+        return SweepStatements(predicate, heaps=self.heaps(predicate.relation))
 
     def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
         """The catalog's estimated rows of each existing table in ``tables``."""

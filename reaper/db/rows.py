@@ -148,12 +148,3 @@ class Relation:
     estimated_rows: int
     analyzed_blocks: int
     blocks: int
-
-
-@dataclass(frozen=True)
-class RefusedObject:
-    """A function, operator, type or column a predicate may not use, and why
-    (``engine/refused_objects.sql``)."""
-
-    what: str
-    why: str

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import structlog
 
-from reaper import errors
+from reaper import errors, sqltext
 from reaper.config.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.config.sweeps import Budget, Sweep
 from reaper.db import (
@@ -34,6 +34,7 @@ from reaper.db import (
     LockHolder,
     Session,
     SweepStatements,
+    WhoAmI,
     advisory_lock_key,
     regclass_text,
     utc_instant,
@@ -41,7 +42,6 @@ from reaper.db import (
 from reaper.engine import pacing, partitions
 from reaper.engine.sizing import BatchSizer, Splitter
 from reaper.metrics import SKIP_REASONS, Metrics
-from reaper.sqltext.predicates import CheckedPredicate
 from reaper.vocab import Outcome, Strategy
 
 log = structlog.get_logger("reaper.runner")
@@ -256,19 +256,23 @@ def compute_cutoffs(session: Session, sweep: Sweep, now: datetime | None) -> dic
     }
 
 
-def check_predicates(db: Database, sweeps: Iterable[Sweep]) -> None:
-    """Check every sweep's predicate by the predicate rule and against the server's catalog
-    (:meth:`reaper.db.Session.check_predicate`) before a command evaluates any of them, so
-    that a refused predicate stops the command with one line (exit 2) instead of failing
-    one sweep. Each run checks again (statements are composed only from a checked one).
+def warn_if_superuser(db: Database) -> bool:
+    """Log one warning when reaper's role is a superuser: it bypasses every grant and every
+    row-level security policy, so nothing in the database limits what a sweep reads or
+    deletes. True when it is (``reaper check`` fails then).
 
     Raises:
-        PredicateRefused: a predicate is refused (the first one, naming its sweep).
-        DatabaseError: the catalog could not be read.
+        DatabaseError: the role could not be read.
     """
     with db.session() as session:
-        for sweep in sweeps:
-            session.check_predicate(sweep)
+        superuser = session.fetch(WhoAmI, sqltext.ops("whoami"))[0].superuser
+    if superuser:
+        log.warning(
+            "superuser_role",
+            advice="run reaper as a role of its own that is not a superuser (see "
+                   "docs/security.md and grants.sql)",
+        )
+    return superuser
 
 
 def skip_reason(exc: errors.DatabaseError) -> str:
@@ -1009,8 +1013,7 @@ def _sweep_batches(
     dry_run = result.dry_run
     result.cutoffs = compute_cutoffs(session, sweep, now)
     bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-    checked = session.check_predicate(sweep)
-    stmts = session.statements(checked)
+    stmts = session.statements(sweep.predicate)
     params = dict(result.cutoffs)
     # The full-table interlock sees the table whole, partitions that could be dropped included:
     # dropping every partition empties a table as surely as deleting every row.
@@ -1027,7 +1030,7 @@ def _sweep_batches(
                 ledger.window(key, measure.rows))
     before = result.rows
     try:
-        _delete(session, sweep, settings, result, progress, checked, stmts, params, measure)
+        _delete(session, sweep, settings, result, progress, stmts, params, measure)
     finally:
         ledger.record(key, result.rows - before)
 
@@ -1073,7 +1076,6 @@ def _delete(
     settings: Settings,
     result: SweepResult,
     progress: _Progress,
-    checked: CheckedPredicate,
     stmts: SweepStatements,
     params: dict[str, Any],
     measure: EligibleMeasure,
@@ -1081,7 +1083,7 @@ def _delete(
     """Partitions retired, then the batches of every heap (results into ``result``)."""
     partitions.retire(session, sweep, settings, result, progress.metrics, progress.stop)
     if result.partitions:
-        stmts = session.statements(checked)  # the heaps that remain
+        stmts = session.statements(sweep.predicate)  # the heaps that remain
     batch_size = sweep.batch_size
     sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
     strategies: list[str] = []
