@@ -30,7 +30,7 @@ from bench.variants import (
 )
 from reaper import sqltext
 from reaper.config.settings import DEFAULT_BACKLOG_LIMIT
-from reaper.db import SweepStatements, check_predicate_on
+from reaper.db import SweepStatements
 
 REQUESTS = "enrollment_requests"
 EPHEMERAL_REQUESTS = "enrollment_requests_ephemeral"
@@ -119,7 +119,7 @@ def steady_state(server: Server, rows: int, eligible_every: int,
         runs.append(run)
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
-        stmts = SweepStatements(check_predicate_on(conn, sweep))
+        stmts = SweepStatements(sweep.predicate)
     with connect(server.dsn_of(template)) as conn, conn.transaction():
         # As reaper's index batch runs: after index_batch_settings.sql, in one transaction.
         conn.execute(psycopg.sql.SQL(sqltext.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
@@ -238,7 +238,7 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
 
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
-        stmts = SweepStatements(check_predicate_on(conn, sweep))
+        stmts = SweepStatements(sweep.predicate)
     tables = sorted({s.table for s in BUILTINS})
     no_seqscan = psycopg.sql.SQL(sqltext.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
     out = []
@@ -457,7 +457,7 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
         ]
         for name in (REQUESTS, EPHEMERAL_REQUESTS):
             sweep = sweep_named(name)
-            stmts = SweepStatements(session.check_predicate(sweep))  # as the daemon does
+            stmts = SweepStatements(sweep.predicate)  # as the daemon does
             params: dict[str, Any] = dict(compute_cutoffs(session, sweep, None))
             calls += [
                 (f"reaper_backlog_rows{{sweep=\"{name}\"}} at the default --backlog-limit "

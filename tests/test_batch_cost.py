@@ -41,7 +41,7 @@ def declared(dsn: str, table: str, **extra: Any) -> Settings:
                 "events": {
                     "table": table,
                     "reason": "old",
-                    "predicate": "logged_at < %(cutoff)s",
+                    "age": "logged_at",
                     "retention": "30d",
                     # Nearly all of each table is garbage on purpose: opted out of the
                     # full-table interlock (docs/safety.md).
@@ -338,7 +338,8 @@ def test_no_builtin_predicate_reads_another_table_whole_per_batch(
     scan of another table (each reads that table whole, in every batch)."""
     seed_ephemeral_tokens(conn, 2000, 2000, 20, fresh_ephemeral=2000)
     s = SWEEPS[sweep]
-    where = s.predicate % {p: "now() - interval '1 hour'" for p in s.cutoffs}
+    assert s.predicate.text is not None
+    where = s.predicate.text % {p: "now() - interval '1 hour'" for p in s.cutoffs}
     query = f"SELECT ctid FROM {s.table} WHERE ({where}) LIMIT 1000"
     for heap_walk in (True, False):
         nodes = nodes_of(planned(conn, query, heap_walk=heap_walk))
@@ -363,7 +364,7 @@ def test_the_ephemeral_request_sweep_reads_only_the_rows_it_deletes(
         " FROM generate_series(1, 100000) g"
     )
     conn.execute("ANALYZE enrollment_requests")
-    where = SWEEPS["enrollment_requests_ephemeral"].predicate % {
+    where = str(SWEEPS["enrollment_requests_ephemeral"].predicate.text) % {
         "cutoff": "now() - interval '1 hour'"
     }
     for query in (f"SELECT ctid FROM enrollment_requests WHERE ({where}) LIMIT 1000",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -13,6 +14,7 @@ from reaper.commands import checks
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import Sweep
 from reaper.metrics import Metrics
+from reaper.sqltext.declared import reviewed
 from tests.ops_helpers import (
     apply_grants,
     index_state,
@@ -207,9 +209,10 @@ def test_missing_privilege_names_it_and_the_grant(
 def test_missing_table_and_column_of_a_declared_sweep(dsn: str) -> None:
     settings = build_settings({"dsn": dsn})
     sweeps = [
-        Sweep("gone", "no_such_table", "x", "at < %(cutoff)s", {"cutoff": "node_retention"}),
-        Sweep("renamed", "routers", "x", "lease_ends < %(cutoff)s",
-              {"cutoff": "node_retention"}),
+        Sweep("gone", "no_such_table", "x", reviewed("no_such_table", "at < %(cutoff)s",
+              ("cutoff",)), {"cutoff": timedelta(days=30)}),
+        Sweep("renamed", "routers", "x", reviewed("routers", "lease_ends < %(cutoff)s",
+              ("cutoff",)), {"cutoff": timedelta(days=30)}),
     ]
     db = open_database(settings)
     with db:
@@ -284,8 +287,8 @@ def test_a_partitioned_table_is_checked_through_its_partitions(
     )
     config = tmp_path / "reaper.toml"
     config.write_text(
-        '[sweeps.events]\ntable = "ev"\nreason = "old"\n'
-        'predicate = "created_at < %(cutoff)s"\nretention = "30d"\n'
+        '[sweeps.events]\ntable = "public.ev"\nreason = "old"\n'
+        'age = "created_at"\nretention = "30d"\n'
     )
     args = ("check", "--dsn", dsn, "--config", str(config), "--sweep", "events",
             "--seq-scan-max-rows", "1000")
@@ -349,7 +352,8 @@ def test_check_and_status_quote_the_table_as_the_sweep_does(
     conn.execute(sql.SQL("CREATE TABLE {} (created_at timestamptz NOT NULL)").format(ident))
     conn.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(ident))
     settings = build_settings({"dsn": dsn})
-    sweep = Sweep("odd", table, "x", "created_at < %(cutoff)s", {"cutoff": "node_retention"})
+    sweep = Sweep("odd", table, "x", reviewed(table, "created_at < %(cutoff)s", ("cutoff",)),
+                  {"cutoff": timedelta(days=30)})
     with open_database(settings) as db:
         findings = checks.run_checks(db, [sweep], settings)
         rows = status.sweep_status(db, [sweep], settings)

@@ -390,12 +390,12 @@ def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
     settings = build_settings(
         {"dsn": dsn, "listen": "127.0.0.1:0", "interval": "1h"},
         {"sweeps": {"audit_log": {
-            "table": "audit_log", "reason": "expired", "retention": "7d",
-            "predicate": "logged_at < %(cutoff)s", "since": "logged_at", "interval": "10m",
+            "table": "public.audit_log", "reason": "expired", "retention": "7d",
+            "age": "logged_at", "interval": "10m",
         }}},
     )
     audit = next(s for s in configured_sweeps(settings) if s.name == "audit_log")
-    assert audit.since == "logged_at"
+    assert audit.since  # the first age column dates the backlog's oldest row
     daemon = Daemon(settings, [audit], registry=CollectorRegistry())
     try:
         assert daemon._trigger(audit).interval == timedelta(minutes=10)
@@ -409,12 +409,12 @@ def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
         daemon.stop(timedelta(seconds=5))
 
 
-def test_a_declared_since_is_checked_like_a_predicate() -> None:
+def test_a_since_of_sql_text_is_refused() -> None:
     from reaper.config.load import load_config
     from reaper.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"\[sweeps.audit_log\] since"):
+    with pytest.raises(ConfigError, match=r"\[sweeps.audit_log\] since: SQL text"):
         load_config({}, {"sweeps": {"audit_log": {
-            "table": "audit_log", "reason": "expired", "retention": "7d",
-            "predicate": "logged_at < %(cutoff)s", "since": "pg_terminate_backend(1)::timestamptz",
+            "table": "public.audit_log", "reason": "expired", "retention": "7d",
+            "age": "logged_at", "since": "pg_terminate_backend(1)::timestamptz",
         }}})

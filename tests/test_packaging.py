@@ -37,7 +37,7 @@ try:
     names = sqltext.all_files()
     texts = {n: sqltext.read(n) for n in names}
     from tests.support import BUILTIN_SWEEPS
-    predicates = {s.name: s.predicate for s in BUILTIN_SWEEPS}
+    predicates = {s.name: s.predicate.text for s in BUILTIN_SWEEPS}
     error = None
 except Exception as exc:
     names, texts, predicates, error = [], {}, {}, repr(exc)

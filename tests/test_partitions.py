@@ -107,11 +107,14 @@ def table_exists(conn: psycopg.Connection[Any], name: str) -> bool:
 
 
 def events_settings(
-    dsn: str, retention: Any = STRADDLE, predicate: str = "created_at < %(cutoff)s",
+    dsn: str, retention: Any = STRADDLE, rules: list[dict[str, Any]] | None = None,
     sweep_values: dict[str, Any] | None = None, **values: Any,
 ) -> tuple[Settings, Sweep]:
-    body = {"table": "events", "reason": "expired", "predicate": predicate,
-            "retention": retention, **(sweep_values or {})}
+    declared: dict[str, Any] = (
+        {"rule": rules} if rules else {"age": "created_at", "retention": retention}
+    )
+    body = {"table": "public.events", "reason": "expired", **declared,
+            **(sweep_values or {})}
     settings = build_settings({"dsn": dsn, **values}, {"sweeps": {"events": body}})
     sweep = next(s for s in configured_sweeps(settings) if s.name == "events")
     return settings, sweep
@@ -228,16 +231,18 @@ def test_upper_bound_equal_to_the_cutoff_drops_a_microsecond_past_does_not(
     assert result.rows == 2
 
 
-@pytest.mark.parametrize(("predicate", "extra"), [
-    # The OR arm (a status, a shorter cutoff) deletes a new failed row; an OR proves nothing.
-    ("created_at < %(cutoff)s OR (status = 'failed' AND created_at < %(failed)s)",
+@pytest.mark.parametrize(("rules", "extra"), [
+    # The second rule (a status, a shorter cutoff) deletes a new failed row; an OR of rules
+    # proves nothing.
+    ([{"age": "created_at", "retention": STRADDLE},
+      {"age": "created_at", "where": {"status": "failed"}, "retention": "30d"}],
      [("go-new-failed", datetime(2026, 5, 1, tzinfo=UTC), "failed")]),
-    # The AND keeps an old pending row, in a partition wholly past the cutoff.
-    ("created_at < %(cutoff)s AND status = 'done'",
+    # The filter keeps an old pending row, in a partition wholly past the cutoff.
+    ([{"age": "created_at", "where": {"status": "done"}, "retention": STRADDLE}],
      [("stay-old-pending", datetime(2025, 7, 1, tzinfo=UTC), "pending")]),
 ])
 def test_a_predicate_with_other_conditions_never_drops(
-    dsn: str, conn: psycopg.Connection[Any], db: Database, predicate: str,
+    dsn: str, conn: psycopg.Connection[Any], db: Database, rules: list[dict[str, Any]],
     extra: list[tuple[str, datetime, str]],
 ) -> None:
     create_events(conn)
@@ -246,9 +251,7 @@ def test_a_predicate_with_other_conditions_never_drops(
         add(conn, key, at, status)
     expected = {k for k in keys(conn) if k.startswith("stay-")}
     before_partitions = partitions(conn)
-    retention: Any = {"cutoff": STRADDLE, "failed": "30d"} if "failed)" in predicate \
-        else STRADDLE
-    settings, sweep = events_settings(dsn, predicate=predicate, retention=retention)
+    settings, sweep = events_settings(dsn, rules=rules)
     result, metrics = sweep_once(db, settings, sweep)
     assert partitions(conn) == before_partitions
     assert result.partitions == []
@@ -623,8 +626,8 @@ def test_dry_run_lists_the_partitions_with_estimated_rows_and_changes_nothing(
 
     config = tmp_path / "reaper.toml"
     config.write_text(
-        "[sweeps.events]\ntable = \"events\"\nreason = \"expired\"\n"
-        "predicate = \"created_at < %(cutoff)s\"\nretention = \"180d\"\n"
+        "[sweeps.events]\ntable = \"public.events\"\nreason = \"expired\"\n"
+        "age = \"created_at\"\nretention = \"180d\"\n"
     )
     run = run_reaper("run-once", "--dry-run", "--sweep", "events", "--config", str(config),
                      env={"REAPER_DSN": dsn})

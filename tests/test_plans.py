@@ -123,7 +123,7 @@ def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]
     with db, db.session() as session:
         params: dict[str, Any] = dict(compute_cutoffs(session, sweep, NOW))
         params.update(limit=DEFAULT_BATCH_SIZE, first_tid="(0,0)", end_tid="(64,0)", skip=[])
-        stmts = session.statements(session.check_predicate(sweep))
+        stmts = session.statements(sweep.predicate)
         plan = session.explain(
             getattr(stmts.heaps[0], which), params, index_batch=which == "index_batch",
             heap_batch=which.startswith("heap_"),

@@ -194,22 +194,29 @@ def test_the_daemon_logs_and_counts_a_failure(
 # -- the table's window: splitting the work over sweeps or runs does not get past it ---------
 
 BIG = """
-CREATE TABLE big (id int PRIMARY KEY, created_at timestamptz NOT NULL);
+CREATE TABLE big (
+    id int PRIMARY KEY, created_at timestamptz NOT NULL,
+    parity int GENERATED ALWAYS AS (id % 2) STORED,
+    quarter int GENERATED ALWAYS AS (id % 4) STORED,
+    part text GENERATED ALWAYS AS
+        (CASE WHEN id <= 950 THEN 'first' WHEN id <= 1860 THEN 'rest' ELSE 'last' END) STORED
+);
 INSERT INTO big SELECT i, now() - interval '60 days' FROM generate_series(1, 1900) i;
 ANALYZE big;
 """
 
 HALVES = """
 [sweeps.half_a]
-table = "big"
+table = "public.big"
 reason = "old"
-predicate = "created_at < %(cutoff)s AND id %% 2 = 0"
+age = "created_at"
+where = { parity = 0 }
 retention = "30d"
 
 [sweeps.half_b]
 table = "public.big"
 reason = "old"
-predicate = "created_at < %(cutoff)s"
+age = "created_at"
 retention = "30d"
 after = ["half_a"]
 """
@@ -252,15 +259,17 @@ def test_halves_in_one_invocation_are_judged_together(
 
 DISJOINT = """
 [sweeps.first_half]
-table = "big"
+table = "public.big"
 reason = "old"
-predicate = "created_at < %(cutoff)s AND id <= 950"
+age = "created_at"
+where = { part = "first" }
 retention = "30d"
 
 [sweeps.most_of_the_rest]
-table = "big"
+table = "public.big"
 reason = "old"
-predicate = "created_at < %(cutoff)s AND id > 950 AND id <= 1860"
+age = "created_at"
+where = { part = "rest" }
 retention = "30d"
 after = ["first_half"]
 """
@@ -326,8 +335,8 @@ def test_runs_under_the_threshold_together_go_on(
     """Deleted plus eligible under the threshold: the second run deletes."""
     conn.execute(BIG)
     settings = build_settings({"dsn": dsn}, tomllib.loads(
-        HALVES.replace("created_at < %(cutoff)s\"\nretention",
-                       "created_at < %(cutoff)s AND id %% 4 = 1\"\nretention")
+        HALVES.replace('retention = "30d"\nafter', 'where = { quarter = 1 }\n'
+                       'retention = "30d"\nafter')
     ))
     sweeps = {s.name: s for s in configured_sweeps(settings)}
     with Database.from_settings(settings) as db:
@@ -348,8 +357,8 @@ def test_a_busy_table_is_not_refused_for_its_churn(
         "INSERT INTO busy (created_at) SELECT now() FROM generate_series(1, 10000);"
     )
     settings = build_settings({"dsn": dsn}, {"sweeps": {"busy": {
-        "table": "busy", "reason": "old", "retention": "30d",
-        "predicate": "created_at < %(cutoff)s",
+        "table": "public.busy", "reason": "old", "retention": "30d",
+        "age": "created_at",
     }}})
     (sweep,) = [s for s in configured_sweeps(settings) if s.name == "busy"]
     with Database.from_settings(settings) as db:
@@ -415,7 +424,7 @@ def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
         {}, projected, projected * min(eligible / rows + fraction_error, 1.0))
     window = _TableWindow(0.0, start * (1 + rows_error), deleted_before)
     with Database.from_settings(settings) as db, db.session() as session:
-        stmts = session.statements(session.check_predicate(sweep))
+        stmts = session.statements(sweep.predicate)
         params = dict(compute_cutoffs(session, sweep, None))
         if refused:
             with pytest.raises(FullTableRefused):
