@@ -66,7 +66,8 @@ def plain_delete(dsn: str, sweep_name: str) -> Run:
     with connect(dsn) as conn:
         params = cutoffs(conn, sweep)
         cpu0 = backend_cpu_seconds(conn.info.backend_pid)
-        secs, rows = timed(conn, compose("plain_delete", sweep.table, sweep.predicate.where), params)
+        stmt = compose("plain_delete", sweep.table, sweep.predicate.where)
+        secs, rows = timed(conn, stmt, params)
         cpu = backend_cpu_seconds(conn.info.backend_pid)
     return Run("a. one plain DELETE", rows, secs, [secs],
                backend_cpu=None if cpu is None or cpu0 is None else cpu - cpu0)

@@ -292,8 +292,8 @@ def _keys(inline: str) -> list[str]:
     """``a = 1, b = { c = 2 }`` as TOML lines (the top level split at its commas)."""
     out, depth, current = [], 0, ""
     for ch in inline:
-        depth += ch in "{[" and 1 or 0
-        depth -= ch in "}]" and 1 or 0
+        depth += int(ch in "{[")
+        depth -= int(ch in "}]")
         if ch == "," and depth == 0:
             out.append(current.strip())
             current = ""

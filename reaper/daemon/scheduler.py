@@ -594,7 +594,7 @@ class Daemon:
     def _statements_for(self, session: Session, sweep: Sweep) -> SweepStatements:
         stmts = self._statements.get(sweep.name)
         if stmts is None:
-            stmts = SweepStatements(sweep.predicate)
+            stmts = session.statements(sweep.predicate)
             self._statements[sweep.name] = stmts
         return stmts
 

@@ -9,7 +9,7 @@ from psycopg import sql
 
 from reaper import errors, sqltext
 from reaper.db.queries import Queries
-from reaper.db.rows import Privilege, Relation
+from reaper.db.rows import DeclaredRead, Privilege, Relation
 from reaper.db.statements import _CATALOG_PROOF, Heap, SweepStatements, TableStats, regclass_text
 from reaper.sqltext.declared import Predicate
 
@@ -116,7 +116,35 @@ class Catalog(Queries):
             ObjectMissing: no such table.
             RelationRefused: a relation reaper cannot delete from by tuple id.
         """
-        return SweepStatements(predicate, heaps=self.heaps(predicate.relation))
+        heaps = self.heaps(predicate.relation)
+        self._refuse_declared_reads(predicate)
+        return SweepStatements(predicate, heaps=heaps)
+
+    def _refuse_declared_reads(self, predicate: Predicate) -> None:
+        """Refuse a declared predicate that reads a relation other than a table, or a column
+        whose type is not built in (see ``engine/declared_reads.sql``).
+
+        Raises:
+            RelationRefused: names the relation or the column, and why.
+        """
+        if not predicate.reads:
+            return
+        rows = self.fetch(DeclaredRead, sqltext.engine("declared_reads"), {
+            "relations": [regclass_text(r) for r, _ in predicate.reads],
+            "columns": [c for _, c in predicate.reads],
+        }, context=predicate.relation)
+        for (relation, column), row in zip(predicate.reads, rows, strict=True):
+            if row.relkind is not None and row.relkind not in ("r", "p"):
+                raise errors.RelationRefused(
+                    f"table {relation} is not a table (relkind {row.relkind!r}): a declared "
+                    "sweep reads only tables, never views or other relations that run code"
+                )
+            if row.present and not row.builtin_type:
+                raise errors.RelationRefused(
+                    f"table {relation} column {column} is of type {row.type_name}, which is "
+                    "not a built-in type: a declared sweep compares only columns of built-in "
+                    "types (a user type's casts and operators run code)"
+                )
 
     def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
         """The catalog's estimated rows of each existing table in ``tables``."""

@@ -148,3 +148,16 @@ class Relation:
     estimated_rows: int
     analyzed_blocks: int
     blocks: int
+
+
+@dataclass(frozen=True)
+class DeclaredRead:
+    """A (relation, column) a declared sweep's predicate reads, as the catalog describes it
+    (``engine/declared_reads.sql``)."""
+
+    relation: str
+    column_name: str
+    relkind: str | None
+    present: bool
+    builtin_type: bool
+    type_name: str

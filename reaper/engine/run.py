@@ -1117,7 +1117,7 @@ def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:
     """
     for sweep in sweeps:
         try:
-            session.heaps(sweep.table)
+            session.statements(sweep.predicate)
         except errors.ObjectMissing:
             continue
         except errors.RelationRefused as exc:

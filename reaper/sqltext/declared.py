@@ -108,6 +108,9 @@ class Predicate:
             (a partition wholly below the cutoff is wholly eligible); a built-in's reviewed
             ``text`` is read by :func:`reaper.engine.partitions.key_bound` instead.
         text: the SQL text of a built-in's reviewed file (None for a declaration).
+        reads: a declaration's ``(schema.table, column)`` pairs, every column it names, for
+            :meth:`reaper.db.Session.statements` to check against the catalog (empty for
+            reviewed text).
     """
 
     schema: str | None
@@ -121,6 +124,7 @@ class Predicate:
     tables_read: tuple[str, ...]
     key_column: str | None = None
     text: str | None = None
+    reads: tuple[tuple[str, str], ...] = ()
 
     @property
     def relation(self) -> str:
@@ -264,6 +268,10 @@ def compile_declaration(
             [f"{schema}.{table}", *(f"{r.schema}.{r.table}" for r in references)]
         )),
         key_column=key_column,
+        reads=tuple(dict.fromkeys(
+            [(f"{schema}.{table}", c) for c in columns]
+            + [(f"{r.schema}.{r.table}", r.column) for r in references]
+        )),
     )
 
 
