@@ -509,3 +509,62 @@ def test_every_declared_sweep_of_the_example_compiles_from_data() -> None:
     assert [s.name for s in sweeps] == ["worker_tokens", "machine_tokens"]
     assert all(s.predicate.text is None for s in sweeps)  # no SQL text: composed
     assert [s.name for s in configured_sweeps(build_settings({}))][:1] == ["nodes_session"]
+
+
+OLD_TOKEN_EXAMPLE = """
+[sweeps.worker_tokens]
+table = "public.token"
+reason = "worker_stale"
+predicate = "(CASE WHEN token_type = 'worker' THEN updated_at END) < %(cutoff)s"
+retention = "30d"
+
+[sweeps.machine_tokens]
+table = "public.token"
+reason = "machine_inactive"
+predicate = "(CASE WHEN token_type = 'machine' AND NOT active THEN created_at END) < %(cutoff)s"
+retention = "90d"
+"""
+MIGRATION = (
+    "reaper: reaper.toml: [sweeps.{name}] predicate: SQL text is no longer accepted; replace "
+    "predicate and retention with: {new}"
+)
+
+
+def test_the_token_example_s_former_predicates_are_refused_with_their_declarations(
+    tmp_path: Path,
+) -> None:
+    """The line docs/custom-sweeps.md shows, for each of the example's former sweeps."""
+    nowhere = {"REAPER_DSN": "postgresql://x@127.0.0.1:1/x"}
+    (tmp_path / "reaper.toml").write_text(OLD_TOKEN_EXAMPLE)
+    run = run_reaper("run-once", "--config", "reaper.toml", env=nowhere, cwd=tmp_path)
+    assert run.code == 2 and run.stderr_lines == [MIGRATION.format(
+        name="worker_tokens",
+        new='age = "updated_at", age_when = { token_type = "worker" }, retention = "30d"',
+    )], run.stderr
+    machine = OLD_TOKEN_EXAMPLE[OLD_TOKEN_EXAMPLE.index("[sweeps.machine_tokens]"):]
+    (tmp_path / "reaper.toml").write_text(machine)
+    run = run_reaper("run-once", "--config", "reaper.toml", env=nowhere, cwd=tmp_path)
+    assert run.code == 2 and run.stderr_lines == [MIGRATION.format(
+        name="machine_tokens",
+        new='age = "created_at", age_when = { token_type = "machine", active = false }, '
+            'retention = "90d"',
+    )], run.stderr
+
+
+def test_the_documented_dry_run_of_the_example(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """`reaper run-once --config examples/token-table.toml --dry-run --sweep worker_tokens`,
+    as docs/custom-sweeps.md shows it, counts and deletes nothing."""
+    root = Path(__file__).resolve().parent.parent
+    conn.execute((root / "examples" / "token-table.sql").read_text())
+    conn.execute("""
+        INSERT INTO token (external_id, key, token_type, workspace_id, updated_at) VALUES
+            (gen_random_uuid(), 'stale', 'worker', 1, now() - interval '31 days'),
+            (gen_random_uuid(), 'fresh', 'worker', 1, now()),
+            (gen_random_uuid(), 'other', 'machine', 1, now() - interval '31 days')""")
+    run = run_reaper("run-once", "--config", "examples/token-table.toml", "--dry-run",
+                     "--sweep", "worker_tokens", "--json", env={"REAPER_DSN": dsn}, cwd=root)
+    assert run.code == 0, run.stderr
+    assert run.json()[0]["rows"] == 1
+    assert conn.execute("SELECT count(*) FROM token").fetchone() == (3,)
