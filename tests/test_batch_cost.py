@@ -39,7 +39,7 @@ def declared(dsn: str, table: str, **extra: Any) -> Settings:
         {
             "sweeps": {
                 "events": {
-                    "table": table,
+                    "table": table if "." in table else f"public.{table}",
                     "reason": "old",
                     "age": "logged_at",
                     "retention": "30d",
@@ -64,7 +64,8 @@ def sweep_events(
 
 def skipped(metrics: Metrics, table: str, reason: str) -> float | None:
     return metrics.registry.get_sample_value(
-        "reaper_skipped_rows_total", {"table": table, "reason": reason}
+        "reaper_skipped_rows_total",
+        {"table": table if "." in table else f"public.{table}", "reason": reason},
     )
 
 
@@ -231,7 +232,8 @@ def test_a_restricted_row_is_skipped_and_the_rest_go(
     assert skipped(metrics, "events", "foreign_key") == 1
     assert skipped(metrics, "events", "error") == 0
     (line,) = [e for e in logs if e["event"] == "row_skipped"]
-    assert (line["reason"], line["sqlstate"], line["table"]) == ("foreign_key", "23503", "events")
+    assert (line["reason"], line["sqlstate"], line["table"]) == ("foreign_key", "23503",
+                                                                  "public.events")
     assert "audit" in line["error"]
     # The next run skips it again, and deletes nothing else.
     again, _, _ = sweep_events(settings)

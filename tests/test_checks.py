@@ -61,10 +61,12 @@ def test_healthy_schema_passes_as_the_reaper_role(reaper_dsn: str, capsys) -> No
     }
 
 
-def test_superuser_is_a_warning_not_a_failure(dsn: str, capsys) -> None:
+def test_a_superuser_fails_the_role_check(dsn: str, capsys) -> None:
+    """A superuser bypasses every grant and row-level security policy."""
     code, doc = run_json(capsys, "check", "--dsn", dsn, "--sweep", "router_leases")
-    assert code == 0
-    assert findings_of(doc, check="role")[0]["status"] == "warn"
+    assert code == 1
+    assert findings_of(doc, check="role")[0]["status"] == "fail"
+    assert [f[1] for f in failed(doc)] == ["role"]
 
 
 def test_invalid_index_from_a_cancelled_build_is_reported_repaired_and_passes(
@@ -294,7 +296,8 @@ def test_a_partitioned_table_is_checked_through_its_partitions(
             "--seq-scan-max-rows", "1000")
     code, doc = run_json(capsys, *args)
     plan = findings_of(doc, check="plan")[0]
-    assert (code, plan["status"]) == (0, "pass"), plan["detail"]
+    assert plan["status"] == "pass", plan["detail"]
+    assert [f[1] for f in failed(doc)] == ["role"]  # connected as a superuser
     # The plan reads each partition through its own index (PostgreSQL names it after the
     # partition): the batch is planned as it runs, sequential scans off.
     assert {f["subject"] for f in findings_of(doc, check="index")} == {
@@ -336,7 +339,7 @@ def test_advisory_lock_passes_through_session_pooling(pgbouncer, capsys) -> None
     assert code == 1
     assert findings_of(doc, check="advisory_lock")[0]["status"] == "fail"
     code, doc = run_json(capsys, *args, "--session-pooler")
-    assert code == 0
+    assert [f[1] for f in failed(doc)] == ["role"]  # connected as a superuser
     assert findings_of(doc, check="advisory_lock")[0]["status"] == "pass"
 
 
@@ -357,5 +360,5 @@ def test_check_and_status_quote_the_table_as_the_sweep_does(
     with open_database(settings) as db:
         findings = checks.run_checks(db, [sweep], settings)
         rows = status.sweep_status(db, [sweep], settings)
-    assert not checks.failures(findings), checks.failures(findings)
+    assert [f.check for f in checks.failures(findings)] == ["role"]  # a superuser
     assert [r.error for r in rows] == [None]

@@ -91,7 +91,7 @@ def test_schedules_fire_and_delete_the_garbage(make_daemon, conn) -> None:
 def test_jitter_stays_within_bounds(make_daemon) -> None:
     started = datetime.now(UTC)
     daemon = make_daemon(interval="10s", jitter="0.5")
-    sweep = SWEEPS["router_leases"]
+    sweep = daemon.sweeps["router_leases"]
     assert daemon.jitter_seconds(sweep) == 5.0
     # The first run of every sweep comes within one jitter of the start. A sweep whose first
     # run has already fired (a delay near 0 on a slow machine) shows its second run instead,

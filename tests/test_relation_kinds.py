@@ -97,7 +97,7 @@ def dry_then_real(
         if s.name == "reaper_deleted_rows_total" and s.labels["reason"] == "old"
     }
     # The metrics name the declared table, whatever heaps the rows were in.
-    assert deleted == {"events": real["rows"]}
+    assert deleted == {"public.events": real["rows"]}
     return dry, real
 
 
@@ -230,7 +230,8 @@ def test_a_view_is_refused(
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("reaper: sweep events: table events")
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "reaper: sweep events: table public.events")
     assert ages(conn, "events_base") == (10, 10)
 
 

@@ -172,7 +172,7 @@ def test_the_daemon_logs_and_counts_a_failure(
 ) -> None:
     _seed(conn, garbage=3000, keep=0)
     settings = build_settings({"dsn": dsn, "listen": "127.0.0.1:0"})
-    sweeps = [s for s in BUILTIN_SWEEPS if s.name == "nodes_silent"]
+    sweeps = [s for s in configured_sweeps(settings) if s.name == "nodes_silent"]
     registry = CollectorRegistry()
     daemon = Daemon(settings, sweeps, registry=registry)
     daemon.db.open()

@@ -1106,13 +1106,16 @@ def _delete(
 
 def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:
     """Check, before any sweep runs, that every sweep's table is one reaper can delete from
-    (an ordinary table, or a partitioned or inheritance parent whose every member is one).
+    (an ordinary table, or a partitioned or inheritance parent whose every member is one), and
+    that a declared sweep reads only tables and columns of built-in types (composing its
+    statements, :meth:`reaper.db.Session.statements`).
 
     A table that does not exist is left to the run (which fails and says so).
 
     Raises:
         RelationRefused: the first sweep whose table is a view, a foreign table, a
-            materialized view ... or covers one; the message names the table and why.
+            materialized view ... or covers one, or whose declaration reads a view or a
+            column of a user type; the message names the table and why.
         DatabaseError: the catalog could not be read.
     """
     for sweep in sweeps:
