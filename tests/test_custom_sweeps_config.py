@@ -89,6 +89,8 @@ REJECTED = [
     ("control character in a name", declared('age = "upd\\u0000ated"\nretention = "1d"'),
      "control character"),
     ("long name", declared(f'age = "{"x" * 64}"\nretention = "1d"'), "63 bytes"),
+    ("long table name", declared(AGE).replace("public.token", "public." + "t" * 64),
+     "[sweeps.t] table: "),
     ("rules and top-level keys", declared(AGE, '[[sweeps.t.rule]]\nage = "a"\nretention = "1d"'),
      "has both age and [[sweeps.t.rule]]"),
     ("unknown rule key", declared("", '[[sweeps.t.rule]]\nage = "a"\nretention = "1d"\n'

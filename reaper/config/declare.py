@@ -55,7 +55,10 @@ def split_table(where: str, text: str, key: str = "table") -> tuple[str, str]:
             f"{where} {key}: {text!r} is not schema.name; write the schema too (e.g. "
             f"public.{parts[-1] or 'name'}), as reaper names every table with its schema"
         )
-    schema, name = (keyed(key, identifier, p) for p in parts)
+    try:
+        schema, name = (keyed(key, identifier, p) for p in parts)
+    except ValueError as exc:
+        raise ConfigError(f"{where} {exc}") from None
     if declared.is_catalog_schema(schema):
         raise ConfigError(
             f"{where} {key}: {text} is a table of the system catalog ({schema}); reaper never "

@@ -140,8 +140,9 @@ class SweepSettings:
         interval: how often the daemon runs it (None: the daemon's default).
         max_rows_per_run, max_seconds_per_run: this sweep's budget per run (None: the global
             one).
-        retention: one duration (the ``%(cutoff)s`` parameter), or cutoff parameter name ->
-            duration when the predicate names several cutoffs; None: no override.
+        retention: one duration (a built-in's cutoff, or a declared sweep's one rule), or
+            cutoff parameter name -> duration for a built-in with several cutoffs; None: no
+            override.
         after: sweeps that must run before this one.
         strategy: auto, heap or index for this sweep (None: the global ``strategy``).
         partition_action: drop, detach or off for this sweep (None: the global one).

@@ -338,9 +338,8 @@ def _check_no_longer(ephemeral: Sweep, regular: Sweep, rows: str, settings: Sett
 def _own_retentions(
     name: str, retention: timedelta | Mapping[str, timedelta], params: Sequence[str] | None
 ) -> dict[str, timedelta]:
-    """Cutoff parameter -> retention of a ``retention`` key: one duration is ``%(cutoff)s``
-    (or the sweep's single cutoff); ``params``: the sweep's cutoffs, None for a declared
-    sweep, whose table of retentions names them."""
+    """Cutoff parameter -> retention of a built-in's ``retention`` key: one duration is its
+    single cutoff's; ``params``: the sweep's cutoffs (None: any name)."""
     where = f"[sweeps.{name}] retention"
     if isinstance(retention, timedelta):
         if params is not None and len(params) != 1:
