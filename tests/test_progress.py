@@ -11,9 +11,9 @@ import pytest
 from reaper.cli import open_database
 from reaper.commands import progress
 from reaper.config.settings import build_settings
+from reaper.config.sweeps import configured_sweeps
 from reaper.engine.run import run_sweep
 from tests.ops_helpers import run_cli
-from tests.support import BUILTIN_SWEEPS
 
 
 def _seed(conn: psycopg.Connection[Any], expired: int = 500) -> None:
@@ -46,7 +46,7 @@ def test_bars_count_rows_of_the_estimated_backlog(
 ) -> None:
     _seed(conn, 300)
     settings = build_settings({"dsn": dsn, "batch_size": 100, "strategy": "index"})
-    sweep = next(s for s in BUILTIN_SWEEPS if s.name == "router_leases")
+    sweep = next(s for s in configured_sweeps(settings) if s.name == "router_leases")
     with open_database(settings) as db, progress.SweepProgress(live=True) as bars:
         seen: list[tuple[float, float | None]] = []
 
