@@ -47,7 +47,7 @@ BEFORE_SECONDS = 2.0
 # cutoff falls in the middle of its month: the boundary partition holds half a month of
 # garbage, what a first run meets on average (--now moves it).
 NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)
-SWEEP = {"table": "events", "reason": "expired", "predicate": "created_at < %(cutoff)s",
+SWEEP = {"table": "public.events", "reason": "expired", "age": "created_at",
          "retention": RETENTION}
 
 

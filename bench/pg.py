@@ -35,10 +35,14 @@ def bench_sql(name: str) -> str:
     return sqltext.strip_comments((SQL_DIR / f"{name}.sql").read_text("utf-8"))
 
 
-def compose(name: str, table: str, predicate: str = "TRUE", key: str = "id") -> sql.Composed:
-    """A bench statement with ``{table}``, ``{predicate}`` and ``{key}`` filled in."""
+def compose(
+    name: str, table: str, predicate: str | sql.Composable = "TRUE", key: str = "id"
+) -> sql.Composed:
+    """A bench statement with ``{table}``, ``{predicate}`` (bench text, or a sweep's composed
+    predicate) and ``{key}`` filled in."""
+    where = sql.SQL(predicate) if isinstance(predicate, str) else predicate
     return sql.SQL(bench_sql(name)).format(
-        table=table_identifier(table), predicate=sql.SQL(predicate), key=sql.Identifier(key)
+        table=table_identifier(table), predicate=where, key=sql.Identifier(key)
     )
 
 

@@ -31,8 +31,7 @@ from bench.variants import (
 from reaper import sqltext
 from reaper.config.connection import connection_settings
 from reaper.config.settings import DEFAULT_BACKLOG_LIMIT
-from reaper.db import SweepStatements, check_predicate_on
-from reaper.engine.checked import check_predicate
+from reaper.db import SweepStatements
 
 REQUESTS = "enrollment_requests"
 EPHEMERAL_REQUESTS = "enrollment_requests_ephemeral"
@@ -121,9 +120,7 @@ def steady_state(server: Server, rows: int, eligible_every: int,
         runs.append(run)
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
-        stmts = SweepStatements(check_predicate_on(
-            conn, sweep.table, sweep.predicate, list(sweep.retentions), sweep.since
-        ))
+        stmts = SweepStatements(sweep.predicate)
     with connect(server.dsn_of(template)) as conn, conn.transaction():
         # As reaper's index batch runs: after index_batch_settings.sql, in one transaction.
         conn.execute(psycopg.sql.SQL(sqltext.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
@@ -242,9 +239,7 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
 
     sweep = sweep_named(REQUESTS)
     with connect(server.dsn_of(template)) as conn:
-        stmts = SweepStatements(check_predicate_on(
-            conn, sweep.table, sweep.predicate, list(sweep.retentions), sweep.since
-        ))
+        stmts = SweepStatements(sweep.predicate)
     tables = sorted({s.table for s in BUILTINS})
     no_seqscan = psycopg.sql.SQL(sqltext.engine("index_batch_settings"))  # type: ignore[arg-type,unused-ignore]
     out = []
@@ -464,7 +459,7 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
         ]
         for name in (REQUESTS, EPHEMERAL_REQUESTS):
             sweep = sweep_named(name)
-            stmts = SweepStatements(check_predicate(session, sweep))  # as the daemon does
+            stmts = SweepStatements(sweep.predicate)  # as the daemon does
             params: dict[str, Any] = dict(compute_cutoffs(session, sweep, None))
             calls += [
                 (f"reaper_backlog_rows{{sweep=\"{name}\"}} at the default --backlog-limit "

@@ -66,7 +66,8 @@ def plain_delete(dsn: str, sweep_name: str) -> Run:
     with connect(dsn) as conn:
         params = cutoffs(conn, sweep)
         cpu0 = backend_cpu_seconds(conn.info.backend_pid)
-        secs, rows = timed(conn, compose("plain_delete", sweep.table, sweep.predicate), params)
+        stmt = compose("plain_delete", sweep.table, sweep.predicate.where)
+        secs, rows = timed(conn, stmt, params)
         cpu = backend_cpu_seconds(conn.info.backend_pid)
     return Run("a. one plain DELETE", rows, secs, [secs],
                backend_cpu=None if cpu is None or cpu0 is None else cpu - cpu0)
@@ -76,7 +77,7 @@ def limit_loop(dsn: str, sweep_name: str, key: str, max_seconds: float | None = 
     """(b) ``DELETE ... WHERE key IN (SELECT key ... LIMIT 5000)`` until a batch is empty
     (or ``max_seconds`` passed: then the run is marked as stopped)."""
     sweep = sweep_named(sweep_name)
-    stmt = compose("limit_loop_batch", sweep.table, sweep.predicate, key)
+    stmt = compose("limit_loop_batch", sweep.table, sweep.predicate.where, key)
     run = Run(f"b. IN (SELECT ... LIMIT {LIMIT_LOOP_BATCH}) loop")
     with connect(dsn) as conn:
         params = dict(cutoffs(conn, sweep), batch_size=LIMIT_LOOP_BATCH)
@@ -100,7 +101,7 @@ def limit_loop(dsn: str, sweep_name: str, key: str, max_seconds: float | None = 
 def unlocked_walk(dsn: str, sweep_name: str, blocks_per_batch: int) -> Run:
     """(d) the heap walk's ranges as plain DELETEs: no FOR UPDATE SKIP LOCKED."""
     sweep = sweep_named(sweep_name)
-    stmt = compose("ctid_range_delete", sweep.table, sweep.predicate)
+    stmt = compose("ctid_range_delete", sweep.table, sweep.predicate.where)
     run = Run("d. block ranges, no row locks")
     with connect(dsn) as conn:
         params = cutoffs(conn, sweep)

@@ -34,4 +34,4 @@ CREATE INDEX IF NOT EXISTS token_workspace_type_created_idx
 CREATE INDEX IF NOT EXISTS token_worker_refreshed_idx
     ON token ((CASE WHEN token_type = 'worker' THEN updated_at END));
 CREATE INDEX IF NOT EXISTS token_machine_retired_idx
-    ON token ((CASE WHEN token_type = 'machine' AND NOT active THEN created_at END));
+    ON token ((CASE WHEN token_type = 'machine' AND active = false THEN created_at END));

@@ -29,7 +29,7 @@ from reaper.config.settings import SETTING_FIELDS, Settings
 from reaper.config.sweeps import BUILTIN_NAMES, Sweep
 from reaper.config.values import format_duration
 from reaper.db import Database, dsn_has_password
-from reaper.engine.run import Sweeper, check_predicates, refuse_unsweepable
+from reaper.engine.run import Sweeper, refuse_unsweepable, warn_if_superuser
 from reaper.metrics import Metrics
 from reaper.vocab import IndexOutcome, Outcome
 
@@ -230,7 +230,7 @@ def run_once(
             sys.exit(EXIT_FAILED)
         with db.session() as session:
             refuse_unsweepable(session, sweeps)
-        check_predicates(db, sweeps)
+        warn_if_superuser(db)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
         live = sys.stderr.isatty() and not as_json and not dry_run
@@ -395,11 +395,11 @@ def run(config_path: Path | None, **raw: Any) -> None:
 
 
 def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]) -> None:
-    """Exit 2 (RelationRefused, PredicateRefused) when a sweep's table is a relation reaper
-    cannot delete from or its predicate is refused by the server's catalog; a database that
-    cannot be read now (down, or behind a proxy the daemon refuses itself) is left to the
-    daemon, which waits for it or says why (and checks each predicate before its first
-    statement). The relation check takes one connection of its own, no pool."""
+    """Exit 2 (RelationRefused) when a sweep's table is a relation reaper cannot delete from,
+    and warn (one line) when reaper's role is a superuser; a database that cannot be read
+    now (down, or behind a proxy the daemon refuses itself) is left to the daemon, which
+    waits for it or says why. The relation check takes one connection of its own, no
+    pool."""
     db = open_database(settings)
     try:
         with db.dedicated_session() as session:
@@ -412,8 +412,8 @@ def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]
         return
     try:
         with db:
-            check_predicates(db, sweeps)
-    except errors.ConnectionFailed:
+            warn_if_superuser(db)
+    except errors.DatabaseError:
         return
 
 
@@ -455,7 +455,6 @@ def check_command(
     db = open_database(settings)
     db.check_connection()
     with db:
-        check_predicates(db, sweeps)
         findings = checks.run_checks(db, sweeps, settings)
     failed = checks.failures(findings)
     if as_json:
@@ -544,7 +543,6 @@ def status_command(
             sys.exit(EXIT_FAILED)
         with db.session() as session:
             refuse_unsweepable(session, sweeps)
-        check_predicates(db, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
         click.echo(json.dumps([r.as_dict() for r in rows], indent=2))

@@ -92,10 +92,5 @@ class LockNotHeld(DatabaseError):
     transaction to any server session. Connect reaper directly or through a session-mode pool."""
 
 
-class PredicateRefused(ConfigError):
-    """A sweep's predicate is refused: it is not bounded by a cutoff, or it names a function,
-    operator, type or relation that may run code (see docs/safety.md)."""
-
-
 class FullTableRefused(ReaperError):
     """A run would delete all, or nearly all, of a table; it stopped before its first delete."""

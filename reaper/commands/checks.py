@@ -39,7 +39,6 @@ from reaper.db import (
     regclass_text,
 )
 from reaper.engine import pacing, partitions
-from reaper.engine.checked import check_predicate
 from reaper.engine.run import compute_cutoffs
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.sqltext import sqlinfo
@@ -171,9 +170,10 @@ def _server_checks(session: Session) -> list[Finding]:
     role = who.role_name
     if who.superuser:
         out.append(
-            Finding(ALL_SWEEPS, CheckName.ROLE, WARN, role,
-                    "connected as a superuser: the privilege checks prove nothing, and a "
-                    "mistake has no limit",
+            Finding(ALL_SWEEPS, CheckName.ROLE, FAIL, role,
+                    "connected as a superuser: it bypasses every grant and row-level "
+                    "security policy, so the privilege checks prove nothing and a mistake has "
+                    "no limit",
                     f"run reaper as the role of {sqltext.where('grants.sql')}")
         )
     else:
@@ -260,7 +260,7 @@ def _sweep_checks(
         return out
     out.append(finding(CheckName.TABLE, PASS, sweep.table, "exists"))
     try:
-        stmts = session.statements(check_predicate(session, sweep))
+        stmts = session.statements(sweep.predicate)
         leaves = session.fetch(
             TableLeaf, sqltext.ops("table_leaves"), {"table": regclass_text(sweep.table)}
         )
@@ -309,7 +309,7 @@ _FindingFn = Callable[..., Finding]
 def _columns(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
     have = {r.column_name for r in session.fetch(TableColumn, sqltext.ops("table_columns"),
                                                  {"table": regclass_text(sweep.table)})}
-    used = sqlinfo.columns_used(sweep.table, sweep.predicate)
+    used = sweep.predicate.columns
     missing = [c for c in used if c not in have]
     if missing:
         yield finding(CheckName.COLUMNS, FAIL, sweep.table,
@@ -336,9 +336,7 @@ def _wall_times(
             TableColumn, sqltext.ops("table_columns"), {"table": regclass_text(sweep.table)}
         )
     }
-    compared: list[str] = []
-    for expr in sqlinfo.cutoff_expressions(sweep.table, sweep.predicate):
-        compared += [c for c in sqlinfo.columns_used(sweep.table, expr) if c not in compared]
+    compared = sweep.predicate.age_columns
     zone = settings.timestamp_time_zone
     relname = sweep.table.split(".")[-1]
     for column in compared:

@@ -18,9 +18,7 @@ from reaper import errors, sqltext
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Sweep
 from reaper.db import Database, LockHolder, Session, TableStatus, regclass_text
-from reaper.engine.checked import check_predicate
 from reaper.engine.run import compute_cutoffs, lock_keys
-from reaper.sqltext import sqlinfo
 
 # Count the backlog up to this many rows. Counting 1M index entries takes ~0.1-0.3 s on these
 # machines (bench/); past it the backlog is shown as ">= 1,000,000".
@@ -120,7 +118,7 @@ def backlog(
     Raises:
         DatabaseError: the count failed (a missing table, column or privilege).
     """
-    stmts = session.statements(check_predicate(session, sweep))
+    stmts = session.statements(sweep.predicate)
     params = compute_cutoffs(session, sweep, now)
     rows = session.backlog_rows(stmts, params, cap)
     return rows, rows >= cap
@@ -148,12 +146,11 @@ def _one(
         st.dead_tuples = t.dead_tuples
         st.last_vacuum, st.last_autovacuum = t.last_vacuum, t.last_autovacuum
         db_now = session.now(now)
-        stmts = session.statements(check_predicate(session, sweep))
+        stmts = session.statements(sweep.predicate)
         st.cutoffs = compute_cutoffs(session, sweep, now)
         st.backlog_rows = session.backlog_rows(stmts, st.cutoffs, cap)
         st.backlog_capped = st.backlog_rows >= cap
-        expressions = sqlinfo.cutoff_expressions(sweep.table, sweep.predicate)
-        st.oldest_eligible = session.oldest_eligible(stmts, st.cutoffs, expressions)
+        st.oldest_eligible = session.oldest_eligible(stmts, st.cutoffs)
         if st.oldest_eligible is not None:
             st.oldest_eligible_age_seconds = (db_now - st.oldest_eligible).total_seconds()
     except (errors.DatabaseError, errors.ConfigError) as exc:

@@ -18,7 +18,9 @@ from typing import Any
 from reaper.config.values import (
     EXPECTED,
     boolean,
+    column_names,
     did_you_mean,
+    filter_table,
     format_duration,
     fraction,
     keyed,
@@ -39,6 +41,7 @@ from reaper.config.values import (
     shown,
     strategy_name,
     sweep_names,
+    table_list,
     time_zone,
 )
 from reaper.errors import ConfigError
@@ -137,16 +140,21 @@ class SweepSettings:
         interval: how often the daemon runs it (None: the daemon's default).
         max_rows_per_run, max_seconds_per_run: this sweep's budget per run (None: the global
             one).
-        retention: one duration (the ``%(cutoff)s`` parameter), or cutoff parameter name ->
-            duration when the predicate names several cutoffs; None: no override.
+        retention: one duration (a built-in's cutoff, or a declared sweep's one rule), or
+            cutoff parameter name -> duration for a built-in with several cutoffs; None: no
+            override.
         after: sweeps that must run before this one.
         strategy: auto, heap or index for this sweep (None: the global ``strategy``).
         partition_action: drop, detach or off for this sweep (None: the global one).
         max_eligible_fraction: this sweep's full-table interlock (1: it may empty its
             table); None: the global ``max_eligible_fraction``.
-        table, reason, predicate, description: a declared sweep's (None for a built-in).
-        since: a declared sweep's "since" expression (see :class:`reaper.config.sweeps.Sweep`), for
-            ``reaper_backlog_oldest_seconds``; None: no such gauge for it.
+        table, reason, description: a declared sweep's (None for a built-in).
+        age, age_when, where, where_not, is_null, not_null: a declared sweep's one rule
+            (``docs/custom-sweeps.md``); ``rule``: its rules when it has several, each a table
+            of these keys and ``retention``; ``keep_referenced``: the references that keep a
+            row. Checked by :mod:`reaper.config.declare`.
+        predicate, since: SQL text of a former release's declaration, kept only to refuse it
+            with its translation (no SQL text of a config file reaches the server).
     """
 
     enabled: bool = True
@@ -161,8 +169,16 @@ class SweepSettings:
     max_eligible_fraction: float | None = None
     table: str | None = None
     reason: str | None = None
-    predicate: str | None = None
     description: str | None = None
+    age: tuple[str, ...] | None = None
+    age_when: Mapping[str, tuple[str | int | bool, ...]] | None = None
+    where: Mapping[str, tuple[str | int | bool, ...]] | None = None
+    where_not: Mapping[str, tuple[str | int | bool, ...]] | None = None
+    is_null: tuple[str, ...] | None = None
+    not_null: tuple[str, ...] | None = None
+    rule: tuple[Mapping[str, Any], ...] | None = None
+    keep_referenced: tuple[Mapping[str, Any], ...] | None = None
+    predicate: str | None = None
     since: str | None = None
 
 
@@ -531,8 +547,16 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "max_eligible_fraction": scalar(fraction),
         "table": one_line,
         "reason": one_line,
-        "predicate": nonempty_text,
         "description": nonempty_text,
+        "age": column_names,
+        "age_when": filter_table,
+        "where": filter_table,
+        "where_not": filter_table,
+        "is_null": column_names,
+        "not_null": column_names,
+        "rule": table_list,
+        "keep_referenced": table_list,
+        "predicate": nonempty_text,
         "since": nonempty_text,
     }
     return SweepSettings(**{k: keyed(k, parsers[k], v) for k, v in body.items()})

@@ -4,9 +4,10 @@ A sweep is a :class:`Sweep` value, resolved once at load by :func:`configured_sw
 settings and the ``[sweeps.NAME]`` tables: its cutoffs' retentions, batch size, strategy,
 partition action, interlock fraction, budget and interval are typed fields, so the engine and
 the daemon never look a value up by a setting's name. The engine (:mod:`reaper.engine`) knows
-nothing about any one table: it takes a sweep's table, its predicate (a SQL file under
-``reaper/sql/sweeps/`` for the built-ins, a ``[sweeps.NAME]`` table of the config file for the
-others), its retentions and the sweeps that must run before it.
+nothing about any one table: it takes a sweep's table, its predicate (composed by
+:mod:`reaper.sqltext.declared`: from the reviewed SQL files under ``reaper/sql/sweeps/`` for
+the built-ins, from the data of a ``[sweeps.NAME]`` table for the others; no SQL text of a
+config file reaches the server), its retentions and the sweeps that must run before it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypedDict
 
-from reaper import sqltext
+from reaper.config.declare import declaration, legacy_message
 from reaper.config.settings import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_ELIGIBLE_FRACTION,
@@ -26,7 +27,8 @@ from reaper.config.settings import (
 )
 from reaper.config.values import did_you_mean, format_duration
 from reaper.errors import ConfigError
-from reaper.sqltext import predicates
+from reaper.sqltext import declared
+from reaper.sqltext.declared import Predicate
 from reaper.vocab import PartitionAction, Strategy
 
 # How often `reaper run` runs a sweep unless told otherwise: an hour suits retentions of days
@@ -53,12 +55,12 @@ class Sweep:
 
     Attributes:
         name: unique; the ``sweep`` label of the metrics.
-        table: the table it deletes from (schema-qualified allowed, e.g. ``public.nodes``).
+        table: the table it deletes from (a declared sweep's is ``schema.name``).
         reason: the ``reason`` label of ``reaper_deleted_rows_total``.
-        predicate: a boolean SQL expression over ``table``'s columns; it names each cutoff as
-            a parameter (``%(cutoff)s``). Rows for which it holds at the moment of the delete
-            are garbage. A declared sweep's predicate passed
-            :func:`reaper.sqltext.predicates.check`.
+        predicate: its eligibility predicate, composed (:mod:`reaper.sqltext.declared`), with
+            each cutoff a named parameter; its ``since`` is the backlog gauge's age (None: no
+            oldest-row gauge). Rows for which it holds at the moment of the delete are
+            garbage.
         retentions: cutoff parameter name -> retention; each cutoff is ``now() - retention``
             by the database clock, computed once per sweep run.
         after: sweeps that must run before this one in a run that does both (foreign keys).
@@ -68,12 +70,6 @@ class Sweep:
             that EXPLAIN shows its batch using; ``check`` also reports every INVALID index on
             the tables it reads.
         interval: how often ``reaper run`` runs it.
-        since: a timestamp SQL expression over ``table``'s columns: the moment a row's
-            retention started counting, compared with the first cutoff (``retentions``' first
-            parameter). ``cutoff - since`` is how far past its cutoff an eligible row is
-            (``reaper_backlog_oldest_seconds``), and ``ORDER BY since`` lists the oldest
-            first, so write it as a plain indexed column where possible. Empty: the sweep
-            has no oldest-row gauge.
         enabled: False when the config disables it: it runs only when named explicitly.
         builtin: shipped with reaper (False: declared in the config file).
         batch_size: rows per batch.
@@ -86,13 +82,12 @@ class Sweep:
     name: str
     table: str
     reason: str
-    predicate: str
+    predicate: Predicate
     retentions: Mapping[str, timedelta]
     after: tuple[str, ...] = ()
     description: str = ""
     indexes: tuple[str, ...] = ()
     interval: timedelta = DEFAULT_SWEEP_INTERVAL
-    since: str = ""
     enabled: bool = True
     builtin: bool = False
     batch_size: int = DEFAULT_BATCH_SIZE
@@ -100,6 +95,16 @@ class Sweep:
     partition_action: PartitionAction = PartitionAction.DROP
     max_eligible_fraction: float = DEFAULT_MAX_ELIGIBLE_FRACTION
     budget: Budget = field(default_factory=Budget)
+
+    @property
+    def cutoffs(self) -> tuple[str, ...]:
+        """Its cutoff parameter names, in order."""
+        return tuple(self.retentions)
+
+    @property
+    def since(self) -> bool:
+        """Whether it has an oldest-row gauge (a ``since`` age)."""
+        return self.predicate.since is not None
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,8 @@ class Builtin:
         retention_settings: cutoff parameter -> the retention setting that gives it (a field
             of :class:`Settings`, e.g. ``node_retention``).
         interval: its default interval (``--interval`` and ``[sweeps.NAME] interval`` win).
-        The others: as :class:`Sweep`'s; the predicate and ``since`` are SQL files.
+        The others: as :class:`Sweep`'s; the predicate and ``since`` are SQL files of the
+        package, reviewed with its code (``sql/sweeps/``, ``sql/since/``).
     """
 
     name: str
@@ -265,7 +271,10 @@ _NO_LONGER_THAN: tuple[tuple[str, str, str], ...] = (
     ("enrollment_requests_ephemeral", "enrollment_requests", "request"),
 )
 # What a [sweeps.NAME] table may change on a built-in sweep (the rest is its definition).
-_DECLARATION_KEYS = ("table", "reason", "predicate", "description", "since")
+_DECLARATION_KEYS = (
+    "table", "reason", "description", "age", "age_when", "where", "where_not", "is_null",
+    "not_null", "rule", "keep_referenced", "predicate", "since",
+)
 _SINGLE_CUTOFF = "cutoff"
 # A reason is a metric label value; kept to the built-ins' shape (stale, expired, silent).
 REASON = re.compile(r"[a-z][a-z0-9_]*")
@@ -280,9 +289,9 @@ def configured_sweeps(settings: Settings) -> list[Sweep]:
 
     Raises:
         ConfigError: one line naming ``[sweeps.NAME]`` and the fix: a declaration without
-            ``table``, ``reason``, ``predicate`` or ``retention``, a built-in redefined, a
-            retention that does not match the predicate's cutoffs, a rejected predicate
-            (see :mod:`reaper.sqltext.predicates`), an unknown name in ``after``, or a cycle.
+            ``table`` or ``reason``, a declaration that is not one (see
+            :mod:`reaper.config.declare`: SQL text, a catalog table, a rule without ``age`` or
+            ``retention``), a built-in redefined, an unknown name in ``after``, or a cycle.
     """
     out = [_builtin(b, settings) for b in BUILTINS]
     for name, body in settings.sweeps.items():
@@ -329,9 +338,8 @@ def _check_no_longer(ephemeral: Sweep, regular: Sweep, rows: str, settings: Sett
 def _own_retentions(
     name: str, retention: timedelta | Mapping[str, timedelta], params: Sequence[str] | None
 ) -> dict[str, timedelta]:
-    """Cutoff parameter -> retention of a ``retention`` key: one duration is ``%(cutoff)s``
-    (or the sweep's single cutoff); ``params``: the sweep's cutoffs, None for a declared
-    sweep, whose table of retentions names them."""
+    """Cutoff parameter -> retention of a built-in's ``retention`` key: one duration is its
+    single cutoff's; ``params``: the sweep's cutoffs (None: any name)."""
     where = f"[sweeps.{name}] retention"
     if isinstance(retention, timedelta):
         if params is not None and len(params) != 1:
@@ -403,13 +411,14 @@ def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
         name=builtin.name,
         table=builtin.table,
         reason=builtin.reason,
-        predicate=sqltext.predicate(builtin.name),
+        predicate=declared.builtin(
+            builtin.name, builtin.table, tuple(builtin.retention_settings)
+        ),
         retentions=retentions,
         after=tuple(dict.fromkeys(builtin.after + body.after)),
         description=builtin.description,
         indexes=builtin.indexes,
         interval=body.interval or settings.interval or builtin.interval,
-        since=sqltext.since(builtin.name),
         builtin=True,
         **_knobs(body, settings),
     )
@@ -420,52 +429,27 @@ def _declared(name: str, body: SweepSettings, settings: Settings) -> Sweep:
         close = did_you_mean(name, BUILTIN_NAMES)
         raise ConfigError(
             f"[sweeps.{name}] has no table key and no built-in sweep has that name"
-            + (close or "; a new sweep needs table, reason, predicate and retention (built-ins: "
+            + (close or "; a new sweep needs table, reason, age and retention (built-ins: "
                + ", ".join(BUILTIN_NAMES) + ")")
         )
-    parts = body.table.split(".")
-    if len(parts) > 2 or not all(parts):
-        raise ConfigError(
-            f"[sweeps.{name}] table: {body.table!r} is not a table name; write name or "
-            "schema.name"
-        )
-    for key in ("reason", "predicate", "retention"):
-        if getattr(body, key) is None:
-            raise ConfigError(f"[sweeps.{name}] has no {key} key; a new sweep needs one")
-    assert body.reason is not None and body.predicate is not None and body.retention is not None
+    if body.predicate is not None or body.since is not None:
+        raise ConfigError(legacy_message(name, body))
+    if body.reason is None:
+        raise ConfigError(f"[sweeps.{name}] has no reason key; a new sweep needs one")
     if not REASON.fullmatch(body.reason):
         raise ConfigError(
             f"[sweeps.{name}] reason: {body.reason!r} is not a reason label; use lower case "
             "letters, digits and _ (e.g. stale, expired)"
         )
-    retentions = _own_retentions(name, body.retention, None)
-    since = ""
-    if body.since is not None:
-        # Checked as the predicate "since < first cutoff": the same rules (columns of the
-        # table, no subquery on other tables' side effects, no function with side effects).
-        first = next(iter(retentions))
-        try:
-            predicates.check(
-                f"({body.since}) < %({first})s", body.table, {first}, bounded=False
-            )
-        except predicates.PredicateError as exc:
-            raise ConfigError(
-                f"[sweeps.{name}] since (checked as ({body.since}) < %({first})s) {exc}"
-            ) from None
-        since = body.since
-    try:
-        predicates.check(body.predicate, body.table, set(retentions))
-    except predicates.PredicateError as exc:
-        raise ConfigError(f"[sweeps.{name}] predicate {exc}") from None
+    predicate, retentions = declaration(name, body)
     return Sweep(
         name=name,
         table=body.table,
         reason=body.reason,
-        predicate=body.predicate,
+        predicate=predicate,
         retentions=retentions,
         after=body.after,
         description=body.description or "",
         interval=body.interval or settings.interval or DEFAULT_SWEEP_INTERVAL,
-        since=since,
         **_knobs(body, settings),
     )

@@ -26,7 +26,7 @@ log = structlog.get_logger("reaper.daemon")
 
 # What the refresh reads each time, as the daemon holds it now (a reload swaps all three).
 Current = Callable[[], tuple[Database, Sequence[Sweep], Settings]]
-# The statements of a sweep, its predicate checked against this server's catalog once.
+# The statements of a sweep, composed once.
 StatementsFor = Callable[[Session, Sweep], SweepStatements]
 
 

@@ -57,7 +57,6 @@ from reaper.daemon.health import HEARTBEAT_SECONDS, READINESS_PROBE_SECONDS, Hea
 from reaper.daemon.http import HttpServer, make_app
 from reaper.daemon.policy import SweepState
 from reaper.db import Database, Session, SweepStatements
-from reaper.engine.checked import check_predicate
 from reaper.engine.result import SweepResult
 from reaper.engine.run import Sweeper
 from reaper.metrics import Metrics
@@ -593,8 +592,7 @@ class Daemon:
     def _statements_for(self, session: Session, sweep: Sweep) -> SweepStatements:
         stmts = self._statements.get(sweep.name)
         if stmts is None:
-            # Checked against this server's catalog once, before the first gauge query.
-            stmts = SweepStatements(check_predicate(session, sweep))
+            stmts = session.statements(sweep.predicate)
             self._statements[sweep.name] = stmts
         return stmts
 

@@ -35,7 +35,7 @@ from reaper.db.rows import (
     TableStatus,
     WhoAmI,
 )
-from reaper.db.session import Session, check_predicate_on
+from reaper.db.session import Session
 from reaper.db.statements import (
     MIN_HEAP_WALK_VERSION,
     BatchRows,
@@ -71,7 +71,6 @@ __all__ = [
     "WhoAmI",
     "_Redactor",
     "advisory_lock_key",
-    "check_predicate_on",
     "compose_relations",
     "describe_dsn",
     "describe_target",

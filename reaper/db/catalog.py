@@ -1,5 +1,5 @@
 """What a session reads from the catalog: the heaps a table covers (and the relations reaper
-refuses), privileges, the objects a predicate may not use, table sizes, the read-only state."""
+refuses), privileges, table sizes, the read-only state."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ from psycopg import sql
 
 from reaper import errors, sqltext
 from reaper.db.queries import Queries
-from reaper.db.rows import Privilege, RefusedObject, Relation
+from reaper.db.rows import DeclaredRead, Privilege, Relation
 from reaper.db.statements import _CATALOG_PROOF, Heap, SweepStatements, TableStats, regclass_text
-from reaper.sqltext import predicates
-from reaper.sqltext.predicates import CatalogObjects, CheckedPredicate
+from reaper.sqltext.declared import Predicate
 
 # Why reaper refuses to delete from a relation of each kind (pg_class.relkind) other than an
 # ordinary table ('r') and a partitioned table ('p', whose rows are in its partitions).
@@ -109,58 +108,43 @@ class Catalog(Queries):
             out.append(Heap(r.oid, r.schema, r.name, stats, proof=_CATALOG_PROOF))
         return out
 
-    def statements(self, checked: CheckedPredicate) -> SweepStatements:
-        """A sweep's statements for its table, from a predicate :meth:`check_predicate`
-        accepted: its deletes composed per heap it covers (:meth:`heaps`).
+    def statements(self, predicate: Predicate) -> SweepStatements:
+        """A sweep's statements for its table, from its composed predicate: its deletes
+        composed per heap it covers (:meth:`heaps`).
 
         Raises:
             ObjectMissing: no such table.
             RelationRefused: a relation reaper cannot delete from by tuple id.
         """
-        return SweepStatements(checked, heaps=self.heaps(checked.table))
+        heaps = self.heaps(predicate.relation)
+        self._refuse_declared_reads(predicate)
+        return SweepStatements(predicate, heaps=heaps)
 
-    def refused_objects(self, objects: CatalogObjects) -> list[tuple[str, str]]:
-        """``(what, why)`` of each function, operator, cast type or relation in ``objects``
-        that a predicate may not use (``refused_objects.sql``); every candidate of a name on
-        this session's search path counts."""
-        rows = self.fetch(
-            RefusedObject,
-            sqltext.engine("refused_objects"),
-            {
-                "functions": list(objects.functions),
-                "operators": list(objects.operators),
-                "types": list(objects.types),
-                "relations": list(objects.relations),
-                "table": objects.table,
-                "columns": list(objects.columns),
-                "all_columns": objects.all_columns,
-            },
-        )
-        return [(r.what, r.why) for r in rows]
-
-    def check_predicate(
-        self,
-        table: str,
-        predicate: str,
-        cutoffs: Sequence[str],
-        since: str = "",
-        *,
-        label: str,
-    ) -> CheckedPredicate:
-        """A sweep's predicate (over ``table``, bounded by the parameters ``cutoffs``) and its
-        ``since`` expression, checked by the predicate rule and against this server's catalog
-        (:func:`reaper.sqltext.predicates.verify`): the one way to a :class:`SweepStatements`,
-        so every command that evaluates a predicate checks it first. ``label`` names the
-        sweep in the error (``sweep nodes_silent``, ``[sweeps.mine]``).
+    def _refuse_declared_reads(self, predicate: Predicate) -> None:
+        """Refuse a declared predicate that reads a relation other than a table, or a column
+        whose type is not built in (see ``engine/declared_reads.sql``).
 
         Raises:
-            PredicateRefused: one line naming the sweep and the offending part.
-            DatabaseError: the catalog could not be read.
+            RelationRefused: names the relation or the column, and why.
         """
-        try:
-            return predicates.verify(self, table, predicate, list(cutoffs), since)
-        except predicates.PredicateError as exc:
-            raise errors.PredicateRefused(f"{label} predicate {exc}") from None
+        if not predicate.reads:
+            return
+        rows = self.fetch(DeclaredRead, sqltext.engine("declared_reads"), {
+            "relations": [regclass_text(r) for r, _ in predicate.reads],
+            "columns": [c for _, c in predicate.reads],
+        }, context=predicate.relation)
+        for (relation, column), row in zip(predicate.reads, rows, strict=True):
+            if row.relkind is not None and row.relkind not in ("r", "p"):
+                raise errors.RelationRefused(
+                    f"table {relation} is not a table (relkind {row.relkind!r}): a declared "
+                    "sweep reads only tables, never views or other relations that run code"
+                )
+            if row.present and not row.builtin_type:
+                raise errors.RelationRefused(
+                    f"table {relation} column {column} is of type {row.type_name}, which is "
+                    "not a built-in type: a declared sweep compares only columns of built-in "
+                    "types (a user type's casts and operators run code)"
+                )
 
     def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
         """The catalog's estimated rows of each existing table in ``tables``."""

@@ -151,12 +151,16 @@ class Relation:
 
 
 @dataclass(frozen=True)
-class RefusedObject:
-    """A function, operator, type or column a predicate may not use, and why
-    (``engine/refused_objects.sql``)."""
+class DeclaredRead:
+    """A (relation, column) a declared sweep's predicate reads, as the catalog describes it
+    (``engine/declared_reads.sql``)."""
 
-    what: str
-    why: str
+    relation: str
+    column_name: str
+    relkind: str | None
+    present: bool
+    builtin_type: bool
+    type_name: str
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from psycopg import sql
 from reaper import errors, sqltext
 from reaper.db.catalog import Catalog
 from reaper.db.connection import utc_instant
-from reaper.db.errors import _Redactor
 from reaper.db.locks import AdvisoryLocks
 from reaper.db.pinning import APPLICATION_NAME
 from reaper.db.rows import Sample, Standby
@@ -26,7 +25,6 @@ from reaper.db.statements import (
     parse_tid,
     tid_text,
 )
-from reaper.sqltext.predicates import CheckedPredicate
 
 # A batch waits at most this long for a row lock a writer holds (never longer than the
 # session's lock_timeout): then it fails, and the runner splits it until the held row is
@@ -159,14 +157,16 @@ class Session(Catalog, AdvisoryLocks):
         return total
 
     def oldest_eligible(
-        self, stmts: SweepStatements, params: Mapping[str, Any], expressions: Sequence[str]
+        self, stmts: SweepStatements, params: Mapping[str, Any]
     ) -> datetime | None:
-        """The least value of ``expressions`` among the rows the predicate matches (None when
-        no row matches, none is given, or they are not timestamps)."""
-        if not expressions:
+        """The least value of the expressions the predicate compares with a cutoff, among the
+        rows it matches (None when no row matches, it compares none, or they are not
+        timestamps)."""
+        query = stmts.oldest_eligible()
+        if query is None:
             return None
         with self._sweep_errors(stmts):
-            value = self.scalar(stmts.oldest_eligible(expressions), params)
+            value = self.scalar(query, params)
         return value if isinstance(value, datetime) else None
 
     def delete_heap_batch(
@@ -369,23 +369,3 @@ class Session(Catalog, AdvisoryLocks):
         with self._errors(name), self._conn.transaction(), self._conn.cursor() as cur:
             for stmt in sqltext.statements(name):
                 cur.execute(sql.SQL(stmt))
-
-
-def check_predicate_on(
-    conn: psycopg.Connection[Any],
-    table: str,
-    predicate: str,
-    cutoffs: Sequence[str],
-    since: str = "",
-    *,
-    label: str = "sweep",
-) -> CheckedPredicate:
-    """:meth:`Session.check_predicate` on a connection of the caller's own (benchmarks,
-    tests that compose a sweep's statements outside a reaper session).
-
-    Raises:
-        PredicateRefused: the predicate is refused.
-    """
-    return Session(conn, _Redactor(None)).check_predicate(
-        table, predicate, cutoffs, since, label=label
-    )

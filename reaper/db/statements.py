@@ -1,5 +1,7 @@
 """A sweep's statements, composed once from the engine's SQL templates (``sql/engine/``) and
-its checked predicate; identifiers always through :class:`psycopg.sql.Identifier`."""
+its composed predicate (:class:`reaper.sqltext.declared.Predicate`: a
+:class:`psycopg.sql.Composable` and its cutoff parameter names); identifiers always through
+:class:`psycopg.sql.Identifier`."""
 
 from __future__ import annotations
 
@@ -9,8 +11,7 @@ from dataclasses import dataclass, field
 from psycopg import sql
 
 from reaper import sqltext
-from reaper.sqltext import sqlinfo
-from reaper.sqltext.predicates import CheckedPredicate
+from reaper.sqltext.declared import Predicate
 
 # TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
 MIN_HEAP_WALK_VERSION = 140000
@@ -100,12 +101,12 @@ class HeapStatements:
     ``table.column`` reads the same in every heap.
     """
 
-    def __init__(self, heap: Heap, table: str, predicate: str) -> None:
+    def __init__(self, heap: Heap, table: str, predicate: sql.Composable) -> None:
         self.heap = heap
         parts = {
             "heap": sql.Identifier(heap.schema, heap.name),
             "alias": sql.Identifier(table.split(".", 1)[-1]),
-            "predicate": sql.SQL(predicate),
+            "predicate": predicate,
         }
 
         def compose(name: str) -> sql.Composed:
@@ -126,66 +127,50 @@ class HeapStatements:
 class SweepStatements:
     """A sweep's statements, composed once from the engine templates and its predicate.
 
-    The table goes through :class:`psycopg.sql.Identifier`; the predicate (and ``since``)
-    only as a :class:`reaper.sqltext.predicates.CheckedPredicate`, which only
-    :meth:`Session.check_predicate` builds, after the predicate rule and the server's
-    catalog accepted it: no statement evaluates a predicate that was not checked. The
-    statements that delete are per heap (``heaps``, from :meth:`Session.statements`); those
-    that only read (backlog, oldest row, plans) read the declared table, which covers the
-    same rows.
+    The table goes through :class:`psycopg.sql.Identifier`; the predicate is composed by
+    reaper (:mod:`reaper.sqltext.declared`), never SQL text of a config file. The statements
+    that delete are per heap (``heaps``, from :meth:`Session.statements`); those that only
+    read (backlog, oldest row, plans) read the declared table, which covers the same rows.
     """
 
-    def __init__(
-        self,
-        checked: CheckedPredicate,
-        *,
-        heaps: Sequence[Heap] = (),
-    ) -> None:
-        if not isinstance(checked, CheckedPredicate):
-            raise TypeError("SweepStatements takes a CheckedPredicate (Session.check_predicate)")
-        table, predicate, since = checked.table, checked.text, checked.since
-        cutoff_param = checked.cutoffs[0] if checked.cutoffs else "cutoff"
-        self.checked = checked
+    def __init__(self, predicate: Predicate, *, heaps: Sequence[Heap] = ()) -> None:
+        table = predicate.relation
+        where = predicate.where
+        cutoff_param = predicate.cutoffs[0] if predicate.cutoffs else "cutoff"
+        self.predicate = predicate
         self.table = table
-        self.heaps = tuple(HeapStatements(h, table, predicate) for h in heaps)
-        parts = {"table": table_identifier(table), "predicate": sql.SQL(predicate)}
+        self.heaps = tuple(HeapStatements(h, table, where) for h in heaps)
+        parts = {"table": table_identifier(table), "predicate": where}
         # What a batch reads, planned over the declared table (reaper check): one victims
         # query through the predicate's index, across every heap the table covers.
         self.index_plan = sql.SQL(sqltext.engine("index_plan")).format(**parts)
         self.count_eligible = sql.SQL(sqltext.engine("count_eligible")).format(**parts)
         self.estimate_eligible = sql.SQL(sqltext.engine("estimate_eligible")).format(**parts)
         self._parts = parts
-        self._predicate = predicate
-        self._tables_read: tuple[str, ...] | None = None
         self.backlog_rows = sql.SQL(sqltext.engine("backlog_rows")).format(**parts)
         self.backlog_oldest: sql.Composed | None = None
-        if since:
+        if predicate.since is not None:
             self.backlog_oldest = sql.SQL(sqltext.engine("backlog_oldest")).format(
-                since=sql.SQL(since), cutoff=sql.Placeholder(cutoff_param), **parts
+                since=predicate.since, cutoff=sql.Placeholder(cutoff_param), **parts
             )
         self.sample_eligible = sql.SQL(sqltext.engine("sample_eligible")).format(
             heap=parts["table"], alias=sql.Identifier(table.split(".", 1)[-1]),
-            predicate=parts["predicate"],
+            predicate=where,
         )
 
     @property
     def tables_read(self) -> tuple[str, ...]:
-        """The swept table, then every table the predicate's subqueries read (parsed once).
+        """The swept table, then every other table the predicate reads."""
+        return self.predicate.tables_read
 
-        Raises:
-            ConfigError: the predicate does not parse.
-        """
-        if self._tables_read is None:
-            self._tables_read = sqlinfo.tables_read(self.table, self._predicate)
-        return self._tables_read
-
-    def oldest_eligible(self, expressions: Sequence[str]) -> sql.Composed:
-        """``SELECT least(min(expr), ...) FROM table WHERE predicate`` over ``expressions``,
-        SQL text taken from the predicate itself
-        (:func:`reaper.sqltext.sqlinfo.cutoff_expressions`)."""
+    def oldest_eligible(self) -> sql.Composed | None:
+        """``SELECT least(min(age), ...) FROM table WHERE predicate`` over the expressions the
+        predicate compares with a cutoff (None when it names none)."""
+        if not self.predicate.ages:
+            return None
         oldest = sql.SQL("least({})").format(
             sql.SQL(", ").join(
-                sql.SQL("min(({})::timestamptz)").format(sql.SQL(e)) for e in expressions
+                sql.SQL("min(({})::timestamptz)").format(e) for e in self.predicate.ages
             )
         )
         return sql.SQL(sqltext.engine("oldest_eligible")).format(oldest=oldest, **self._parts)

@@ -309,6 +309,24 @@ def _read_tree(
     )
 
 
+def _proof(sweep: Sweep) -> KeyBound:
+    """The partition proof of ``sweep``'s predicate: read from a built-in's reviewed text, or
+    given by a declaration whose only rule is one age column without filters.
+
+    Raises:
+        NotProven: why not, in one line.
+    """
+    predicate = sweep.predicate
+    if predicate.text is not None:
+        return key_bound(sweep.table, predicate.text)
+    if predicate.key_column is None:
+        raise NotProven(
+            "the declaration has filters, references, several rules or age columns: only one "
+            "age column alone proves a whole partition eligible"
+        )
+    return KeyBound(predicate.key_column, predicate.cutoffs)
+
+
 def plan(
     session: Session, sweep: Sweep, cutoffs: Mapping[str, datetime], settings: Settings
 ) -> Plan:
@@ -324,7 +342,7 @@ def plan(
     """
     out = Plan()
     try:
-        out.proof = key_bound(sweep.table, sweep.predicate)
+        out.proof = _proof(sweep)
     except NotProven as exc:
         out.reason = str(exc)
     cutoff = out.proof.cutoff(cutoffs) if out.proof is not None else None

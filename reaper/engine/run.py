@@ -30,13 +30,13 @@ from reaper.config.sweeps import Budget, Sweep
 from reaper.db import (
     Database,
     Session,
+    WhoAmI,
     advisory_lock_key,
     regclass_text,
     utc_instant,
 )
 from reaper.engine import pacing, partitions
 from reaper.engine.batches import Deleter, batch_strategy
-from reaper.engine.checked import check_predicate
 from reaper.engine.context import Run
 from reaper.engine.interlock import (
     DeletionLedger,
@@ -49,7 +49,6 @@ from reaper.engine.result import SweepResult
 from reaper.engine.sizing import BatchSizer
 from reaper.engine.strategy import choose_strategy
 from reaper.metrics import Metrics
-from reaper.sqltext.predicates import CheckedPredicate
 from reaper.vocab import Outcome, StopReason
 
 log = structlog.get_logger("reaper.runner")
@@ -154,9 +153,8 @@ class Sweeper:
                         result.cutoffs = compute_cutoffs(session, sweep, now)
                         bound.debug("sweep_started", cutoffs=_iso(result.cutoffs),
                                     dry_run=dry_run)
-                        checked = check_predicate(session, sweep)
                         run = Run(
-                            sweep, settings, session, session.statements(checked),
+                            sweep, settings, session, session.statements(sweep.predicate),
                             dict(result.cutoffs), result, budget,
                             metrics=None if dry_run else metrics, stop=stop,
                             on_batch=on_batch, started=started,
@@ -166,7 +164,7 @@ class Sweeper:
                                 self.pacing(db), session, settings, sweep.name, metrics, stop
                             )
                             run.busy_batch_seconds = settings.busy_batch_seconds.total_seconds()
-                        _sweep_batches(session, run, checked, self.ledger(db, projected=dry_run))
+                        _sweep_batches(session, run, self.ledger(db, projected=dry_run))
                     finally:
                         result.unlocked_at = time.time()
                         if keys:
@@ -269,24 +267,30 @@ def compute_cutoffs(session: Session, sweep: Sweep, now: datetime | None) -> dic
     }
 
 
-def check_predicates(db: Database, sweeps: Iterable[Sweep]) -> None:
-    """Check every sweep's predicate by the predicate rule and against the server's catalog
-    (:meth:`reaper.db.Session.check_predicate`) before a command evaluates any of them, so
-    that a refused predicate stops the command with one line (exit 2) instead of failing
-    one sweep. Each run checks again (statements are composed only from a checked one).
+def warn_if_superuser(db: Database) -> bool:
+    """Log one warning when reaper's role is a superuser: it bypasses every grant and every
+    row-level security policy, so nothing in the database limits what a sweep reads or
+    deletes. True when it is (``reaper check`` fails then).
 
     Raises:
-        PredicateRefused: a predicate is refused (the first one, naming its sweep).
-        DatabaseError: the catalog could not be read.
+        DatabaseError: the role could not be read.
     """
     with db.session(read_only=True) as session:
-        for sweep in sweeps:
-            check_predicate(session, sweep)
+        superuser = session.fetch(WhoAmI, sqltext.ops("whoami"))[0].superuser
+    if superuser:
+        log.warning(
+            "superuser_role",
+            advice="run reaper as a role of its own that is not a superuser (see "
+                   "docs/security.md and grants.sql)",
+        )
+    return superuser
 
 
 def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:
     """Check, before any sweep runs, that every sweep's table is one reaper can delete from
-    (an ordinary table, or a partitioned or inheritance parent whose every member is one).
+    (an ordinary table, or a partitioned or inheritance parent whose every member is one), and
+    that a declared sweep reads only tables and columns of built-in types (composing its
+    statements, :meth:`reaper.db.Session.statements`).
 
     A table that does not exist is left to the run (which fails and says so).
 
@@ -297,16 +301,14 @@ def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:
     """
     for sweep in sweeps:
         try:
-            session.heaps(sweep.table)
+            session.statements(sweep.predicate)
         except errors.ObjectMissing:
             continue
         except errors.RelationRefused as exc:
             raise errors.RelationRefused(f"sweep {sweep.name}: {exc}") from None
 
 
-def _sweep_batches(
-    session: Session, run: Run, checked: CheckedPredicate, ledger: DeletionLedger
-) -> None:
+def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
     """The body of a run, on its session, once its cutoffs and statements are known: the
     interlock, then the count (dry run) or the partitions and batches (results into
     ``run.result``). ``ledger``: the rows deleted per table by this process
@@ -327,7 +329,7 @@ def _sweep_batches(
                 ledger.window(key, measure.rows))
     before = result.rows
     try:
-        _delete(session, run, checked, measure)
+        _delete(session, run, measure)
     finally:
         ledger.record(key, result.rows - before)
 
@@ -372,14 +374,12 @@ def _count(
         result.refusal = str(exc)
 
 
-def _delete(
-    session: Session, run: Run, checked: CheckedPredicate, measure: EligibleMeasure
-) -> None:
+def _delete(session: Session, run: Run, measure: EligibleMeasure) -> None:
     """Partitions retired, then the batches of every heap (results into ``run.result``)."""
     sweep, settings, result = run.sweep, run.settings, run.result
     _retire(session, run)
     if result.partitions:
-        run.statements = session.statements(checked)  # the heaps that remain
+        run.statements = session.statements(sweep.predicate)  # the heaps that remain
     batch_size = sweep.batch_size
     sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
     result.stopped_by = StopReason.DONE

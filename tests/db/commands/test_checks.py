@@ -14,6 +14,7 @@ from reaper.commands import checks
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import Sweep
 from reaper.metrics import Metrics
+from reaper.sqltext.declared import reviewed
 from tests.support import BUILTIN_SWEEPS
 from tests.support.ops import (
     apply_grants,
@@ -58,10 +59,12 @@ def test_healthy_schema_passes_as_the_reaper_role(reaper_dsn: str, capsys) -> No
     }
 
 
-def test_superuser_is_a_warning_not_a_failure(dsn: str, capsys) -> None:
+def test_a_superuser_fails_the_role_check(dsn: str, capsys) -> None:
+    """A superuser bypasses every grant and row-level security policy."""
     code, doc = run_json(capsys, "check", "--dsn", dsn, "--sweep", "router_leases")
-    assert code == 0
-    assert findings_of(doc, check="role")[0]["status"] == "warn"
+    assert code == 1
+    assert findings_of(doc, check="role")[0]["status"] == "fail"
+    assert [f[1] for f in failed(doc)] == ["role"]
 
 
 @pytest.mark.fresh_db
@@ -212,9 +215,10 @@ def test_missing_privilege_names_it_and_the_grant(
 def test_missing_table_and_column_of_a_declared_sweep(dsn: str) -> None:
     settings = build_settings({"dsn": dsn})
     sweeps = [
-        Sweep("gone", "no_such_table", "x", "at < %(cutoff)s", {"cutoff": timedelta(days=30)}),
-        Sweep("renamed", "routers", "x", "lease_ends < %(cutoff)s",
-              {"cutoff": timedelta(days=30)}),
+        Sweep("gone", "no_such_table", "x", reviewed("no_such_table", "at < %(cutoff)s",
+              ("cutoff",)), {"cutoff": timedelta(days=30)}),
+        Sweep("renamed", "routers", "x", reviewed("routers", "lease_ends < %(cutoff)s",
+              ("cutoff",)), {"cutoff": timedelta(days=30)}),
     ]
     db = open_database(settings)
     with db:
@@ -292,14 +296,15 @@ def test_a_partitioned_table_is_checked_through_its_partitions(
     )
     config = tmp_path / "reaper.toml"
     config.write_text(
-        '[sweeps.events]\ntable = "ev"\nreason = "old"\n'
-        'predicate = "created_at < %(cutoff)s"\nretention = "30d"\n'
+        '[sweeps.events]\ntable = "public.ev"\nreason = "old"\n'
+        'age = "created_at"\nretention = "30d"\n'
     )
     args = ("check", "--dsn", dsn, "--config", str(config), "--sweep", "events",
             "--seq-scan-max-rows", "1000")
     code, doc = run_json(capsys, *args)
     plan = findings_of(doc, check="plan")[0]
-    assert (code, plan["status"]) == (0, "pass"), plan["detail"]
+    assert plan["status"] == "pass", plan["detail"]
+    assert [f[1] for f in failed(doc)] == ["role"]  # connected as a superuser
     # The plan reads each partition through its own index (PostgreSQL names it after the
     # partition): the batch is planned as it runs, sequential scans off.
     assert {f["subject"] for f in findings_of(doc, check="index")} == {
@@ -331,9 +336,10 @@ def test_check_and_status_quote_the_table_as_the_sweep_does(
     conn.execute(sql.SQL("CREATE TABLE {} (created_at timestamptz NOT NULL)").format(ident))
     conn.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(ident))
     settings = build_settings({"dsn": dsn})
-    sweep = Sweep("odd", table, "x", "created_at < %(cutoff)s", {"cutoff": timedelta(days=30)})
+    sweep = Sweep("odd", table, "x", reviewed(table, "created_at < %(cutoff)s", ("cutoff",)),
+                  {"cutoff": timedelta(days=30)})
     with open_database(settings) as db:
         findings = checks.run_checks(db, [sweep], settings)
         rows = status.sweep_status(db, [sweep], settings)
-    assert not checks.failures(findings), checks.failures(findings)
+    assert [f.check for f in checks.failures(findings)] == ["role"]  # a superuser
     assert [r.error for r in rows] == [None]

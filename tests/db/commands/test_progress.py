@@ -11,8 +11,8 @@ import pytest
 from reaper.cli import open_database
 from reaper.commands import progress
 from reaper.config.settings import build_settings
+from reaper.config.sweeps import configured_sweeps
 from reaper.engine.run import run_sweep
-from tests.support import sweeps_of
 from tests.support.ops import run_cli
 
 
@@ -46,7 +46,7 @@ def test_bars_count_rows_of_the_estimated_backlog(
 ) -> None:
     _seed(conn, 300)
     settings = build_settings({"dsn": dsn, "batch_size": 100, "strategy": "index"})
-    sweep = sweeps_of(settings)["router_leases"]
+    sweep = next(s for s in configured_sweeps(settings) if s.name == "router_leases")
     with open_database(settings) as db, progress.SweepProgress(live=True) as bars:
         seen: list[tuple[float, float | None]] = []
 

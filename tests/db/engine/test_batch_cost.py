@@ -41,9 +41,9 @@ def declared(dsn: str, table: str, **extra: Any) -> Settings:
         {
             "sweeps": {
                 "events": {
-                    "table": table,
+                    "table": table if "." in table else f"public.{table}",
                     "reason": "old",
-                    "predicate": "logged_at < %(cutoff)s",
+                    "age": "logged_at",
                     "retention": "30d",
                     # Nearly all of each table is garbage on purpose: opted out of the
                     # full-table interlock (docs/safety.md).
@@ -66,7 +66,8 @@ def sweep_events(
 
 def skipped(metrics: Metrics, table: str, reason: str) -> float | None:
     return metrics.registry.get_sample_value(
-        "reaper_skipped_rows_total", {"table": table, "reason": reason}
+        "reaper_skipped_rows_total",
+        {"table": table if "." in table else f"public.{table}", "reason": reason},
     )
 
 
@@ -239,7 +240,8 @@ def test_a_restricted_row_is_skipped_and_the_rest_go(
     assert skipped(metrics, "events", "foreign_key") == 1
     assert skipped(metrics, "events", "error") == 0
     (line,) = [e for e in logs if e["event"] == "row_skipped"]
-    assert (line["reason"], line["sqlstate"], line["table"]) == ("foreign_key", "23503", "events")
+    assert (line["reason"], line["sqlstate"], line["table"]) == ("foreign_key", "23503",
+                                                                  "public.events")
     assert "audit" in line["error"]
     # The next run skips it again, and deletes nothing else.
     again, _, _ = sweep_events(settings)
@@ -347,7 +349,8 @@ def test_no_builtin_predicate_reads_another_table_whole_per_batch(
     scan of another table (each reads that table whole, in every batch)."""
     seed_ephemeral_tokens(conn, 2000, 2000, 20, fresh_ephemeral=2000)
     s = SWEEPS[sweep]
-    where = s.predicate % {p: "now() - interval '1 hour'" for p in s.retentions}
+    assert s.predicate.text is not None
+    where = s.predicate.text % {p: "now() - interval '1 hour'" for p in s.cutoffs}
     query = f"SELECT ctid FROM {s.table} WHERE ({where}) LIMIT 1000"
     for heap_walk in (True, False):
         nodes = nodes_of(planned(conn, query, heap_walk=heap_walk))
@@ -372,7 +375,7 @@ def test_the_ephemeral_request_sweep_reads_only_the_rows_it_deletes(
         " FROM generate_series(1, 100000) g"
     )
     conn.execute("ANALYZE enrollment_requests")
-    where = SWEEPS["enrollment_requests_ephemeral"].predicate % {
+    where = str(SWEEPS["enrollment_requests_ephemeral"].predicate.text) % {
         "cutoff": "now() - interval '1 hour'"
     }
     for query in (f"SELECT ctid FROM enrollment_requests WHERE ({where}) LIMIT 1000",

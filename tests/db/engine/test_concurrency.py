@@ -28,6 +28,7 @@ from reaper.config.settings import Settings
 from reaper.db import ConnectionSettings, Database
 from reaper.engine.result import SweepResult
 from reaper.engine.run import run_sweep, run_sweeps
+from reaper.sqltext.declared import reviewed
 from tests.support import (
     NOW,
     SECOND,
@@ -250,7 +251,7 @@ def test_a_request_being_inserted_keeps_its_token(dsn, conn, make_settings) -> N
 
 @pytest.mark.fresh_db
 def test_a_request_committed_during_the_token_batch_keeps_its_token(
-    dsn, conn, make_settings, monkeypatch
+    dsn, conn, make_settings
 ) -> None:
     """The request commits after the batch statement took its snapshot (so the predicate does
     not see it) and before the delete: the foreign key refuses the delete, the batch rolls
@@ -259,12 +260,8 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
     To open that window on purpose, the sweep is a copy of bootstrap_tokens whose predicate,
     in a DELETE, first waits at a gate (a function that sleeps until a row says open): the
     test sees the batch waiting, commits the request, then opens the gate (a handshake, at
-    any speed). The function is volatile, which the catalog allow-list refuses: this test
-    lifts it, and only it."""
-    from reaper.db import Session
-
-    monkeypatch.setattr(Session, "refused_objects", lambda self, objects: [])
-    monkeypatch.setattr("reaper.sqltext.predicates._denied", lambda name: False)
+    any speed). The test's own predicate text, never a config file's (a declared sweep is
+    data)."""
     raced = seed_tokens(conn)
     conn.execute("""
         CREATE TABLE gate (open boolean NOT NULL);
@@ -279,9 +276,11 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
     # Only the batch's DELETE waits, not the block sample that measures the table first (a
     # wait there would let the request in before the batch's snapshot). The pattern is split
     # so that the predicate's own text, in every statement, does not match it.
-    slowed = replace(base, predicate=(
-        f"({base.predicate}) AND CASE WHEN current_query() LIKE '%%' || 'DELETE' || ' FROM%%'"
-        " THEN (SELECT wait_at_gate()) ELSE true END"
+    slowed = replace(base, predicate=reviewed(
+        base.table,
+        f"({base.predicate.text}) AND CASE WHEN current_query() LIKE '%%' || 'DELETE' || "
+        "' FROM%%' THEN (SELECT public.wait_at_gate()) ELSE true END",
+        base.cutoffs,
     ))
     inserted = threading.Event()
     errors: list[BaseException] = []

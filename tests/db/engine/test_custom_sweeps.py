@@ -22,7 +22,7 @@ from psycopg import sql
 from reaper import cli
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import configured_sweeps
-from reaper.db import Database, SweepStatements, check_predicate_on
+from reaper.db import Database, SweepStatements
 from reaper.engine.run import run_sweeps
 from reaper.metrics import Metrics
 from tests.support import enabled
@@ -123,9 +123,10 @@ def test_dry_run_of_a_disabled_declaration_shows_what_it_would_delete(
         + """
 [sweeps.expired_tokens]
 enabled = false
-table = "token"
+table = "public.token"
 reason = "expired"
-predicate = "expires_at < %(cutoff)s AND token_type IN ('worker', 'machine')"
+age = "expires_at"
+where = { token_type = ["worker", "machine"] }
 retention = "1d"
 """
     )
@@ -197,9 +198,9 @@ def test_a_predicate_naming_a_missing_column_fails_that_sweep_only(
         {
             "sweeps": {
                 "typo": {
-                    "table": "token",
+                    "table": "public.token",
                     "reason": "stale",
-                    "predicate": "last_seen < %(cutoff)s",
+                    "age": "last_seen",
                     "retention": "1d",
                 },
                 "worker_tokens": _example_sweeps()["worker_tokens"],
@@ -267,16 +268,15 @@ def plan_of_index_batch(
     """The planner's plan (JSON text) for one index-served batch of sweep ``name``: the very
     statement the engine runs, composed by reaper.db, explained without running it."""
     sweep = {s.name: s for s in configured_sweeps(settings)}[name]
-    stmts = SweepStatements(check_predicate_on(
-        conn, sweep.table, sweep.predicate, list(sweep.retentions), sweep.since
-    ))
+    stmts = SweepStatements(sweep.predicate)
+    (param,) = sweep.cutoffs
     cutoff = conn.execute(
-        "SELECT now() - %s::interval", (sweep.retentions["cutoff"],)
+        "SELECT now() - %s::interval", (sweep.retentions[param],)
     ).fetchone()
     assert cutoff is not None
     row = conn.execute(
         sql.SQL("EXPLAIN (FORMAT JSON) ") + stmts.index_plan,
-        {"cutoff": cutoff[0], "batch_size": sweep.batch_size},
+        {param: cutoff[0], "batch_size": sweep.batch_size},
     ).fetchone()
     assert row is not None
     return json.dumps(row[0])
@@ -333,7 +333,7 @@ def _one_sweep(dsn: str, table: str, **extra: Any) -> Settings:
                 "events": {
                     "table": table,
                     "reason": "old",
-                    "predicate": "created_at < %(cutoff)s",
+                    "age": "created_at",
                     "retention": "30d",
                 }
             }
@@ -358,7 +358,7 @@ def test_a_partitioned_table_is_swept_through_its_partitions(
         ANALYZE ev;
         """
     )
-    settings = _one_sweep(dsn, "ev", strategy=strategy, batch_size="500")
+    settings = _one_sweep(dsn, "public.ev", strategy=strategy, batch_size="500")
     (result,) = run_sweeps(database, enabled(settings, ["events"]), settings)
     assert result.outcome == "success"
     old, young = conn.execute(

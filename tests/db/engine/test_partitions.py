@@ -108,11 +108,14 @@ def table_exists(conn: psycopg.Connection[Any], name: str) -> bool:
 
 
 def events_settings(
-    dsn: str, retention: Any = STRADDLE, predicate: str = "created_at < %(cutoff)s",
+    dsn: str, retention: Any = STRADDLE, rules: list[dict[str, Any]] | None = None,
     sweep_values: dict[str, Any] | None = None, **values: Any,
 ) -> tuple[Settings, Sweep]:
-    body = {"table": "events", "reason": "expired", "predicate": predicate,
-            "retention": retention, **(sweep_values or {})}
+    declared: dict[str, Any] = (
+        {"rule": rules} if rules else {"age": "created_at", "retention": retention}
+    )
+    body = {"table": "public.events", "reason": "expired", **declared,
+            **(sweep_values or {})}
     settings = build_settings({"dsn": dsn, **values}, {"sweeps": {"events": body}})
     sweep = next(s for s in configured_sweeps(settings) if s.name == "events")
     return settings, sweep
@@ -164,9 +167,9 @@ def test_partitions_past_the_cutoff_are_dropped_and_the_boundary_swept_by_rows(
     assert {"events_2025_12", "events_default", "events_2026_01"} <= partitions(conn)
     gone = len(before) - len(keys(conn))
     assert result.rows == gone
-    assert counter(metrics, "reaper_deleted_rows_total", table="events",
+    assert counter(metrics, "reaper_deleted_rows_total", table="public.events",
                    reason="expired") == gone
-    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 6
+    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 6
     lines = [e for e in logs if e["event"] == "partition_dropped"]
     assert sorted(e["partition"] for e in lines) == sorted(f"public.{t}" for t in dropped)
     assert all(e["rows"] == 5 and e["rows_source"] == "count" for e in lines)
@@ -198,17 +201,18 @@ def test_upper_bound_equal_to_the_cutoff_drops_a_microsecond_past_does_not(
     assert result.rows == 2
 
 
-@pytest.mark.fresh_db
-@pytest.mark.parametrize(("predicate", "extra"), [
-    # The OR arm (a status, a shorter cutoff) deletes a new failed row; an OR proves nothing.
-    ("created_at < %(cutoff)s OR (status = 'failed' AND created_at < %(failed)s)",
+@pytest.mark.parametrize(("rules", "extra"), [
+    # The second rule (a status, a shorter cutoff) deletes a new failed row; an OR of rules
+    # proves nothing.
+    ([{"age": "created_at", "retention": STRADDLE},
+      {"age": "created_at", "where": {"status": "failed"}, "retention": "30d"}],
      [("go-new-failed", datetime(2026, 5, 1, tzinfo=UTC), "failed")]),
-    # The AND keeps an old pending row, in a partition wholly past the cutoff.
-    ("created_at < %(cutoff)s AND status = 'done'",
+    # The filter keeps an old pending row, in a partition wholly past the cutoff.
+    ([{"age": "created_at", "where": {"status": "done"}, "retention": STRADDLE}],
      [("stay-old-pending", datetime(2025, 7, 1, tzinfo=UTC), "pending")]),
 ])
 def test_a_predicate_with_other_conditions_never_drops(
-    dsn: str, conn: psycopg.Connection[Any], db: Database, predicate: str,
+    dsn: str, conn: psycopg.Connection[Any], db: Database, rules: list[dict[str, Any]],
     extra: list[tuple[str, datetime, str]],
 ) -> None:
     create_events(conn)
@@ -217,13 +221,11 @@ def test_a_predicate_with_other_conditions_never_drops(
         add(conn, key, at, status)
     expected = {k for k in keys(conn) if k.startswith("stay-")}
     before_partitions = partitions(conn)
-    retention: Any = {"cutoff": STRADDLE, "failed": "30d"} if "failed)" in predicate \
-        else STRADDLE
-    settings, sweep = events_settings(dsn, predicate=predicate, retention=retention)
+    settings, sweep = events_settings(dsn, rules=rules)
     result, metrics = sweep_once(db, settings, sweep)
     assert partitions(conn) == before_partitions
     assert result.partitions == []
-    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 0
+    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 0
     assert keys(conn) == expected
 
 
@@ -248,7 +250,7 @@ def test_off_never_drops_and_detach_keeps_the_table(
     assert "events_2025_06" not in partitions(conn)
     # Detached, not dropped: the rows are kept in a table of their own, for an archive job.
     assert conn.execute("SELECT count(*) FROM events_2025_06").fetchone() == (5,)
-    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 6
+    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 6
     assert {p["action"] for p in result.partitions} == {"detach"}
 
 
@@ -350,7 +352,7 @@ def test_sub_partitions_on_the_same_column_are_judged_level_by_level(
     assert partitions(conn, "events_2025") == {"events_2025_12"}
     assert not table_exists(conn, "events_2024_h1")
     # events_2024 goes whole (its children with it), then eleven months of 2025.
-    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 12
+    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 12
     assert result.rows == 4
 
 
@@ -459,7 +461,7 @@ def test_what_would_make_a_drop_differ_from_the_deletes_keeps_every_partition(
         result, metrics = sweep_once(db, settings, sweep)
     assert partitions(conn) == before
     assert all(k.startswith("stay-") for k in keys(conn))
-    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 0
+    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 0
     refused = [e for e in logs if e["event"] == "partition_drop_refused"]
     assert refused and obstacle in refused[0]["reason"]
     if obstacle.startswith("trigger"):
@@ -533,7 +535,7 @@ def test_an_interrupted_detach_is_reported_and_finished_by_the_next_run(
     assert not table_exists(conn, "events_2025_06")
     assert keys(conn) == expected
     assert any(e["event"] == "partition_detach_finalized" for e in logs)
-    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 6
+    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 6
     after = [f for f in checks.run_checks(db, [sweep], settings, now=NOW)
              if f.check == "partitions"]
     assert all(f.status == "pass" for f in after)
@@ -591,7 +593,7 @@ def test_writers_inserting_into_the_boundary_partition_during_the_sweep_lose_not
 def test_metrics_start_at_zero_for_every_declared_table(dsn: str) -> None:
     settings, _ = events_settings(dsn)
     metrics = Metrics(configured_sweeps(settings), CollectorRegistry())
-    for table in ("events", "nodes", "routers"):
+    for table in ("public.events", "nodes", "routers"):
         assert counter(metrics, "reaper_dropped_partitions_total", table=table) == 0
 
 
@@ -610,5 +612,5 @@ def test_a_large_partition_reports_the_catalog_estimate(
     lines = [e for e in logs if e["event"] == "partition_dropped"]
     assert len(lines) == 6
     assert all(e["rows_source"] == "estimate" and e["rows"] == 5 for e in lines)
-    assert counter(metrics, "reaper_deleted_rows_total", table="events",
+    assert counter(metrics, "reaper_deleted_rows_total", table="public.events",
                    reason="expired") == result.rows

@@ -19,7 +19,6 @@ from reaper.config.settings import DEFAULT_BATCH_SIZE, Settings, build_settings
 from reaper.config.sweeps import Sweep
 from reaper.db import ConnectionSettings, Database
 from reaper.dev import devserver
-from reaper.engine.checked import check_predicate
 from reaper.engine.run import compute_cutoffs
 from tests.support import BUILTIN_SWEEPS, NOW
 
@@ -126,7 +125,7 @@ def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]
     with db, db.session() as session:
         params: dict[str, Any] = dict(compute_cutoffs(session, sweep, NOW))
         params.update(limit=DEFAULT_BATCH_SIZE, first_tid="(0,0)", end_tid="(64,0)", skip=[])
-        stmts = session.statements(check_predicate(session, sweep))
+        stmts = session.statements(sweep.predicate)
         plan = session.explain(
             getattr(stmts.heaps[0], which), params, index_batch=which == "index_batch",
             heap_batch=which.startswith("heap_"),

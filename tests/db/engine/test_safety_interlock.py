@@ -18,10 +18,9 @@ from reaper.config.settings import build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
-from reaper.engine.checked import check_predicate
-from reaper.engine.run import Sweeper, run_sweep
+from reaper.engine.run import run_sweep
 from reaper.errors import FullTableRefused
-from tests.support import sweeps_of
+from tests.support import BUILTIN_SWEEPS
 
 
 def _seed(conn: psycopg.Connection[Any], garbage: int, keep: int) -> None:
@@ -50,7 +49,7 @@ def test_the_daemon_logs_and_counts_a_failure(
 ) -> None:
     _seed(conn, garbage=3000, keep=0)
     settings = build_settings({"dsn": dsn, "listen": "127.0.0.1:0"})
-    sweeps = [sweeps_of(settings)["nodes_silent"]]
+    sweeps = [s for s in configured_sweeps(settings) if s.name == "nodes_silent"]
     registry = CollectorRegistry()
     daemon = Daemon(settings, sweeps, registry=registry)
     daemon.db.open()
@@ -102,16 +101,15 @@ def _big(conn: psycopg.Connection[Any]) -> int:
 def test_the_daemon_judges_runs_on_one_database_together(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
-    """Two runs by one Sweeper on one Database (the daemon's shape): the second is refused;
-    a run on a new Database (a new process) starts a new window."""
+    """Two runs on one Database (the daemon's shape): the second is refused; a run on a new
+    Database (a new process) starts a new window."""
     conn.execute(BIG)
     settings = build_settings({"dsn": dsn}, tomllib.loads(HALVES))
     sweeps = {s.name: s for s in configured_sweeps(settings)}
-    sweeper = Sweeper()
     with Database(connection_settings(settings)) as db:
-        first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
-        second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
-        third = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
+        first = run_sweep(db, sweeps["half_a"], settings)
+        second = run_sweep(db, sweeps["half_b"], settings)
+        third = run_sweep(db, sweeps["half_b"], settings)
     assert first.outcome == "success" and first.rows == 950
     assert second.outcome == "failure" and second.error_type == "FullTableRefused"
     assert third.outcome == "failure" and second.rows == third.rows == 0
@@ -124,14 +122,13 @@ def test_runs_under_the_threshold_together_go_on(
     """Deleted plus eligible under the threshold: the second run deletes."""
     conn.execute(BIG)
     settings = build_settings({"dsn": dsn}, tomllib.loads(
-        HALVES.replace("created_at < %(cutoff)s\"\nretention",
-                       "created_at < %(cutoff)s AND id %% 4 = 1\"\nretention")
+        HALVES.replace('retention = "30d"\nafter', 'where = { quarter = 1 }\n'
+                       'retention = "30d"\nafter')
     ))
     sweeps = {s.name: s for s in configured_sweeps(settings)}
-    sweeper = Sweeper()
     with Database(connection_settings(settings)) as db:
-        first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
-        second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
+        first = run_sweep(db, sweeps["half_a"], settings)
+        second = run_sweep(db, sweeps["half_b"], settings)
     assert first.rows == 950 and second.outcome == "success" and second.rows == 475
     assert _big(conn) == 475
 
@@ -147,8 +144,8 @@ def test_a_busy_table_is_not_refused_for_its_churn(
         "INSERT INTO busy (created_at) SELECT now() FROM generate_series(1, 10000);"
     )
     settings = build_settings({"dsn": dsn}, {"sweeps": {"busy": {
-        "table": "busy", "reason": "old", "retention": "30d",
-        "predicate": "created_at < %(cutoff)s",
+        "table": "public.busy", "reason": "old", "retention": "30d",
+        "age": "created_at",
     }}})
     (sweep,) = [s for s in configured_sweeps(settings) if s.name == "busy"]
     with Database(connection_settings(settings)) as db:
@@ -178,22 +175,20 @@ def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
     up to 10% off either way, and the eligible fraction 3 points off (a sample's eligible
     and sampled rows come from the same blocks: their ratio is what it measures best). Near
     the threshold the judgement counts, and its verdict is that of the true figures."""
-    from reaper.engine.interlock import EligibleMeasure, judge_table
-    from reaper.engine.interlock import TableWindow as _TableWindow
-    from reaper.engine.run import compute_cutoffs
+    from reaper.engine.run import EligibleMeasure, _TableWindow, compute_cutoffs, judge_table
 
     start = 10_000
     rows = start - deleted_before
     eligible = round(gone * start) - deleted_before
     _seed(conn, garbage=eligible, keep=rows - eligible)
     settings = build_settings({"dsn": dsn})
-    sweep = sweeps_of(settings)["nodes_silent"]
+    sweep = next(s for s in BUILTIN_SWEEPS if s.name == "nodes_silent")
     projected = rows * (1 + rows_error)
     measure = EligibleMeasure(
         {}, projected, projected * min(eligible / rows + fraction_error, 1.0))
     window = _TableWindow(0.0, start * (1 + rows_error), deleted_before)
     with Database(connection_settings(settings)) as db, db.session() as session:
-        stmts = session.statements(check_predicate(session, sweep))
+        stmts = session.statements(sweep.predicate)
         params = dict(compute_cutoffs(session, sweep, None))
         if refused:
             with pytest.raises(FullTableRefused):

@@ -134,7 +134,8 @@ def test_cutoffs_are_utc_instants(
     """compute_cutoffs yields UTC instants exactly ``retention`` before now."""
     settings = _settings(zoned("dsn_options", zone))
     with Database(connection_settings(settings)) as db, db.session() as session:
-        cutoffs = compute_cutoffs(session, sweeps_of(settings)["router_leases"], now)
+        sweep = next(s for s in configured_sweeps(settings) if s.name == "router_leases")
+        cutoffs = compute_cutoffs(session, sweep, now)
         assert session.now(now) == now and session.now(now).utcoffset() == timedelta(0)
         assert session.scalar("SHOW TimeZone") == "UTC"
     assert cutoffs == {"cutoff": now - RETENTION}

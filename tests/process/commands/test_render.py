@@ -35,7 +35,8 @@ def lines_fit(text: str, width: int = 80) -> bool:
 def test_every_table_fits_80_columns(dsn, args) -> None:
     demo.seed(dsn, small_sizes())
     run = run_reaper(*args, env={"REAPER_DSN": dsn, "COLUMNS": "80"})
-    assert run.code == 0, run.stderr
+    # check fails one finding, the role: the tests connect as a superuser.
+    assert run.code == (1 if args[0] == "check" else 0), run.stderr
     assert lines_fit(run.stdout), run.stdout
     if args[0] != "indexes":
         for name in SWEEPS:

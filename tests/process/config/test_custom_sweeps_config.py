@@ -12,6 +12,17 @@ from pathlib import Path
 NOWHERE = "postgresql://reaper@127.0.0.1:1/nowhere?connect_timeout=1"
 
 
+SQL_TEXT = "[sweeps.t] predicate: SQL text is no longer accepted"
+
+
+def legacy(predicate: str) -> str:
+    """A former release's declaration: SQL text."""
+    return (
+        f'[sweeps.t]\ntable = "public.token"\nreason = "stale"\npredicate = """{predicate}"""\n'
+        'retention = "30d"\n'
+    )
+
+
 def declared(predicate: str, extra: str = "") -> str:
     return (
         f'[sweeps.t]\ntable = "token"\nreason = "stale"\npredicate = """{predicate}"""\n'
@@ -24,7 +35,7 @@ def test_the_installed_command_exits_2_with_one_line(tmp_path: Path) -> None:
     import sys
 
     path = tmp_path / "reaper.toml"
-    path.write_text(declared("updated_at < %(cutoff)s; DROP TABLE token"))
+    path.write_text(legacy("updated_at < %(cutoff)s; DROP TABLE token"))
     proc = subprocess.run(
         [sys.executable, "-m", "reaper", "run-once", "--config", str(path), "--dsn", NOWHERE],
         capture_output=True,
@@ -34,6 +45,6 @@ def test_the_installed_command_exits_2_with_one_line(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1
-    assert "second statement" in proc.stderr
+    assert SQL_TEXT in proc.stderr
 
 

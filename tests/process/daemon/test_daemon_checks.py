@@ -20,6 +20,7 @@ from tests.support.daemon import (
     start_reaper,
     wait_for,
 )
+from tests.support.ops import apply_grants
 
 __all__ = ["make_daemon"]  # a fixture, used by name
 
@@ -71,14 +72,13 @@ def test_sighup_reloads_and_rejects_a_bad_file_in_one_line(
     assert reaper.terminate() == 0
 
 
-@pytest.mark.fresh_db
 def test_strict_refuses_to_start_on_a_failed_check(
     dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
     seed_routers(conn, garbage=5)
     conn.execute("DROP INDEX routers_lease_expires_at_idx")
     reaper = start_reaper(
-        ["run", "--dsn", dsn, "--strict", "--listen", f"127.0.0.1:{free_port()}",
+        ["run", "--dsn", apply_grants(dsn), "--strict", "--listen", f"127.0.0.1:{free_port()}",
          "--jitter", "0"],
         tmp_path,
     )
@@ -97,7 +97,7 @@ def test_strict_starts_when_every_check_passes(
 ) -> None:
     seed_routers(conn, garbage=5)
     reaper = start_reaper(
-        ["run", "--dsn", dsn, "--strict", "--listen", f"127.0.0.1:{free_port()}",
+        ["run", "--dsn", apply_grants(dsn), "--strict", "--listen", f"127.0.0.1:{free_port()}",
          "--jitter", "0", "--interval", "1s"],
         tmp_path,
     )

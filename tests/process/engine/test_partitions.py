@@ -135,8 +135,8 @@ def test_dry_run_lists_the_partitions_with_estimated_rows_and_changes_nothing(
 
     config = tmp_path / "reaper.toml"
     config.write_text(
-        "[sweeps.events]\ntable = \"events\"\nreason = \"expired\"\n"
-        "predicate = \"created_at < %(cutoff)s\"\nretention = \"180d\"\n"
+        "[sweeps.events]\ntable = \"public.events\"\nreason = \"expired\"\n"
+        "age = \"created_at\"\nretention = \"180d\"\n"
     )
     run = run_reaper("run-once", "--dry-run", "--sweep", "events", "--config", str(config),
                      env={"REAPER_DSN": dsn})

@@ -110,7 +110,8 @@ def test_a_view_is_refused(
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith("reaper: sweep events: table events")
+    assert proc.stderr.strip().splitlines()[-1].startswith(
+        "reaper: sweep events: table public.events")
     assert ages(conn, "events_base") == (10, 10)
 
 

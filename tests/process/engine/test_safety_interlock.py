@@ -165,22 +165,29 @@ def test_the_setting_is_validated(dsn: str, value: str) -> None:
 # -- the table's window: splitting the work over sweeps or runs does not get past it ---------
 
 BIG = """
-CREATE TABLE big (id int PRIMARY KEY, created_at timestamptz NOT NULL);
+CREATE TABLE big (
+    id int PRIMARY KEY, created_at timestamptz NOT NULL,
+    parity int GENERATED ALWAYS AS (id % 2) STORED,
+    quarter int GENERATED ALWAYS AS (id % 4) STORED,
+    part text GENERATED ALWAYS AS
+        (CASE WHEN id <= 950 THEN 'first' WHEN id <= 1860 THEN 'rest' ELSE 'last' END) STORED
+);
 INSERT INTO big SELECT i, now() - interval '60 days' FROM generate_series(1, 1900) i;
 ANALYZE big;
 """
 
 HALVES = """
 [sweeps.half_a]
-table = "big"
+table = "public.big"
 reason = "old"
-predicate = "created_at < %(cutoff)s AND id %% 2 = 0"
+age = "created_at"
+where = { parity = 0 }
 retention = "30d"
 
 [sweeps.half_b]
 table = "public.big"
 reason = "old"
-predicate = "created_at < %(cutoff)s"
+age = "created_at"
 retention = "30d"
 after = ["half_a"]
 """
@@ -223,15 +230,17 @@ def test_halves_in_one_invocation_are_judged_together(
 
 DISJOINT = """
 [sweeps.first_half]
-table = "big"
+table = "public.big"
 reason = "old"
-predicate = "created_at < %(cutoff)s AND id <= 950"
+age = "created_at"
+where = { part = "first" }
 retention = "30d"
 
 [sweeps.most_of_the_rest]
-table = "big"
+table = "public.big"
 reason = "old"
-predicate = "created_at < %(cutoff)s AND id > 950 AND id <= 1860"
+age = "created_at"
+where = { part = "rest" }
 retention = "30d"
 after = ["first_half"]
 """

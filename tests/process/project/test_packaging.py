@@ -36,8 +36,10 @@ from reaper import sqltext
 try:
     names = sqltext.all_files()
     texts = {n: sqltext.read(n) for n in names}
-    from reaper.config.load import load_config
-    predicates = {s.name: s.predicate for s in load_config({}).sweeps}
+    from reaper.config.settings import build_settings
+    from reaper.config.sweeps import configured_sweeps
+    predicates = {s.name: s.predicate.text for s in configured_sweeps(build_settings({}))
+                  if s.builtin}
     error = None
 except Exception as exc:
     names, texts, predicates, error = [], {}, {}, repr(exc)

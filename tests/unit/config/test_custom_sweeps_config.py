@@ -17,7 +17,6 @@ from reaper.config.load import load_config
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import Budget, configured_sweeps
 from reaper.errors import ConfigError
-from reaper.sqltext.predicates import PredicateError, check
 from tests.support import BUILTIN_SWEEPS, enabled
 
 NOWHERE = "postgresql://reaper@127.0.0.1:1/nowhere?connect_timeout=1"
@@ -27,7 +26,8 @@ GOOD = """
 [sweeps.worker_tokens]
 table = "public.token"
 reason = "worker_stale"
-predicate = "token_type = 'worker' AND updated_at < %(cutoff)s"
+age = "updated_at"
+where = { token_type = "worker" }
 retention = "30d"
 """
 
@@ -44,81 +44,98 @@ def run_cli(
     return (code if isinstance(code, int) else 1), capsys.readouterr().err
 
 
-def declared(predicate: str, extra: str = "") -> str:
+def declared(body: str, extra: str = "") -> str:
+    """A declared sweep ``t`` on public.token with ``body`` as its rule keys."""
+    return f'[sweeps.t]\ntable = "public.token"\nreason = "stale"\n{body}\n{extra}\n'
+
+
+def legacy(predicate: str) -> str:
+    """A former release's declaration: SQL text."""
     return (
-        f'[sweeps.t]\ntable = "token"\nreason = "stale"\npredicate = """{predicate}"""\n'
-        f'retention = "30d"\n{extra}\n'
+        f'[sweeps.t]\ntable = "public.token"\nreason = "stale"\npredicate = """{predicate}"""\n'
+        'retention = "30d"\n'
     )
+
+
+AGE = 'age = "updated_at"\nretention = "30d"'
+SQL_TEXT = "[sweeps.t] predicate: SQL text is no longer accepted"
 
 
 # (case, TOML, words the one line must contain)
 REJECTED = [
-    ("semicolon", declared("updated_at < %(cutoff)s;"), "ends with a semicolon"),
-    (
-        "second statement",
-        declared("updated_at < %(cutoff)s; DELETE FROM token"),
-        "second statement",
-    ),
-    (
-        "DELETE CTE",
-        declared(
-            "EXISTS (WITH d AS (DELETE FROM token RETURNING 1) SELECT 1 FROM d) "
-            "AND updated_at < %(cutoff)s"
-        ),
-        "contains DELETE",
-    ),
-    (
-        "UPDATE CTE",
-        declared(
-            "id IN (WITH u AS (UPDATE token SET active = false RETURNING id) SELECT id FROM u) "
-            "AND updated_at < %(cutoff)s"
-        ),
-        "contains UPDATE",
-    ),
-    ("pg_sleep", declared("updated_at < %(cutoff)s AND pg_sleep(10) IS NOT NULL"), "pg_sleep"),
-    # ts_stat runs the query text it is given: a way around every other refusal.
-    ("ts_stat", declared("updated_at < %(cutoff)s AND EXISTS (SELECT 1 FROM "
-                         "ts_stat('SELECT to_tsvector(pg_sleep(3)::text)'))"), "ts_stat"),
-    (
-        "set_config",
-        declared("updated_at < %(cutoff)s AND set_config('role', 'x', false) = 'x'"),
-        "set_config",
-    ),
-    ("advisory lock", declared("pg_advisory_lock(1) IS NULL AND updated_at < %(cutoff)s"),
-     "pg_advisory_lock"),
-    ("dblink", declared("updated_at < %(cutoff)s AND dblink_exec('x') = ''"), "dblink_exec"),
-    ("comment", declared("updated_at < %(cutoff)s -- all"), "comment"),
-    ("paren escape", declared("updated_at < %(cutoff)s) OR (true"), "parenthesis"),
-    ("unknown parameter", declared("updated_at < %(since)s"), "%(since)s"),
-    ("unused cutoff", declared("NOT active"), "does not use the cutoff"),
-    ("positional", declared("updated_at < %s"), "positional"),
-    ("dollar param", declared("updated_at < %(cutoff)s AND id > $1"), "positional"),
-    ("lone percent", declared("key LIKE 'w-%' AND updated_at < %(cutoff)s"), "%%"),
-    ("syntax", declared("updated_at <<< %(cutoff)s ORDER BY id"), "not valid SQL"),
-    ("other table", declared("nodes.banned AND updated_at < %(cutoff)s"), "another table"),
-    ("not boolean", declared("ARRAY[%(cutoff)s]"), "not a boolean"),
-    ("unknown after", declared("updated_at < %(cutoff)s", 'after = ["nope"]'),
-     "no sweep is named 'nope'"),
+    # SQL text, hostile or not, never reaches the parser of the server: refused at load.
+    ("semicolon", legacy("updated_at < %(cutoff)s;"), SQL_TEXT),
+    ("second statement", legacy("updated_at < %(cutoff)s; DELETE FROM token"), SQL_TEXT),
+    ("DELETE CTE", legacy("EXISTS (WITH d AS (DELETE FROM token RETURNING 1) SELECT 1 FROM d)"
+                          " AND updated_at < %(cutoff)s"), SQL_TEXT),
+    ("pg_sleep", legacy("updated_at < %(cutoff)s AND pg_sleep(10) IS NOT NULL"), SQL_TEXT),
+    ("paren escape", legacy("updated_at < %(cutoff)s) OR (true"), SQL_TEXT),
+    ("since", declared(AGE, 'since = "updated_at"'), "[sweeps.t] since: SQL text"),
+    # The declaration itself.
+    ("no age", declared('retention = "30d"'), "[sweeps.t] has no age key"),
+    ("no retention", declared('age = "updated_at"'), "[sweeps.t] has no retention key"),
+    ("retention table", declared('age = "updated_at"\nretention = { a = "1d" }'),
+     "one duration per rule"),
+    ("empty age", declared('age = []\nretention = "1d"'), "give a column name"),
+    ("age twice", declared('age = ["a", "a"]\nretention = "1d"'), "names a column twice"),
+    ("empty IN", declared(AGE, "where = { token_type = [] }"), "an empty list"),
+    ("mixed IN", declared(AGE, 'where = { token_type = ["a", 1] }'), "mixes kinds"),
+    ("float value", declared(AGE, "where = { n = 1.5 }"), "text, whole numbers or true/false"),
+    ("table value", declared(AGE, "where = { n = { a = 1 } }"), "text, whole numbers"),
+    ("huge integer", declared(AGE, "where = { n = 99999999999999999999 }"),
+     "outside the range of a bigint"),
+    ("two filters on a column", declared(AGE, 'where = { a = 1 }\nis_null = ["a"]'),
+     "column a has two filters"),
+    ("control character in a name", declared('age = "upd\\u0000ated"\nretention = "1d"'),
+     "control character"),
+    ("long name", declared(f'age = "{"x" * 64}"\nretention = "1d"'), "63 bytes"),
+    ("long table name", declared(AGE).replace("public.token", "public." + "t" * 64),
+     "[sweeps.t] table: "),
+    ("rules and top-level keys", declared(AGE, '[[sweeps.t.rule]]\nage = "a"\nretention = "1d"'),
+     "has both age and [[sweeps.t.rule]]"),
+    ("unknown rule key", declared("", '[[sweeps.t.rule]]\nage = "a"\nretention = "1d"\n'
+                                      'predicate = "true"'),
+     "[[sweeps.t.rule]] (1) has unknown key predicate"),
+    ("rule without retention", declared("", '[[sweeps.t.rule]]\nage = "a"'),
+     "[[sweeps.t.rule]] (1) has no retention key"),
+    ("reference without column", declared(AGE, 'keep_referenced = { table = "public.s" }'),
+     "keep_referenced (1)"),
+    ("reference to an unqualified table",
+     declared(AGE, 'keep_referenced = { table = "s", column = "t_id" }'), "schema.name"),
+    ("reference to the catalog",
+     declared(AGE, 'keep_referenced = { table = "pg_catalog.pg_class", column = "oid" }'),
+     "system catalog"),
+    # A catalog table is never a target.
+    ("pg_catalog", declared(AGE).replace("public.token", "pg_catalog.pg_class"),
+     "[sweeps.t] table: pg_catalog.pg_class is a table of the system catalog"),
+    ("information_schema", declared(AGE).replace("public.token", "information_schema.tables"),
+     "system catalog"),
+    ("pg_toast", declared(AGE).replace("public.token", "pg_toast.pg_toast_1259"),
+     "system catalog"),
+    ("pg_temp", declared(AGE).replace("public.token", "pg_temp_3.t"), "system catalog"),
+    ("unqualified table", declared(AGE).replace("public.token", "token"),
+     "is not schema.name"),
+    ("unknown after", declared(AGE, 'after = ["nope"]'), "no sweep is named 'nope'"),
     (
         "cycle",
-        declared("updated_at < %(cutoff)s", 'after = ["u"]')
-        + '[sweeps.u]\ntable = "token"\nreason = "stale"\n'
-        'predicate = "created_at < %(cutoff)s"\nretention = "1d"\nafter = ["t"]\n',
+        declared(AGE, 'after = ["u"]')
+        + '[sweeps.u]\ntable = "public.token"\nreason = "stale"\n'
+        'age = "created_at"\nretention = "1d"\nafter = ["t"]\n',
         "cycle",
     ),
-    ("after itself", declared("updated_at < %(cutoff)s", 'after = ["t"]'), "itself"),
+    ("after itself", declared(AGE, 'after = ["t"]'), "itself"),
     ("duplicate table in TOML", GOOD + GOOD, "not valid TOML"),
     (
         "name of a built-in",
-        '[sweeps.nodes_silent]\ntable = "token"\nreason = "x"\n'
-        'predicate = "updated_at < %(cutoff)s"\nretention = "1d"\n',
+        '[sweeps.nodes_silent]\ntable = "public.token"\nreason = "x"\n'
+        'age = "updated_at"\nretention = "1d"\n',
         "redefines the built-in sweep 'nodes_silent'",
     ),
+    ("built-in given an age", '[sweeps.nodes_silent]\nage = "x"\n',
+     "redefines the built-in sweep 'nodes_silent' (age)"),
     ("missing table", '[sweeps.t]\nreason = "stale"\nretention = "1d"\n', "no table key"),
-    ("missing predicate", '[sweeps.t]\ntable = "token"\nreason = "x"\nretention = "1d"\n',
-     "no predicate key"),
-    ("missing retention", '[sweeps.t]\ntable = "token"\nreason = "x"\npredicate = "true"\n',
-     "no retention key"),
+    ("missing reason", '[sweeps.t]\ntable = "public.token"\nage = "a"\nretention = "1d"\n',
+     "no reason key"),
     ("bad duration", GOOD.replace('"30d"', '"30 days"'), "is not a duration"),
     ("negative duration", GOOD.replace('"30d"', '"-1d"'), "must be positive"),
     ("bad table", GOOD.replace("public.token", "a.b.c"), "schema.name"),
@@ -132,11 +149,6 @@ REJECTED = [
     ("negative batch_size", GOOD + "batch_size = -5\n", "batch_size"),
     ("zero global batch_size", "batch_size = 0\n" + GOOD, "batch_size"),
     ("bad after type", GOOD + "after = 3\n", "list of sweep names"),
-    (
-        "retention table for a single-cutoff predicate",
-        GOOD.replace('retention = "30d"', 'retention = { since = "30d" }'),
-        "%(cutoff)s",
-    ),
     (
         "a cutoff that moved to another sweep",
         '[sweeps.enrollment_requests]\nretention = { cutoff = "30d", ephemeral_cutoff = "2h" }\n',
@@ -190,11 +202,14 @@ def test_rejected_config_is_one_line_and_exit_2(
     assert "Traceback" not in err
 
 
-def test_a_predicate_error_names_the_file_and_the_sweep(
+def test_sql_text_is_refused_naming_the_file_and_the_sweep(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _, err = run_cli(tmp_path, capsys, declared("pg_sleep(1) IS NULL AND x < %(cutoff)s"))
-    assert err.startswith(f"reaper: {tmp_path / 'reaper.toml'}: [sweeps.t] predicate calls ")
+    _, err = run_cli(tmp_path, capsys, legacy("pg_sleep(1) IS NULL AND x < %(cutoff)s"))
+    assert err == (
+        f"reaper: {tmp_path / 'reaper.toml'}: {SQL_TEXT}; declare the sweep as data (age, "
+        "retention, where, keep_referenced; see docs/custom-sweeps.md)\n"
+    )
 
 
 def test_an_unknown_sweep_name_on_the_command_line_lists_the_declared_ones(
@@ -214,7 +229,7 @@ def test_the_shipped_example_loads() -> None:
     settings, sweeps = config.settings, {s.name: s for s in config.sweeps}
     assert sweeps["worker_tokens"].table == "public.token"
     assert sweeps["worker_tokens"].reason == "worker_stale"
-    assert sweeps["machine_tokens"].retentions == {"cutoff": timedelta(days=90)}
+    assert sweeps["machine_tokens"].retentions == {"rule_cutoff_1": timedelta(days=90)}
     assert sweeps["worker_tokens"].interval == timedelta(minutes=10)
     assert [s.name for s in enabled(settings, [])] == [
         "worker_tokens",
@@ -222,46 +237,104 @@ def test_the_shipped_example_loads() -> None:
     ]
 
 
-def test_every_builtin_predicate_passes_the_checker() -> None:
-    for sweep in BUILTIN_SWEEPS:
-        check(sweep.predicate, sweep.table, set(sweep.retentions))
+# (former predicate, retention, the declaration the refusal shows)
+TRANSLATED = [
+    ("updated_at < %(cutoff)s", '"30d"', 'age = "updated_at", retention = "30d"'),
+    ("%(cutoff)s > token.updated_at", '"30d"', 'age = "updated_at", retention = "30d"'),
+    ("token_type = 'worker' AND NOT active AND expires_at IS NULL AND updated_at < %(cutoff)s",
+     '"7d"', 'age = "updated_at", where = { token_type = "worker", active = false }, '
+     'is_null = ["expires_at"], retention = "7d"'),
+    ("token_type IN ('a', 'b') AND n <> 3 AND key IS NOT NULL AND created_at < %(cutoff)s",
+     '"1d"', 'age = "created_at", where = { token_type = ["a", "b"] }, where_not = { n = 3 }, '
+     'not_null = ["key"], retention = "1d"'),
+    ("coalesce(resolved_at, created_at) < %(cutoff)s", '"30d"',
+     'age = ["resolved_at", "created_at"], retention = "30d"'),
+    ("resolved_at < %(cutoff)s OR (resolved_at IS NULL AND created_at < %(cutoff)s)", '"30d"',
+     'age = ["resolved_at", "created_at"], retention = "30d"'),
+    ("expires_at < %(cutoff)s AND NOT EXISTS (SELECT 1 FROM enrollment_requests r "
+     "WHERE r.token_id = token.id)", '"30d"',
+     'age = "expires_at", retention = "30d", keep_referenced = [{ table = '
+     '"public.enrollment_requests", column = "token_id", key = "id" }]'),
+    ("(CASE WHEN token_type = 'worker' THEN updated_at END) < %(cutoff)s", '"30d"',
+     'age = "updated_at", age_when = { token_type = "worker" }, retention = "30d"'),
+    ("(token_type = 'worker' AND updated_at < %(w)s) OR (token_type = 'machine' AND "
+     "created_at < %(m)s)", '{ w = "7d", m = "90d" }',
+     'rule = [{ age = "updated_at", where = { token_type = "worker" }, retention = "7d" }, '
+     '{ age = "created_at", where = { token_type = "machine" }, retention = "90d" }]'),
+]
 
 
-@pytest.mark.parametrize(
-    "predicate",
-    [
-        "token_type = 'worker' AND updated_at < %(cutoff)s",
-        "key LIKE 'w-%%' AND updated_at < %(cutoff)s",
-        "note = 'a;b -- c /* d */' AND updated_at < %(cutoff)s",
-        "token.active IS FALSE AND public.token.created_at < %(cutoff)s",
-        "NOT EXISTS (SELECT 1 FROM sessions s WHERE s.token_id = token.id) "
-        "AND created_at < %(cutoff)s",
-        "(expires_at < %(cutoff)s) OR (expires_at IS NULL AND created_at < %(cutoff)s)",
-    ],
-)
-def test_read_only_predicates_are_accepted(predicate: str) -> None:
-    check(predicate, "public.token", {"cutoff"})
+@pytest.mark.parametrize(("predicate", "retention", "new"), TRANSLATED)
+def test_a_former_predicate_is_refused_with_its_declaration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], predicate: str, retention: str,
+    new: str,
+) -> None:
+    toml = legacy(predicate).replace('retention = "30d"', f"retention = {retention}")
+    code, err = run_cli(tmp_path, capsys, toml)
+    assert code == 2
+    assert err == (
+        f"reaper: {tmp_path / 'reaper.toml'}: {SQL_TEXT}; replace predicate and retention "
+        f"with: {new}\n"
+    )
+    # The declaration shown is one that loads, and compiles to the same cutoffs.
+    body = "\n".join(
+        line for line in toml.splitlines()
+        if not line.startswith(("predicate", "retention"))
+    )
+    if new.startswith("rule = "):
+        fixed = body + "\n" + new.split(", keep_referenced")[0] + "\n"
+    else:
+        fixed = body + "\n" + "\n".join(_keys(new)) + "\n"
+    path = tmp_path / "fixed.toml"
+    path.write_text(fixed)
+    cli.load(path, {})
 
 
-def test_several_cutoffs_are_named_by_a_retention_table() -> None:
+def _keys(inline: str) -> list[str]:
+    """``a = 1, b = { c = 2 }`` as TOML lines (the top level split at its commas)."""
+    out, depth, current = [], 0, ""
+    for ch in inline:
+        depth += int(ch in "{[")
+        depth -= int(ch in "}]")
+        if ch == "," and depth == 0:
+            out.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return [*out, current.strip()]
+
+
+def test_an_unknown_shape_points_at_the_docs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = run_cli(tmp_path, capsys, legacy("date_trunc('day', updated_at) < %(cutoff)s"))
+    assert code == 2 and len(err.splitlines()) == 1
+    assert err.endswith("see docs/custom-sweeps.md)\n"), err
+
+
+def test_several_rules_each_with_its_own_retention() -> None:
     settings = build_settings(
         {},
         {
             "sweeps": {
                 "tokens": {
-                    "table": "token",
+                    "table": "public.token",
                     "reason": "stale",
-                    "predicate": "(token_type = 'worker' AND updated_at < %(worker_cutoff)s)"
-                    " OR (token_type = 'machine' AND created_at < %(machine_cutoff)s)",
-                    "retention": {"worker_cutoff": "7d", "machine_cutoff": "90d"},
+                    "rule": [
+                        {"age": "updated_at", "where": {"token_type": "worker"},
+                         "retention": "7d"},
+                        {"age": "created_at", "where": {"token_type": "machine"},
+                         "retention": "90d"},
+                    ],
                 }
             }
         },
     )
     sweep = {s.name: s for s in configured_sweeps(settings)}["tokens"]
     assert sweep.retentions == {
-        "worker_cutoff": timedelta(days=7), "machine_cutoff": timedelta(days=90)
+        "rule_cutoff_1": timedelta(days=7), "rule_cutoff_2": timedelta(days=90)
     }
+    assert sweep.predicate.cutoffs == ("rule_cutoff_1", "rule_cutoff_2")
 
 
 def test_builtins_are_disabled_or_given_a_retention_and_budget() -> None:
@@ -298,16 +371,16 @@ def test_declared_sweeps_follow_their_after_in_the_one_list() -> None:
         {
             "sweeps": {
                 "children": {
-                    "table": "child",
+                    "table": "public.child",
                     "reason": "stale",
-                    "predicate": "created_at < %(cutoff)s",
+                    "age": "created_at",
                     "retention": "1d",
                     "after": ["parents"],
                 },
                 "parents": {
-                    "table": "parent",
+                    "table": "public.parent",
                     "reason": "stale",
-                    "predicate": "created_at < %(cutoff)s",
+                    "age": "created_at",
                     "retention": "1d",
                 },
             }
@@ -318,27 +391,13 @@ def test_declared_sweeps_follow_their_after_in_the_one_list() -> None:
     assert names[: len(BUILTIN_SWEEPS)] == [s.name for s in BUILTIN_SWEEPS]
 
 
-def test_settings_refuse_a_bad_predicate_without_a_database() -> None:
-    with pytest.raises(ConfigError, match=r"\[sweeps\.t\] predicate contains DELETE"):
-        load_config(
-            {},
-            {
-                "sweeps": {
-                    "t": {
-                        "table": "t",
-                        "reason": "x",
-                        "predicate": "EXISTS (WITH d AS (DELETE FROM t RETURNING 1) "
-                        "SELECT 1 FROM d) AND c < %(cutoff)s",
-                        "retention": "1d",
-                    }
-                }
-            },
-        )
-
-
-def test_the_predicate_error_is_a_value_error() -> None:
-    with pytest.raises(PredicateError):
-        check("x < %(cutoff)s; SELECT 1", "t", {"cutoff"})
+def test_settings_refuse_sql_text_without_a_database() -> None:
+    with pytest.raises(ConfigError, match=r"\[sweeps\.t\] predicate: SQL text"):
+        load_config({}, {"sweeps": {"t": {
+            "table": "public.t", "reason": "x", "retention": "1d",
+            "predicate": "EXISTS (WITH d AS (DELETE FROM t RETURNING 1) SELECT 1 FROM d) "
+                         "AND c < %(cutoff)s",
+        }}})
 
 
 @pytest.mark.parametrize("args", [("--batch-size", "0"), ("--batch-size", "-1")])

@@ -28,12 +28,12 @@ def test_bad_listen_addresses(listen) -> None:
         build_settings({"listen": listen})
 
 
-def test_a_declared_since_is_checked_like_a_predicate() -> None:
+def test_a_since_of_sql_text_is_refused() -> None:
     from reaper.config.load import load_config
     from reaper.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"\[sweeps.audit_log\] since"):
+    with pytest.raises(ConfigError, match=r"\[sweeps.audit_log\] since: SQL text"):
         load_config({}, {"sweeps": {"audit_log": {
-            "table": "audit_log", "reason": "expired", "retention": "7d",
-            "predicate": "logged_at < %(cutoff)s", "since": "pg_terminate_backend(1)::timestamptz",
+            "table": "public.audit_log", "reason": "expired", "retention": "7d",
+            "age": "logged_at", "since": "pg_terminate_backend(1)::timestamptz",
         }}})
