@@ -152,6 +152,7 @@ def make_daemon(make_settings: Callable[..., Settings]) -> Iterator[Callable[...
         d.stop(timedelta(seconds=5))
 
 
+@pytest.mark.fresh_db
 def test_readiness_follows_a_database_that_refuses_writes(make_daemon, conn) -> None:
     daemon = make_daemon(["router_leases"])
     port = daemon.http.port
@@ -184,6 +185,7 @@ def test_readiness_follows_a_database_that_refuses_writes(make_daemon, conn) -> 
     assert scalar(conn, "SELECT count(*) FROM routers WHERE router_id LIKE 'garbage-%%'") == 0
 
 
+@pytest.mark.fresh_db
 def test_readiness_needs_the_privileges_the_batches_need(make_daemon, conn, dsn) -> None:
     role = f"reaper_net_{uuid.uuid4().hex[:8]}"
     conn.execute(f"CREATE ROLE {role} LOGIN")

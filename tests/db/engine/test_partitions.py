@@ -201,6 +201,7 @@ def test_upper_bound_equal_to_the_cutoff_drops_a_microsecond_past_does_not(
     assert result.rows == 2
 
 
+@pytest.mark.fresh_db
 @pytest.mark.parametrize(("rules", "extra"), [
     # The second rule (a status, a shorter cutoff) deletes a new failed row; an OR of rules
     # proves nothing.

@@ -98,6 +98,7 @@ def _big(conn: psycopg.Connection[Any]) -> int:
     return int(got[0])
 
 
+@pytest.mark.fresh_db
 def test_the_daemon_judges_runs_on_one_database_together(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -116,6 +117,7 @@ def test_the_daemon_judges_runs_on_one_database_together(
     assert _big(conn) == 950
 
 
+@pytest.mark.fresh_db
 def test_runs_under_the_threshold_together_go_on(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
@@ -133,6 +135,7 @@ def test_runs_under_the_threshold_together_go_on(
     assert _big(conn) == 475
 
 
+@pytest.mark.fresh_db
 def test_a_busy_table_is_not_refused_for_its_churn(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:

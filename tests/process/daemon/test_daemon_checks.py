@@ -72,6 +72,7 @@ def test_sighup_reloads_and_rejects_a_bad_file_in_one_line(
     assert reaper.terminate() == 0
 
 
+@pytest.mark.fresh_db
 def test_strict_refuses_to_start_on_a_failed_check(
     dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
