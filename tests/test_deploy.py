@@ -45,6 +45,7 @@ ALERTS = {
     "ReaperSweepSkipped",
     "ReaperBacklogGrowing",
     "ReaperDeletingNothing",
+    "ReaperClockSkew",
 }
 SEVERITIES = {"critical", "warning", "info"}
 
