@@ -1,6 +1,7 @@
 """The engine: run one sweep, in short batches, and report what it did.
 
-Every sweep has the same skeleton: compute the cutoffs once by the database clock and log
+Every sweep has the same skeleton: compute the cutoffs once by the database clock, checked
+against the host's clock and its own last reading (:mod:`reaper.engine.clock`), and log
 them; pick how to find the garbage (walk the heap in block ranges when it is a large part of
 the table, follow the predicate's index when it is scattered); delete in bounded batches,
 each its own transaction, until nothing is left, a budget is spent, or a stop is asked for;
