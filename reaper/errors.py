@@ -94,3 +94,8 @@ class LockNotHeld(DatabaseError):
 
 class FullTableRefused(ReaperError):
     """A run would delete all, or nearly all, of a table; it stopped before its first delete."""
+
+
+class ClockSkewRefused(ReaperError):
+    """The database clock disagrees with a second clock by more than max_clock_skew; the run
+    stopped before its first delete."""

@@ -13,7 +13,14 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, write_to_textfile
 
 from reaper.config.sweeps import Sweep
-from reaper.vocab import SERVER_CHECKS, SWEEP_CHECKS, Outcome, SkipReason, ThrottleReason
+from reaper.vocab import (
+    SERVER_CHECKS,
+    SWEEP_CHECKS,
+    ClockCheck,
+    Outcome,
+    SkipReason,
+    ThrottleReason,
+)
 
 # The checks of `reaper check` (the `check` label of reaper_check_failures): those about the
 # server and the connection (reaper.vocab.SERVER_CHECKS) are labelled sweep="*"; the others
@@ -121,6 +128,22 @@ class Metrics:
             ["sweep"],
             registry=registry,
         )
+        # The clock check (reaper.engine.clock): the skew appears with the first reading.
+        self.clock_skew = Gauge(
+            "reaper_clock_skew_seconds",
+            "How far the database clock (cutoffs are its now() minus the retention) was ahead "
+            "of reaper's host clock at the last run's reading (negative: behind).",
+            registry=registry,
+        )
+        self.clock_refusals = Counter(
+            "reaper_clock_refusals",
+            "Runs refused before their first delete because the database clock disagreed with "
+            "a second clock by more than --max-clock-skew, by sweep and by that clock: host "
+            "(reaper's host clock) or history (the database clock's last reading by this "
+            "process).",
+            ["sweep", "clock"],
+            registry=registry,
+        )
         self.add_sweeps(sweeps)
 
     def add_sweeps(self, sweeps: Iterable[Sweep]) -> None:
@@ -140,6 +163,8 @@ class Metrics:
                 self.check_failures.labels(sweep=s.name, check=check)
             for reason in ThrottleReason:
                 self.throttled_seconds.labels(sweep=s.name, reason=reason)
+            for clock in ClockCheck:
+                self.clock_refusals.labels(sweep=s.name, clock=clock)
 
     def batch_finished(
         self, sweep: str, table: str, reason: str, rows: int, seconds: float
@@ -169,6 +194,14 @@ class Metrics:
             self.sweep_duration.labels(sweep=sweep).observe(seconds)
         if outcome == Outcome.SUCCESS:
             self.last_success.labels(sweep=sweep).set_to_current_time()
+
+    def clock_read(self, skew_seconds: float) -> None:
+        """Set ``reaper_clock_skew_seconds``: the database clock minus the host's (seconds)."""
+        self.clock_skew.set(skew_seconds)
+
+    def clock_refused(self, sweep: str, check: ClockCheck) -> None:
+        """Count one run of ``sweep`` refused by the clock check ``check``."""
+        self.clock_refusals.labels(sweep=sweep, clock=check).inc()
 
     def set_storage_rows(self, rows: Mapping[str, int]) -> None:
         """Set ``reaper_storage_rows`` from the catalog's estimates, by table."""

@@ -201,3 +201,14 @@ class PartitionRefusal(_Word):
     OBSTACLE = "obstacle"
     # The drops would take (nearly) the whole table: the full-table interlock.
     FULL_TABLE = "full_table"
+
+
+@unique
+class ClockCheck(_Word):
+    """Which second clock refused a run's database clock (``reaper_clock_refusals_total``'s
+    ``clock`` label, :mod:`reaper.engine.clock`)."""
+
+    # reaper's host clock, read around the database's now().
+    HOST = "host"
+    # The database clock's last reading by this process, advanced by its monotonic clock.
+    HISTORY = "history"

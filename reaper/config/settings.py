@@ -114,6 +114,11 @@ DEFAULT_MAX_ELIGIBLE_FRACTION = 0.95
 # ... but only on tables with at least this many rows (projected from the sample): a table of
 # a few hundred rows that is all garbage is common (a test bed, a quiet cluster) and cheap.
 FULL_TABLE_MIN_ROWS = 1_000
+# A run stops before its first delete when the database clock, by which its cutoffs are
+# computed, is further than this from reaper's host clock (or jumped further ahead since
+# the process last read it). NTP keeps hosts within milliseconds; minutes leave room for a
+# host whose sync lapsed a while, while a jump of hours or days is refused.
+DEFAULT_MAX_CLOCK_SKEW = timedelta(minutes=5)
 
 
 def _setting(
@@ -336,6 +341,14 @@ class Settings:
         f"{FULL_TABLE_MIN_ROWS:,} rows or more is eligible (measured on a sample of its "
         "blocks); 1 allows a run to empty a table. A [sweeps.NAME] table may set its own.",
         "FRACTION",
+    )
+    max_clock_skew: timedelta | None = _setting(
+        DEFAULT_MAX_CLOCK_SKEW,
+        optional_positive_duration,
+        "A run stops before its first delete when the database clock (cutoffs are its now() "
+        "minus the retention) is further than this from reaper's host clock, or jumped "
+        "further ahead since this process last read it (0: no clock check).",
+        "DURATION",
     )
     seq_scan_max_rows: int = _setting(
         DEFAULT_SEQ_SCAN_MAX_ROWS,

@@ -1,6 +1,7 @@
 """The engine: run one sweep, in short batches, and report what it did.
 
-Every sweep has the same skeleton: compute the cutoffs once by the database clock and log
+Every sweep has the same skeleton: compute the cutoffs once by the database clock, checked
+against the host's clock and its own last reading (:mod:`reaper.engine.clock`), and log
 them; pick how to find the garbage (walk the heap in block ranges when it is a large part of
 the table, follow the predicate's index when it is scattered); delete in bounded batches,
 each its own transaction, until nothing is left, a budget is spent, or a stop is asked for;
@@ -35,7 +36,7 @@ from reaper.db import (
     regclass_text,
     utc_instant,
 )
-from reaper.engine import pacing, partitions
+from reaper.engine import clock, pacing, partitions
 from reaper.engine.batches import Deleter, batch_strategy
 from reaper.engine.context import Run
 from reaper.engine.interlock import (
@@ -64,6 +65,7 @@ class _DatabaseMemory:
     # A dry run's own ledger: the rows it counted, as a run would delete them.
     projected: DeletionLedger = field(default_factory=DeletionLedger)
     pacing: pacing.Memory = field(default_factory=pacing.Memory)
+    clock: clock.ClockHistory = field(default_factory=clock.ClockHistory)
 
 
 class Sweeper:
@@ -75,7 +77,12 @@ class Sweeper:
     Thread-safe: the daemon's sweeps run in parallel.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        # The host's clocks that the database clock is checked against (tests pin them).
+        self._wall, self._monotonic = wall, monotonic
         self._memory: weakref.WeakKeyDictionary[Database, _DatabaseMemory] = (
             weakref.WeakKeyDictionary()
         )
@@ -150,7 +157,9 @@ class Sweeper:
                 else:
                     result.locked_at = time.time()
                     try:
-                        result.cutoffs = compute_cutoffs(session, sweep, now)
+                        db_now, refusal = self._clock(db, session, sweep, settings, now,
+                                                      metrics, dry_run=dry_run)
+                        result.cutoffs = cutoffs_at(sweep, db_now)
                         bound.debug("sweep_started", cutoffs=_iso(result.cutoffs),
                                     dry_run=dry_run)
                         run = Run(
@@ -164,7 +173,10 @@ class Sweeper:
                                 self.pacing(db), session, settings, sweep.name, metrics, stop
                             )
                             run.busy_batch_seconds = settings.busy_batch_seconds.total_seconds()
-                        _sweep_batches(session, run, self.ledger(db, projected=dry_run))
+                        if refusal is None:
+                            _sweep_batches(session, run, self.ledger(db, projected=dry_run))
+                        else:
+                            result.refusal = refusal  # a dry run: a real run would stop here
                     finally:
                         result.unlocked_at = time.time()
                         if keys:
@@ -181,6 +193,40 @@ class Sweeper:
             metrics.sweep_finished(result.sweep, result.outcome, result.seconds)
         _log_result(bound, result, bug)
         return result
+
+    def _clock(
+        self, db: Database, session: Session, sweep: Sweep, settings: Settings,
+        now: datetime | None, metrics: Metrics | None, *, dry_run: bool,
+    ) -> tuple[datetime, str | None]:
+        """The database clock's reading that the run's cutoffs come from, checked against
+        the host's clock and this process's earlier reading (:mod:`reaper.engine.clock`), the
+        one chokepoint of the clock check: ``(now, None)``, or for a dry run whose clock a
+        real run would refuse, ``(now, the refusal's line)``. A pinned ``now`` (tests) is
+        not checked.
+
+        Raises:
+            ClockSkewRefused: a real run's clock is refused (counted in ``metrics``; a dry
+                run counts nothing).
+        """
+        if now is not None:
+            return utc_instant(session.now(now)), None
+        reading = clock.read_clock(session.now, self._wall, self._monotonic)
+        history = self._of(db).clock
+        verdict = clock.judge_clock(sweep.name, reading, history.last, settings.max_clock_skew)
+        if metrics is not None and not dry_run:
+            metrics.clock_read(verdict.host_skew)
+        if verdict.refused_by is None:
+            history.record(reading)
+            return reading.database, None
+        log.warning("clock_refused", sweep=sweep.name, clock=verdict.refused_by,
+                    host_skew_seconds=round(verdict.host_skew, 3),
+                    history_skew_seconds=None if verdict.history_skew is None
+                    else round(verdict.history_skew, 3))
+        if dry_run:
+            return reading.database, verdict.message
+        if metrics is not None:
+            metrics.clock_refused(sweep.name, verdict.refused_by)
+        raise errors.ClockSkewRefused(verdict.message)
 
     def run_all(
         self, db: Database, sweeps: Iterable[Sweep], settings: Settings, **kwargs: Any
@@ -261,7 +307,13 @@ def compute_cutoffs(session: Session, sweep: Sweep, now: datetime | None) -> dic
     clock, so a cutoff is the same instant whatever the server, database, role, DSN or
     process time zone.
     """
-    db_now = utc_instant(session.now(now))
+    return cutoffs_at(sweep, utc_instant(session.now(now)))
+
+
+def cutoffs_at(sweep: Sweep, db_now: datetime) -> dict[str, datetime]:
+    """Each of the sweep's cutoffs at ``db_now`` (a reading of the database clock), as
+    :func:`compute_cutoffs` computes them."""
+    db_now = utc_instant(db_now)
     return {
         param: utc_instant(db_now - retention) for param, retention in sweep.retentions.items()
     }

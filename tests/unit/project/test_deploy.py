@@ -41,6 +41,7 @@ ALERTS = {
     "ReaperSweepSkipped",
     "ReaperBacklogGrowing",
     "ReaperDeletingNothing",
+    "ReaperClockSkew",
 }
 SEVERITIES = {"critical", "warning", "info"}
 
