@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -35,7 +34,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-import pglast
 import structlog
 from pglast import ast
 from pglast.enums import A_Expr_Kind, BoolExprType
@@ -44,6 +42,7 @@ from reaper import errors, sqltext
 from reaper.config.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.db import MIN_HEAP_WALK_VERSION as MIN_CONCURRENT_DETACH_VERSION
 from reaper.db import Session, compose_relations, regclass_text
+from reaper.sqltext import sqlinfo
 from reaper.vocab import (
     CheckStatus,
     PartitionAction,
@@ -61,7 +60,6 @@ log = structlog.get_logger("reaper.partitions")
 # What a sweep does with a partition wholly past its cutoff (setting partition_action).
 DROP, DETACH, OFF = PartitionAction.DROP, PartitionAction.DETACH, PartitionAction.OFF
 
-_PARAM = re.compile(r"%\((\w+)\)s")
 # Partitions up to this size are counted before their detach, larger ones estimated:
 # counting those costs what a drop avoids (docs/performance.md).
 EXACT_COUNT_MAX_BYTES = 8 * 1024 * 1024
@@ -107,19 +105,11 @@ def key_bound(table: str, predicate: str) -> KeyBound:
     Raises:
         NotProven: why not, in one line (an OR, another column, a cast, a function ...).
     """
-    names: list[str] = []
-
-    def number(m: re.Match[str]) -> str:
-        if m.group(1) not in names:
-            names.append(m.group(1))
-        return f"${names.index(m.group(1)) + 1}"
-
-    quoted = ".".join('"' + part.replace('"', '""') + '"' for part in table.split(".", 1))
-    text = f"SELECT 1 FROM {quoted} WHERE ({_PARAM.sub(number, predicate).replace('%%', '%')})"
     try:
-        where: Any = getattr(pglast.parse_sql(text)[0].stmt, "whereClause", None)
-    except pglast.parser.ParseError as exc:
+        select, names = sqlinfo.parse_select(predicate, table)
+    except sqlinfo.PredicateSyntaxError as exc:
         raise NotProven(f"the predicate does not parse: {exc}") from None
+    where: Any = getattr(select, "whereClause", None)
     relname = table.split(".")[-1]
     columns: list[str] = []
     params: list[str] = []

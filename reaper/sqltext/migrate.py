@@ -17,11 +17,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-import pglast
 from pglast import ast
 from pglast.enums import A_Expr_Kind, BoolExprType, NullTestType, SubLinkType
 
-_PARAM = re.compile(r"%\((\w+)\)s")
+from reaper.sqltext import sqlinfo
+
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
@@ -33,19 +33,11 @@ def translate(table: str, predicate: str, retention: Mapping[str, str]) -> str |
     """The TOML keys (one line) that declare the rows ``predicate`` matches on ``table``;
     ``retention``: each cutoff parameter's retention, as the config writes it (``30d``).
     None when the shape is not one this module knows."""
-    names: list[str] = []
-
-    def number(m: re.Match[str]) -> str:
-        if m.group(1) not in names:
-            names.append(m.group(1))
-        return f"${names.index(m.group(1)) + 1}"
-
-    text = _PARAM.sub(number, predicate).replace("%%", "%")
     try:
-        stmt = pglast.parse_sql(f"SELECT 1 FROM t WHERE ({text})")[0].stmt
-        where: Any = getattr(stmt, "whereClause", None)
+        select, names = sqlinfo.parse_select(predicate)
+        where: Any = getattr(select, "whereClause", None)
         rules, refs = _Reader(table.rsplit(".", 1)[-1], names).sweep(where)
-    except (pglast.parser.ParseError, _Untranslatable, IndexError, AttributeError):
+    except (sqlinfo.PredicateSyntaxError, _Untranslatable, IndexError, AttributeError):
         return None
     try:
         rendered = [

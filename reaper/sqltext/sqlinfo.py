@@ -23,7 +23,7 @@ from pglast.stream import RawStream
 from reaper import sqltext
 from reaper.errors import ConfigError
 
-_PARAM = re.compile(r"%\((\w+)\)s")
+PARAM = re.compile(r"%\((\w+)\)s")
 
 
 @dataclass(frozen=True)
@@ -82,15 +82,46 @@ def shipped_indexes() -> tuple[IndexSpec, ...]:
     return tuple(parse_index_statement(s) for s in sqltext.statements("indexes.sql"))
 
 
-def _parse_predicate(table: str, predicate: str) -> Any:
-    # pglast reads PostgreSQL syntax; psycopg's %(name)s placeholders become $1.
+class PredicateSyntaxError(ValueError):
+    """A predicate that PostgreSQL's parser does not read (the message is pglast's)."""
+
+
+def parse_select(
+    predicate: str, table: str = "t", *, unescape_percent: bool = True
+) -> tuple[Any, list[str]]:
+    """``predicate`` parsed by pglast as the WHERE clause of ``SELECT 1 FROM table``: the
+    statement's node, and the names of its ``%(name)s`` placeholders in order of first use
+    (each became ``$N``, N its place in that list); ``%%`` is read as ``%`` unless
+    ``unescape_percent`` is false (text that is rendered back into a psycopg statement). The
+    one place reaper reads its SQL text with pglast.
+
+    Raises:
+        PredicateSyntaxError: the text does not parse.
+    """
+    names: list[str] = []
+
+    def number(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
     # The table quoted part by part, as the batch statements quote it (psycopg.sql.Identifier).
     quoted = ".".join('"' + part.replace('"', '""') + '"' for part in table.split(".", 1))
-    text = f"SELECT 1 FROM {quoted} WHERE ({_PARAM.sub('$1', predicate)})"
+    where = PARAM.sub(number, predicate)
+    if unescape_percent:
+        where = where.replace("%%", "%")
     try:
-        return pglast.parse_sql(text)[0].stmt
+        return pglast.parse_sql(f"SELECT 1 FROM {quoted} WHERE ({where})")[0].stmt, names
     except pglast.parser.ParseError as exc:
+        raise PredicateSyntaxError(str(exc)) from None
+
+
+def _parse_predicate(table: str, predicate: str) -> Any:
+    try:
+        select, _ = parse_select(predicate, table, unescape_percent=False)
+    except PredicateSyntaxError as exc:
         raise ConfigError(f"cannot parse the predicate on {table}: {exc}") from None
+    return select
 
 
 def _walk(node: Any, *, into_sublinks: bool = True) -> Iterator[Any]:
