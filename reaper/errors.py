@@ -59,6 +59,12 @@ class ReadOnlyDatabase(DatabaseError):
     """The server is read-only (a standby, or a primary demoted by a failover)."""
 
 
+class WriteInRead(DatabaseError):
+    """A read (a dry run, status, a gauge, a check) ran into a write: a function that a
+    row-level security policy, a view or a trigger calls tried to write, and reaper's
+    read-only transaction refused it. Nothing was written."""
+
+
 class StatementCanceled(DatabaseError):
     """The server cancelled a statement (SQLSTATE 57014 or 55P03); nothing of it was kept.
 

@@ -355,6 +355,18 @@ class Database:
                 self._lent.add(conn)
             try:
                 yield Session(conn, self._redact, session_pooler=self.session_pooler)
+            except errors.ReadOnlyDatabase as exc:
+                if not read_only:
+                    raise
+                # The session only reads: a write it met is a function of the table's (a
+                # policy's, a view's, a trigger's), not a read-only server.
+                cause = exc.__cause__
+                line = _first_line(cause) if isinstance(cause, Exception) else str(exc)
+                raise errors.WriteInRead(
+                    "a statement of this read tried to write (a function that a row-level "
+                    "security policy, a view or a trigger of the table calls); reaper reads "
+                    f"in read-only transactions, so nothing was written: {self._redact(line)}"
+                ) from exc
             finally:
                 with self._lent_lock:
                     self._lent.discard(conn)

@@ -18,9 +18,9 @@ from reaper.config.settings import build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
-from reaper.engine.run import run_sweep
+from reaper.engine.run import Sweeper, run_sweep
 from reaper.errors import FullTableRefused
-from tests.support import BUILTIN_SWEEPS
+from tests.support import sweeps_of
 
 
 def _seed(conn: psycopg.Connection[Any], garbage: int, keep: int) -> None:
@@ -49,7 +49,7 @@ def test_the_daemon_logs_and_counts_a_failure(
 ) -> None:
     _seed(conn, garbage=3000, keep=0)
     settings = build_settings({"dsn": dsn, "listen": "127.0.0.1:0"})
-    sweeps = [s for s in configured_sweeps(settings) if s.name == "nodes_silent"]
+    sweeps = [sweeps_of(settings)["nodes_silent"]]
     registry = CollectorRegistry()
     daemon = Daemon(settings, sweeps, registry=registry)
     daemon.db.open()
@@ -71,22 +71,29 @@ def test_the_daemon_logs_and_counts_a_failure(
 # -- the table's window: splitting the work over sweeps or runs does not get past it ---------
 
 BIG = """
-CREATE TABLE big (id int PRIMARY KEY, created_at timestamptz NOT NULL);
+CREATE TABLE big (
+    id int PRIMARY KEY, created_at timestamptz NOT NULL,
+    parity int GENERATED ALWAYS AS (id % 2) STORED,
+    quarter int GENERATED ALWAYS AS (id % 4) STORED,
+    part text GENERATED ALWAYS AS
+        (CASE WHEN id <= 950 THEN 'first' WHEN id <= 1860 THEN 'rest' ELSE 'last' END) STORED
+);
 INSERT INTO big SELECT i, now() - interval '60 days' FROM generate_series(1, 1900) i;
 ANALYZE big;
 """
 
 HALVES = """
 [sweeps.half_a]
-table = "big"
+table = "public.big"
 reason = "old"
-predicate = "created_at < %(cutoff)s AND id %% 2 = 0"
+age = "created_at"
+where = { parity = 0 }
 retention = "30d"
 
 [sweeps.half_b]
 table = "public.big"
 reason = "old"
-predicate = "created_at < %(cutoff)s"
+age = "created_at"
 retention = "30d"
 after = ["half_a"]
 """
@@ -102,15 +109,16 @@ def _big(conn: psycopg.Connection[Any]) -> int:
 def test_the_daemon_judges_runs_on_one_database_together(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
-    """Two runs on one Database (the daemon's shape): the second is refused; a run on a new
-    Database (a new process) starts a new window."""
+    """Two runs by one Sweeper on one Database (the daemon's shape): the second is refused;
+    a run on a new Database (a new process) starts a new window."""
     conn.execute(BIG)
     settings = build_settings({"dsn": dsn}, tomllib.loads(HALVES))
     sweeps = {s.name: s for s in configured_sweeps(settings)}
+    sweeper = Sweeper()
     with Database(connection_settings(settings)) as db:
-        first = run_sweep(db, sweeps["half_a"], settings)
-        second = run_sweep(db, sweeps["half_b"], settings)
-        third = run_sweep(db, sweeps["half_b"], settings)
+        first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
+        second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
+        third = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
     assert first.outcome == "success" and first.rows == 950
     assert second.outcome == "failure" and second.error_type == "FullTableRefused"
     assert third.outcome == "failure" and second.rows == third.rows == 0
@@ -128,9 +136,10 @@ def test_runs_under_the_threshold_together_go_on(
                        'retention = "30d"\nafter')
     ))
     sweeps = {s.name: s for s in configured_sweeps(settings)}
+    sweeper = Sweeper()
     with Database(connection_settings(settings)) as db:
-        first = run_sweep(db, sweeps["half_a"], settings)
-        second = run_sweep(db, sweeps["half_b"], settings)
+        first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
+        second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
     assert first.rows == 950 and second.outcome == "success" and second.rows == 475
     assert _big(conn) == 475
 
@@ -178,14 +187,16 @@ def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
     up to 10% off either way, and the eligible fraction 3 points off (a sample's eligible
     and sampled rows come from the same blocks: their ratio is what it measures best). Near
     the threshold the judgement counts, and its verdict is that of the true figures."""
-    from reaper.engine.run import EligibleMeasure, _TableWindow, compute_cutoffs, judge_table
+    from reaper.engine.interlock import EligibleMeasure, judge_table
+    from reaper.engine.interlock import TableWindow as _TableWindow
+    from reaper.engine.run import compute_cutoffs
 
     start = 10_000
     rows = start - deleted_before
     eligible = round(gone * start) - deleted_before
     _seed(conn, garbage=eligible, keep=rows - eligible)
     settings = build_settings({"dsn": dsn})
-    sweep = next(s for s in BUILTIN_SWEEPS if s.name == "nodes_silent")
+    sweep = sweeps_of(settings)["nodes_silent"]
     projected = rows * (1 + rows_error)
     measure = EligibleMeasure(
         {}, projected, projected * min(eligible / rows + fraction_error, 1.0))

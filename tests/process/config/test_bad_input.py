@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from reaper.config.settings import MAX_CONFIG_BYTES
+from reaper.config.load import MAX_CONFIG_BYTES
 from tests.support import reaper_executable, run_reaper
 
 # Checked before any connection: the DSN points nowhere (port 1 refuses at once).

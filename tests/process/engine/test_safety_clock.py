@@ -23,8 +23,8 @@ import pytest
 
 from reaper.config.sweeps import BUILTIN_NAMES
 from reaper.dev import devserver
-from tests.daemon_helpers import free_port
 from tests.support import add_node, add_router, keys, run_reaper
+from tests.support.daemon import free_port
 
 pytestmark = [pytest.mark.db, pytest.mark.slow]
 BIN = Path("/usr/lib/postgresql/15/bin")
