@@ -23,11 +23,9 @@ def legacy(predicate: str) -> str:
     )
 
 
-def declared(predicate: str, extra: str = "") -> str:
-    return (
-        f'[sweeps.t]\ntable = "token"\nreason = "stale"\npredicate = """{predicate}"""\n'
-        f'retention = "30d"\n{extra}\n'
-    )
+def declared(body: str, extra: str = "") -> str:
+    """A declared sweep ``t`` on public.token with ``body`` as its rule keys."""
+    return f'[sweeps.t]\ntable = "public.token"\nreason = "stale"\n{body}\n{extra}\n'
 
 
 def test_the_installed_command_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -93,6 +93,7 @@ def test_strict_refuses_to_start_on_a_failed_check(
     assert count(conn, "routers", "router_id", "garbage-%") == 5
 
 
+@pytest.mark.fresh_db
 def test_strict_starts_when_every_check_passes(
     dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:

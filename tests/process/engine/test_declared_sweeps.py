@@ -31,6 +31,9 @@ from reaper.sqltext.declared import Filter, Reference, Rule, compile_declaration
 from tests.support import enabled, run_reaper
 from tests.support.ops import apply_grants
 
+# Every test here declares tables, functions or roles of its own: a database of its own each.
+pytestmark = pytest.mark.fresh_db
+
 ITEMS = """
 CREATE TABLE public.items (
     id int PRIMARY KEY, key text NOT NULL, kind text, flag boolean, note text,

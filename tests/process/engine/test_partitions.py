@@ -95,11 +95,14 @@ def partitions(conn: psycopg.Connection[Any], parent: str = "events") -> set[str
 
 
 def events_settings(
-    dsn: str, retention: Any = STRADDLE, predicate: str = "created_at < %(cutoff)s",
+    dsn: str, retention: Any = STRADDLE, rules: list[dict[str, Any]] | None = None,
     sweep_values: dict[str, Any] | None = None, **values: Any,
 ) -> tuple[Settings, Sweep]:
-    body = {"table": "events", "reason": "expired", "predicate": predicate,
-            "retention": retention, **(sweep_values or {})}
+    declared: dict[str, Any] = (
+        {"rule": rules} if rules else {"age": "created_at", "retention": retention}
+    )
+    body = {"table": "public.events", "reason": "expired", **declared,
+            **(sweep_values or {})}
     settings = build_settings({"dsn": dsn, **values}, {"sweeps": {"events": body}})
     sweep = next(s for s in configured_sweeps(settings) if s.name == "events")
     return settings, sweep

@@ -34,9 +34,9 @@ def write_config(tmp_path: Path, table: str, strategy: str = "auto") -> Path:
     path.write_text(
         f"""
 [sweeps.events]
-table = "{table}"
+table = "{table if "." in table else "public." + table}"
 reason = "old"
-predicate = "logged_at < %(cutoff)s"
+age = "logged_at"
 retention = "30d"
 strategy = "{strategy}"
 batch_size = 30
@@ -82,7 +82,8 @@ def assert_refused(
         lines = err.strip().splitlines()
         assert code == 2, (command, out, err)
         assert len(lines) == 1, err
-        assert f"table {table}" in lines[0] and why in lines[0], lines[0]
+        qualified = table if "." in table else f"public.{table}"
+        assert f"table {qualified}" in lines[0] and why in lines[0], lines[0]
     code, out, err = reaper(
         capsys, "check", "--sweep", "events", "--config", str(config), "--dsn", dsn, "--json"
     )

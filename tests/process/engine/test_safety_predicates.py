@@ -26,6 +26,9 @@ from reaper.errors import ConfigError
 from reaper.sqltext.declared import Filter, Reference, Rule, compile_declaration
 from tests.support import BUILTIN_SWEEPS, keys, run_reaper
 
+# Every test here declares tables, functions or roles of its own: a database of its own each.
+pytestmark = pytest.mark.fresh_db
+
 OLD = "now() - interval '90 days'"
 SQL_TEXT = "[sweeps.members] predicate: SQL text is no longer accepted"
 
