@@ -84,8 +84,16 @@ class BoundedConnection(psycopg.Connection[Any]):
     def pooled(self) -> bool:
         """True when the server process answering is not the one the server announced at
         connect (libpq's backend pid): a pooler issued its own cancel key. PostgreSQL itself
-        always announces the process that serves the connection."""
-        return self.server_pid is not None and self.server_pid != self.info.backend_pid
+        always announces the process that serves the connection. A connection that is gone
+        (libpq then gives 0 for the announced process) is no pooler: its next statement fails
+        as the dead connection it is."""
+        if self.server_pid is None:
+            return False
+        try:
+            announced = self.info.backend_pid  # libpq: 0 once the connection is bad
+        except psycopg.Error:
+            return False  # closed
+        return announced != 0 and self.server_pid != announced
 
     def wait(
         self, gen: PQGen[_RV], interval: float = 0.1, timeout: float | None = None

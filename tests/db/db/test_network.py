@@ -210,3 +210,14 @@ def test_readiness_needs_the_privileges_the_batches_need(make_daemon, conn, dsn)
 # -- connection poolers ----------------------------------------------------------------
 
 
+
+
+def test_a_connection_that_died_is_lost_not_moved_by_a_pooler(database, conn) -> None:
+    """A session whose server process died reports a lost connection, never "a pooler moved
+    it" (libpq names no server process for a bad connection): the daemon stops for a
+    pooler, but waits out an outage."""
+    with pytest.raises(errors.ConnectionFailed), database.session() as session:
+        conn.execute("SELECT pg_terminate_backend(%s, 5000)", (session.backend_pid,))
+        with pytest.raises(errors.DatabaseError):
+            session.scalar("SELECT 1")  # the session learns that its connection is gone
+        session.try_advisory_locks([4242])
