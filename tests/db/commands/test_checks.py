@@ -16,6 +16,7 @@ from reaper.config.sweeps import Sweep
 from reaper.metrics import Metrics
 from reaper.sqltext.declared import reviewed
 from tests.support import BUILTIN_SWEEPS
+from tests.support.checks import failed, findings_of
 from tests.support.ops import (
     apply_grants,
     index_state,
@@ -24,15 +25,6 @@ from tests.support.ops import (
     run_json,
     spec,
 )
-
-
-def findings_of(doc: dict[str, Any], **match: str) -> list[dict[str, Any]]:
-    return [f for f in doc["findings"] if all(f[k] == v for k, v in match.items())]
-
-
-def failed(doc: dict[str, Any]) -> list[tuple[str, str, str]]:
-    return [(f["sweep"], f["check"], f["subject"]) for f in doc["findings"]
-            if f["status"] == "fail"]
 
 
 @pytest.fixture

@@ -26,10 +26,11 @@ from reaper.config.connection import connection_settings
 from reaper.config.settings import Settings
 from reaper.config.sweeps import by_name
 from reaper.daemon.scheduler import Daemon
-from reaper.db import ConnectionSettings, Database, Session
+from reaper.db import Database, Session
 from reaper.engine import run as runner
 from tests.support import BUILTIN_SWEEPS, NOW, add_router, sweeps_of
 from tests.support.daemon import seed_routers
+from tests.support.error_kinds import database
 
 SWEEPS = by_name(BUILTIN_SWEEPS)
 LEASES = SWEEPS["router_leases"]
@@ -47,15 +48,6 @@ def routers(conn: psycopg.Connection[Any]) -> int:
     return int(row[0])
 
 
-def database(dsn: str, *, statement_timeout: float = 10, lock_timeout: float = 1) -> Database:
-    return Database(
-        ConnectionSettings(
-            dsn=dsn,
-            statement_timeout=timedelta(seconds=statement_timeout),
-            lock_timeout=timedelta(seconds=lock_timeout),
-            idle_in_transaction_session_timeout=timedelta(seconds=60),
-        ),
-    )
 
 
 @contextmanager

@@ -23,12 +23,12 @@ from reaper.config.settings import build_settings
 from reaper.dev import demo
 from reaper.engine.run import run_sweeps
 from tests.support import BUILTIN_SWEEPS, login_as, small_sizes, sweeps_of
+from tests.support.grants import TABLES, run_grants
 from tests.support.ops import apply_grants, run_json
 
 # Every test here changes the schema, grants or settings: a database of its own each.
 pytestmark = pytest.mark.fresh_db
 
-TABLES = ("nodes", "enrollment_requests", "bootstrap_tokens", "routers")
 
 # Each statement the reaper role must be refused, on the demo schema.
 FORBIDDEN = [
@@ -81,14 +81,6 @@ def owner_dsn(dsn: str) -> Iterator[str]:
             admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
 
 
-def run_grants(dsn: str) -> list[str]:
-    """grants.sql's statements on ``dsn``; the NOTICEs it raised."""
-    notices: list[str] = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
-        for stmt in sqltext.statements("grants.sql"):
-            conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
-    return notices
 
 
 @pytest.fixture

@@ -22,32 +22,7 @@ from reaper.engine.result import SweepResult
 from reaper.engine.run import SUCCESS, run_sweep
 from reaper.metrics import Metrics
 from tests.support import BUILTIN_SWEEPS, login_as, sweeps_of
-
-
-def seed_nodes(conn: psycopg.Connection[Any], garbage: int, keep: int) -> None:
-    """``garbage`` bootstrap members silent for 60 days, ``keep`` heard from an hour ago."""
-    conn.execute(
-        "INSERT INTO nodes (peer_id, enrolled_at, banned, ephemeral) "
-        "SELECT 'garbage-' || i, now() - interval '60 days', false, false "
-        "FROM generate_series(1, %s) AS i", (garbage,))
-    conn.execute(
-        "INSERT INTO nodes (peer_id, enrolled_at, banned, ephemeral) "
-        "SELECT 'keep-' || i, now() - interval '1 hour', false, false "
-        "FROM generate_series(1, %s) AS i", (keep,))
-    conn.execute("ANALYZE nodes")
-
-
-def counts(conn: psycopg.Connection[Any]) -> tuple[int, int]:
-    row = conn.execute(
-        "SELECT count(*) FILTER (WHERE peer_id LIKE 'garbage-%%'), "
-        "count(*) FILTER (WHERE peer_id LIKE 'keep-%%') FROM nodes").fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
-
-
-def throttled(registry: CollectorRegistry, reason: str) -> float:
-    return registry.get_sample_value(
-        "reaper_throttled_seconds_total", {"sweep": "nodes_silent", "reason": reason}) or 0.0
+from tests.support.pacing_db import counts, seed_nodes, throttled
 
 
 def _client(dsn: str, stop: threading.Event) -> None:

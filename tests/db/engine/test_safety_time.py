@@ -14,7 +14,7 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 
 from reaper.commands import status
 from reaper.config.connection import connection_settings
@@ -24,6 +24,7 @@ from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
 from reaper.engine.run import SUCCESS, compute_cutoffs, run_sweep
 from tests.support import SWEEPS, add_router, keys, sweeps_of
+from tests.support.safety_time import _alter_lease_column, _dbname
 
 RETENTION = timedelta(days=60)
 HALF_HOUR = timedelta(minutes=30)
@@ -48,8 +49,6 @@ ZONES = [
 HOW = ["dsn_options", "alter_database", "alter_role", "pgtz"]
 
 
-def _dbname(dsn: str) -> str:
-    return str(conninfo_to_dict(dsn)["dbname"])
 
 
 @pytest.fixture
@@ -142,13 +141,6 @@ def test_cutoffs_are_utc_instants(
     assert cutoffs["cutoff"].tzinfo is UTC
 
 
-def _alter_lease_column(conn: psycopg.Connection[Any], type_: str, zone: str = "UTC") -> None:
-    conn.execute(
-        sql.SQL(
-            "ALTER TABLE routers ALTER lease_expires_at TYPE {}"
-            " USING lease_expires_at AT TIME ZONE {}"
-        ).format(sql.SQL(type_), sql.Literal(zone))
-    )
 
 
 def _add_wall(conn: psycopg.Connection[Any], key: str, wall: datetime | date) -> None:

@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from tests.support.checks import failed, findings_of
 from tests.support.ops import (
     run_json,
 )
-
-
-def failed(doc: dict[str, Any]) -> list[tuple[str, str, str]]:
-    return [(f["sweep"], f["check"], f["subject"]) for f in doc["findings"]
-            if f["status"] == "fail"]
-
-
-def findings_of(doc: dict[str, Any], **match: str) -> list[dict[str, Any]]:
-    return [f for f in doc["findings"] if all(f[k] == v for k, v in match.items())]
 
 
 def test_advisory_lock_fails_through_transaction_pooling(pgbouncer, capsys) -> None:

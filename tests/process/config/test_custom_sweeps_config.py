@@ -9,23 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-NOWHERE = "postgresql://reaper@127.0.0.1:1/nowhere?connect_timeout=1"
-
-
-SQL_TEXT = "[sweeps.t] predicate: SQL text is no longer accepted"
-
-
-def legacy(predicate: str) -> str:
-    """A former release's declaration: SQL text."""
-    return (
-        f'[sweeps.t]\ntable = "public.token"\nreason = "stale"\npredicate = """{predicate}"""\n'
-        'retention = "30d"\n'
-    )
-
-
-def declared(body: str, extra: str = "") -> str:
-    """A declared sweep ``t`` on public.token with ``body`` as its rule keys."""
-    return f'[sweeps.t]\ntable = "public.token"\nreason = "stale"\n{body}\n{extra}\n'
+from tests.support.custom_sweeps_config import NOWHERE, SQL_TEXT, legacy
 
 
 def test_the_installed_command_exits_2_with_one_line(tmp_path: Path) -> None:

@@ -17,16 +17,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from reaper.daemon.http import (
     MAX_CONNECTIONS,
     MAX_HEADER_COUNT,
     READ_TIMEOUT_SECONDS,
-    HttpServer,
-    make_app,
 )
 from tests.support.daemon import free_port, http_get, kill_leftovers, start_reaper, wait_for
+from tests.support.http_port import _server
 
 # The repro: ~98 header lines of 65 KB each, never finished.
 BIG_LINE = b"X-Filler: " + b"a" * 65_000 + b"\r\n"
@@ -121,11 +119,6 @@ def test_slow_and_oversized_clients_leave_memory_flat_and_metrics_answering(
     assert after - baseline < RSS_SLACK_BYTES
 
 
-def _server(web_config: Path | None = None) -> HttpServer:
-    app = make_app(CollectorRegistry(), lambda: (True, ""), lambda: (True, ""))
-    server = HttpServer("127.0.0.1:0", app, web_config)
-    server.start()
-    return server
 
 
 def test_a_trickling_client_is_cut_at_the_read_deadline() -> None:

@@ -9,13 +9,11 @@ the table's lock, pg_cancel_backend() and the shutdown's own cancel.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 
-from reaper.db import ConnectionSettings, Database
 from tests.support import run_reaper
 from tests.support.daemon import seed_routers
 
@@ -23,15 +21,6 @@ from tests.support.daemon import seed_routers
 pytestmark = pytest.mark.fresh_db
 
 
-def database(dsn: str, *, statement_timeout: float = 10, lock_timeout: float = 1) -> Database:
-    return Database(
-        ConnectionSettings(
-            dsn=dsn,
-            statement_timeout=timedelta(seconds=statement_timeout),
-            lock_timeout=timedelta(seconds=lock_timeout),
-            idle_in_transaction_session_timeout=timedelta(seconds=60),
-        ),
-    )
 
 
 # -- the three causes of a cancelled statement ----------------------------------------------

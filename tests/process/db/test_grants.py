@@ -15,14 +15,13 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from reaper import sqltext
 from reaper.dev import demo
 from tests.support import login_as, run_reaper, small_sizes
+from tests.support.grants import TABLES, run_grants
 
 # Every test here changes the schema, grants or settings: a database of its own each.
 pytestmark = pytest.mark.fresh_db
 
-TABLES = ("nodes", "enrollment_requests", "bootstrap_tokens", "routers")
 
 
 @pytest.fixture
@@ -52,14 +51,6 @@ def owner_dsn(dsn: str) -> Iterator[str]:
             admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
 
 
-def run_grants(dsn: str) -> list[str]:
-    """grants.sql's statements on ``dsn``; the NOTICEs it raised."""
-    notices: list[str] = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.add_notice_handler(lambda d: notices.append(str(d.message_primary)))
-        for stmt in sqltext.statements("grants.sql"):
-            conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
-    return notices
 
 
 @pytest.fixture

@@ -13,30 +13,14 @@ import pytest
 
 from reaper.config.settings import FULL_TABLE_MIN_ROWS
 from tests.support import run_reaper
+from tests.support.safety_interlock import BIG, HALVES, _big, _count, _seed
 
 # Every test here declares tables or functions of its own: a database of its own each.
 pytestmark = pytest.mark.fresh_db
 
 
-def _seed(conn: psycopg.Connection[Any], garbage: int, keep: int) -> None:
-    """Silent bootstrap members: ``garbage`` 90 days silent, ``keep`` silent for a day."""
-    conn.execute(
-        "INSERT INTO nodes (peer_id, enrolled_at)"
-        " SELECT 'garbage-' || i, now() - interval '90 days' FROM generate_series(1, %s) i",
-        (garbage,),
-    )
-    conn.execute(
-        "INSERT INTO nodes (peer_id, enrolled_at)"
-        " SELECT 'keep-' || i, now() - interval '1 day' FROM generate_series(1, %s) i",
-        (keep,),
-    )
 
 
-def _count(conn: psycopg.Connection[Any], prefix: str) -> int:
-    row = conn.execute("SELECT count(*) FROM nodes WHERE peer_id LIKE %s", (prefix + "%",))
-    got = row.fetchone()
-    assert got is not None
-    return int(got[0])
 
 
 @pytest.mark.parametrize(("strategy"), ["auto", "index", "heap"])
@@ -164,39 +148,9 @@ def test_the_setting_is_validated(dsn: str, value: str) -> None:
 
 # -- the table's window: splitting the work over sweeps or runs does not get past it ---------
 
-BIG = """
-CREATE TABLE big (
-    id int PRIMARY KEY, created_at timestamptz NOT NULL,
-    parity int GENERATED ALWAYS AS (id % 2) STORED,
-    quarter int GENERATED ALWAYS AS (id % 4) STORED,
-    part text GENERATED ALWAYS AS
-        (CASE WHEN id <= 950 THEN 'first' WHEN id <= 1860 THEN 'rest' ELSE 'last' END) STORED
-);
-INSERT INTO big SELECT i, now() - interval '60 days' FROM generate_series(1, 1900) i;
-ANALYZE big;
-"""
-
-HALVES = """
-[sweeps.half_a]
-table = "public.big"
-reason = "old"
-age = "created_at"
-where = { parity = 0 }
-retention = "30d"
-
-[sweeps.half_b]
-table = "public.big"
-reason = "old"
-age = "created_at"
-retention = "30d"
-after = ["half_a"]
-"""
 
 
-def _big(conn: psycopg.Connection[Any]) -> int:
-    got = conn.execute("SELECT count(*) FROM big").fetchone()
-    assert got is not None
-    return int(got[0])
+
 
 
 def test_halves_in_one_invocation_are_judged_together(

@@ -15,19 +15,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from tests.support import keys, run_reaper
-
-
-def _dbname(dsn: str) -> str:
-    return str(conninfo_to_dict(dsn)["dbname"])
-
-
-def _alter_lease_column(conn: psycopg.Connection[Any], type_: str, zone: str = "UTC") -> None:
-    conn.execute(
-        sql.SQL(
-            "ALTER TABLE routers ALTER lease_expires_at TYPE {}"
-            " USING lease_expires_at AT TIME ZONE {}"
-        ).format(sql.SQL(type_), sql.Literal(zone))
-    )
+from tests.support.safety_time import _alter_lease_column, _dbname
 
 
 @pytest.mark.fresh_db

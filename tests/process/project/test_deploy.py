@@ -9,91 +9,59 @@ with the reason, except under CI (``CI`` set), where it fails: .ci/run installs 
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[3]
-DEPLOY = ROOT / "deploy"
-SYSTEMD = DEPLOY / "systemd"
-KUBERNETES = DEPLOY / "kubernetes"
-RULES = DEPLOY / "prometheus" / "reaper-rules.yml"
-RULE_TESTS = DEPLOY / "prometheus" / "reaper-rules.test.yml"
+from tests.support.deploy import (
+    _DURATION,
+    _METADATA,
+    DEPLOY,
+    KUBERNETES,
+    ROOT,
+    RULE_TESTS,
+    RULES,
+    SYSTEMD,
+    UNIT_EXEC,
+    env_of,
+    kustomizations,
+    manifests,
+    missing,
+    one,
+    pod_specs,
+    run,
+    tool,
+)
+
 UNITS = ("reaper.service", "reaper-once.service", "reaper-once.timer")
-UNIT_EXEC = "/opt/reaper/bin/reaper"
 # systemd-analyze security prints the exposure from 0.0 (locked down) to 10.0; "OK" ends at 2.0.
 MAX_EXPOSURE = 2.0
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 
-def missing(what: str, how: str) -> None:
-    """Skip (locally) or fail (under CI) because ``what`` is not installed; ``how`` installs it."""
-    message = f"{what} is not installed ({how})"
-    if in_ci():
-        pytest.fail(message + "; CI must install it in .ci/run", pytrace=False)
-    pytest.skip(message)
 
 
-def tool(name: str, how: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        missing(name, how)
-    assert path is not None
-    return path
 
 
-def run(
-    *cmd: str | Path, cwd: Path | None = None, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(c) for c in cmd],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
-def load_all(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
-def manifests() -> list[Path]:
-    """Every Kubernetes manifest (kustomizations aside)."""
-    return sorted(p for p in KUBERNETES.rglob("*.yaml") if p.name != "kustomization.yaml")
 
 
-def kustomizations() -> list[Path]:
-    return sorted(KUBERNETES.rglob("kustomization.yaml"))
 
 
-def one(path: Path) -> dict[str, Any]:
-    (doc,) = load_all(path)
-    return doc
 
 
-def pod_specs() -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(manifest name, workload, pod spec) of the Deployment and the CronJob."""
-    deployment = one(KUBERNETES / "daemon" / "deployment.yaml")
-    yield "deployment", deployment, deployment["spec"]["template"]["spec"]
-    cronjob = one(KUBERNETES / "cronjob" / "cronjob.yaml")
-    yield "cronjob", cronjob, cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
 
 
-def env_of(container: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 
 # --- systemd -------------------------------------------------------------------------------
@@ -139,8 +107,6 @@ def test_kubernetes_copies_are_generated_from_their_sources() -> None:
 # --- Prometheus rules ----------------------------------------------------------------------
 
 
-def rules() -> list[dict[str, Any]]:
-    return [r for g in one(RULES)["groups"] for r in g["rules"]]
 
 
 def test_promtool_check_rules() -> None:
@@ -163,12 +129,6 @@ def test_promtool_rule_unit_tests() -> None:
 # prometheus-operator's kinds are not in the Kubernetes schemas: these are the parts of their
 # CRDs (monitoring.coreos.com/v1) that the manifests use, closed to unknown keys so that a typo
 # fails.
-_DURATION = {"type": "string", "pattern": r"^(\d+(ms|s|m|h|d|w|y))+$"}
-_METADATA = {
-    "type": "object",
-    "required": ["name"],
-    "properties": {"name": {"type": "string"}, "labels": {"type": "object"}},
-}
 CRD_SCHEMAS: dict[str, dict[str, Any]] = {
     "ServiceMonitor": {
         "type": "object",

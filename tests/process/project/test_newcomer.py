@@ -21,17 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 from reaper.dev import demo, devserver
 from tests.support import credentials, reaper_executable, run_reaper, small_sizes
 from tests.support.daemon import free_port, http_get, wait_for
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def printed_commands(text: str) -> list[str]:
-    """The indented command lines of :func:`reaper.dev.demo.next_steps`' text, comments cut."""
-    return [
-        line.split("  #")[0].strip()
-        for line in text.splitlines()
-        if line.startswith("  ") and not line.startswith("   ")
-    ]
+from tests.support.newcomer import ROOT, printed_commands
 
 
 @pytest.fixture

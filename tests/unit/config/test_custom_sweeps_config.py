@@ -18,8 +18,8 @@ from reaper.config.settings import build_settings
 from reaper.config.sweeps import Budget, configured_sweeps
 from reaper.errors import ConfigError
 from tests.support import BUILTIN_SWEEPS, enabled
+from tests.support.custom_sweeps_config import NOWHERE, SQL_TEXT, declared, legacy
 
-NOWHERE = "postgresql://reaper@127.0.0.1:1/nowhere?connect_timeout=1"
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "token-table.toml"
 
 GOOD = """
@@ -44,21 +44,11 @@ def run_cli(
     return (code if isinstance(code, int) else 1), capsys.readouterr().err
 
 
-def declared(body: str, extra: str = "") -> str:
-    """A declared sweep ``t`` on public.token with ``body`` as its rule keys."""
-    return f'[sweeps.t]\ntable = "public.token"\nreason = "stale"\n{body}\n{extra}\n'
 
 
-def legacy(predicate: str) -> str:
-    """A former release's declaration: SQL text."""
-    return (
-        f'[sweeps.t]\ntable = "public.token"\nreason = "stale"\npredicate = """{predicate}"""\n'
-        'retention = "30d"\n'
-    )
 
 
 AGE = 'age = "updated_at"\nretention = "30d"'
-SQL_TEXT = "[sweeps.t] predicate: SQL text is no longer accepted"
 
 
 # (case, TOML, words the one line must contain)

@@ -11,14 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client import CollectorRegistry
 
-from reaper.daemon.http import (
-    HttpServer,
-    make_app,
-)
 from reaper.errors import ConfigError
 from tests.support.daemon import kill_leftovers
+from tests.support.http_port import _server
 
 
 @pytest.fixture(autouse=True)
@@ -27,11 +23,6 @@ def _no_process_left() -> Iterator[None]:
     kill_leftovers()
 
 
-def _server(web_config: Path | None = None) -> HttpServer:
-    app = make_app(CollectorRegistry(), lambda: (True, ""), lambda: (True, ""))
-    server = HttpServer("127.0.0.1:0", app, web_config)
-    server.start()
-    return server
 
 
 @pytest.mark.parametrize(

@@ -7,24 +7,9 @@ survive. The clock is pinned (``now=NOW``) so every cutoff is exact.
 
 from __future__ import annotations
 
-from typing import Any
-
-import psycopg
-import psycopg.conninfo
 import pytest
 
 from reaper.engine.partitions import NotProven, key_bound
-
-
-def keys(conn: psycopg.Connection[Any]) -> set[str]:
-    return {r[0] for r in conn.execute("SELECT key FROM events")}
-
-
-def partitions(conn: psycopg.Connection[Any], parent: str = "events") -> set[str]:
-    return {r[0] for r in conn.execute(
-        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-        "WHERE i.inhparent = %s::regclass", (parent,))}
-
 
 # -- the proof: pure, no database ----------------------------------------------------------
 

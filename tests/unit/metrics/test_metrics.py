@@ -20,8 +20,7 @@ from tests.support import (  # noqa: F401 (fixtures)
     small_sizes,
     textfile_samples,
 )
-
-REASONS = sorted({(s.table, s.reason) for s in BUILTIN_SWEEPS})
+from tests.support.metrics import REASONS
 
 
 def test_every_label_set_is_zero_before_any_deletion(registry: CollectorRegistry) -> None:

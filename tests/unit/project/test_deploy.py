@@ -9,29 +9,35 @@ with the reason, except under CI (``CI`` set), where it fails: .ci/run installs 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from reaper.config.load import load_toml
 from reaper.config.settings import build_settings
 from reaper.config.values import parse_duration
+from tests.support.deploy import (
+    _DURATION,
+    _METADATA,
+    DEPLOY,
+    KUBERNETES,
+    ROOT,
+    RULE_TESTS,
+    RULES,
+    SYSTEMD,
+    UNIT_EXEC,
+    env_of,
+    load_all,
+    manifests,
+    missing,
+    one,
+    pod_specs,
+    rules,
+)
 
-ROOT = Path(__file__).resolve().parents[3]
-DEPLOY = ROOT / "deploy"
-SYSTEMD = DEPLOY / "systemd"
-KUBERNETES = DEPLOY / "kubernetes"
-RULES = DEPLOY / "prometheus" / "reaper-rules.yml"
-RULE_TESTS = DEPLOY / "prometheus" / "reaper-rules.test.yml"
-UNIT_EXEC = "/opt/reaper/bin/reaper"
 # The oldest Kubernetes release still commonly run, and the newest that kubernetes-validate knows.
 K8S_VERSIONS = ("1.28.0", "latest")
 ALERTS = {
@@ -46,67 +52,24 @@ ALERTS = {
 SEVERITIES = {"critical", "warning", "info"}
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
 
 
-def missing(what: str, how: str) -> None:
-    """Skip (locally) or fail (under CI) because ``what`` is not installed; ``how`` installs it."""
-    message = f"{what} is not installed ({how})"
-    if in_ci():
-        pytest.fail(message + "; CI must install it in .ci/run", pytrace=False)
-    pytest.skip(message)
 
 
-def tool(name: str, how: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        missing(name, how)
-    assert path is not None
-    return path
 
 
-def run(
-    *cmd: str | Path, cwd: Path | None = None, timeout: float = 600
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(c) for c in cmd],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
-def load_all(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
-def manifests() -> list[Path]:
-    """Every Kubernetes manifest (kustomizations aside)."""
-    return sorted(p for p in KUBERNETES.rglob("*.yaml") if p.name != "kustomization.yaml")
 
 
-def kustomizations() -> list[Path]:
-    return sorted(KUBERNETES.rglob("kustomization.yaml"))
 
 
-def one(path: Path) -> dict[str, Any]:
-    (doc,) = load_all(path)
-    return doc
 
 
-def pod_specs() -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
-    """(manifest name, workload, pod spec) of the Deployment and the CronJob."""
-    deployment = one(KUBERNETES / "daemon" / "deployment.yaml")
-    yield "deployment", deployment, deployment["spec"]["template"]["spec"]
-    cronjob = one(KUBERNETES / "cronjob" / "cronjob.yaml")
-    yield "cronjob", cronjob, cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
 
 
-def env_of(container: dict[str, Any]) -> dict[str, Any]:
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 
 # --- systemd -------------------------------------------------------------------------------
@@ -203,8 +166,6 @@ def test_settings_file_is_valid() -> None:
 # --- Prometheus rules ----------------------------------------------------------------------
 
 
-def rules() -> list[dict[str, Any]]:
-    return [r for g in one(RULES)["groups"] for r in g["rules"]]
 
 
 def test_rule_tests_cover_every_alert_firing_and_silent() -> None:
@@ -271,12 +232,6 @@ def test_prometheusrule_carries_the_same_rules() -> None:
 # prometheus-operator's kinds are not in the Kubernetes schemas: these are the parts of their
 # CRDs (monitoring.coreos.com/v1) that the manifests use, closed to unknown keys so that a typo
 # fails.
-_DURATION = {"type": "string", "pattern": r"^(\d+(ms|s|m|h|d|w|y))+$"}
-_METADATA = {
-    "type": "object",
-    "required": ["name"],
-    "properties": {"name": {"type": "string"}, "labels": {"type": "object"}},
-}
 CRD_SCHEMAS: dict[str, dict[str, Any]] = {
     "ServiceMonitor": {
         "type": "object",

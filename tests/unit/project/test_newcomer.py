@@ -8,17 +8,7 @@ import sys
 from pathlib import Path
 
 from reaper.dev import demo
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def printed_commands(text: str) -> list[str]:
-    """The indented command lines of :func:`reaper.dev.demo.next_steps`' text, comments cut."""
-    return [
-        line.split("  #")[0].strip()
-        for line in text.splitlines()
-        if line.startswith("  ") and not line.startswith("   ")
-    ]
+from tests.support.newcomer import ROOT, printed_commands
 
 
 def test_make_demo_ends_with_the_readmes_next_commands(tmp_path: Path) -> None:
