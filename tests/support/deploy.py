@@ -108,3 +108,97 @@ _METADATA = {
     "required": ["name"],
     "properties": {"name": {"type": "string"}, "labels": {"type": "object"}},
 }
+
+
+# prometheus-operator's kinds are not in the Kubernetes schemas: these are the parts of their
+# CRDs (monitoring.coreos.com/v1) that the manifests use, closed to unknown keys so that a typo
+# fails.
+CRD_SCHEMAS: dict[str, dict[str, Any]] = {
+    "ServiceMonitor": {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"},
+            "kind": {"const": "ServiceMonitor"},
+            "metadata": _METADATA,
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["selector", "endpoints"],
+                "properties": {
+                    "jobLabel": {"type": "string"},
+                    "targetLabels": {"type": "array", "items": {"type": "string"}},
+                    "selector": {
+                        "type": "object",
+                        "properties": {"matchLabels": {"type": "object"}},
+                    },
+                    "endpoints": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["port"],
+                            "properties": {
+                                "port": {"type": "string"},
+                                "path": {"type": "string"},
+                                "interval": _DURATION,
+                                "scrapeTimeout": _DURATION,
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+    "PrometheusRule": {
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": "monitoring.coreos.com/v1"},
+            "kind": {"const": "PrometheusRule"},
+            "metadata": _METADATA,
+            "spec": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["groups"],
+                "properties": {
+                    "groups": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "required": ["name", "rules"],
+                            "properties": {
+                                "name": {"type": "string"},
+                                "interval": _DURATION,
+                                "rules": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "additionalProperties": False,
+                                        "required": ["expr"],
+                                        "properties": {
+                                            "alert": {"type": "string"},
+                                            "record": {"type": "string"},
+                                            "expr": {"type": "string"},
+                                            "for": _DURATION,
+                                            "labels": {
+                                                "type": "object",
+                                                "additionalProperties": {"type": "string"},
+                                            },
+                                            "annotations": {
+                                                "type": "object",
+                                                "additionalProperties": {"type": "string"},
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    }
+                },
+            },
+        },
+    },
+}
