@@ -31,6 +31,7 @@ from reaper.config.values import format_duration
 from reaper.db import Database, dsn_has_password
 from reaper.engine.run import Sweeper, refuse_unsweepable, warn_if_superuser
 from reaper.metrics import Metrics
+from reaper.sqltext import sqlinfo
 from reaper.vocab import IndexOutcome, Outcome
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -336,10 +337,16 @@ def report_missing_tables(db: Database, sweeps: Sequence[Sweep], settings: Setti
             "tables_missing", database=reached + chose, tables=missing
         )
         return False
+    builtin = {s.table for s in sweeps if s.builtin}
+    elsewhere = (
+        f" (the built-in sweeps' tables are read in schema {settings.schema}: set schema, "
+        "--schema or REAPER_SCHEMA to the one that holds them)"
+        if builtin & set(missing) else ""
+    )
     click.echo(
         f"reaper: the database reaper reached, {reached}{chose}, has no table "
-        f"{', '.join(missing)}: load the schema there, or point --dsn / REAPER_DSN at the "
-        "database that holds the tables",
+        f"{', '.join(missing)}{elsewhere}: load the schema there, or point --dsn / REAPER_DSN "
+        "at the database that holds the tables",
         err=True,
     )
     return True
@@ -497,7 +504,7 @@ def indexes_ensure(
             sys.exit(EXIT_FAILED)
         with IndexProgress(live) as progress:
             actions = indexes.ensure(
-                db, dry_run=dry_run,
+                db, dry_run=dry_run, specs=sqlinfo.shipped_indexes(settings.schema),
                 on_progress=progress.update if live else None,
                 on_action=progress.action,
             )

@@ -13,6 +13,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, write_to_textfile
 
 from reaper.config.sweeps import Sweep
+from reaper.sqltext.names import TableName
 from reaper.vocab import (
     SERVER_CHECKS,
     SWEEP_CHECKS,
@@ -203,7 +204,7 @@ class Metrics:
         """Count one run of ``sweep`` refused by the clock check ``check``."""
         self.clock_refusals.labels(sweep=sweep, clock=check).inc()
 
-    def set_storage_rows(self, rows: Mapping[str, int]) -> None:
+    def set_storage_rows(self, rows: Mapping[TableName, int]) -> None:
         """Set ``reaper_storage_rows`` from the catalog's estimates, by table."""
         for table, n in rows.items():
             self.storage_rows.labels(table=table).set(n)

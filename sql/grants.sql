@@ -37,20 +37,29 @@ BEGIN
   END IF;
 END $$;
 
+-- The schema of the tables: reaper.schema if set, else public.
+SELECT pg_catalog.set_config('reaper.schema',
+    coalesce(nullif(pg_catalog.current_setting('reaper.schema', true), ''), 'public'), false);
+
 DO $$
 DECLARE
+  s text := pg_catalog.current_setting('reaper.schema');
   t text;
 BEGIN
-  IF NOT has_schema_privilege('reaper', 'public', 'USAGE') THEN
-    GRANT USAGE ON SCHEMA public TO reaper;
+  IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = s) THEN
+    RAISE EXCEPTION 'schema % does not exist in database %', s, current_database()
+      USING HINT = 'set reaper.schema to the schema of the control plane''s tables (PGOPTIONS=''-c reaper.schema=NAME'')';
+  END IF;
+  IF NOT has_schema_privilege('reaper', s, 'USAGE') THEN
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO reaper', s);
   END IF;
   -- SELECT finds the garbage (the predicates read these tables, including the subqueries:
   -- requests read tokens, tokens read requests); DELETE removes it. Everything else granted
   -- before (an older grants.sql gave UPDATE on the key columns) is taken back: revoking a
   -- table privilege revokes it on every column too.
   FOREACH t IN ARRAY ARRAY['nodes', 'enrollment_requests', 'bootstrap_tokens', 'routers'] LOOP
-    EXECUTE format('REVOKE INSERT, UPDATE, TRUNCATE, REFERENCES, TRIGGER ON %I FROM reaper', t);
-    EXECUTE format('GRANT SELECT, DELETE ON %I TO reaper', t);
+    EXECUTE format('REVOKE INSERT, UPDATE, TRUNCATE, REFERENCES, TRIGGER ON %I.%I FROM reaper', s, t);
+    EXECUTE format('GRANT SELECT, DELETE ON %I.%I TO reaper', s, t);
   END LOOP;
   -- No objects of its own, temporary or not, as far as this file can tell: take back any
   -- grant made to reaper itself (what PUBLIC holds is the owner's call, below).
@@ -59,16 +68,22 @@ BEGIN
     EXECUTE format('REVOKE CREATE, TEMPORARY ON DATABASE %I FROM reaper', current_database());
   END IF;
   IF EXISTS (SELECT FROM pg_namespace n, aclexplode(n.nspacl) a
-             WHERE n.nspname = 'public' AND a.grantee = 'reaper'::regrole
+             WHERE n.nspname = s AND a.grantee = 'reaper'::regrole
                AND a.privilege_type = 'CREATE') THEN
-    REVOKE CREATE ON SCHEMA public FROM reaper;
+    EXECUTE format('REVOKE CREATE ON SCHEMA %I FROM reaper', s);
   END IF;
   IF has_database_privilege('reaper', current_database(), 'TEMPORARY') THEN
     RAISE NOTICE 'reaper can still create temporary tables: PUBLIC holds TEMPORARY on database %', current_database()
       USING HINT = format('the database owner may run: REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
   END IF;
-  IF has_schema_privilege('reaper', 'public', 'CREATE') THEN
-    RAISE NOTICE 'reaper can still create tables in schema public: PUBLIC holds CREATE on it'
-      USING HINT = 'the schema owner may run: REVOKE CREATE ON SCHEMA public FROM PUBLIC';
+  IF has_schema_privilege('reaper', s, 'CREATE') THEN
+    RAISE NOTICE 'reaper can still create tables in schema %: PUBLIC holds CREATE on it', s
+      USING HINT = format('the schema owner may run: REVOKE CREATE ON SCHEMA %I FROM PUBLIC', s);
+  END IF;
+  -- Pacing: every session's state in pg_stat_activity, every standby's lag. A role
+  -- membership is the cluster's, not this database's: this file only says how.
+  IF NOT pg_has_role('reaper', 'pg_read_all_stats', 'USAGE') THEN
+    RAISE NOTICE 'reaper cannot see other sessions and standbys, so it cannot pace its sweeps'
+      USING HINT = 'a superuser may run: GRANT pg_read_all_stats TO reaper';
   END IF;
 END $$;

@@ -403,8 +403,10 @@ def _indexes(
 ) -> Iterator[Finding]:
     names = list(sweep.indexes) or used
     reported: set[str] = set()
+    tables = [regclass_text(t) for t in stmts.tables_read]
     states = (
-        session.fetch(IndexState, sqltext.ops("index_state"), {"names": names}) if names else []
+        session.fetch(IndexState, sqltext.ops("index_state"), {"names": names, "tables": tables})
+        if names else []
     )
     for row in states:
         name = row.name

@@ -26,6 +26,7 @@ import structlog
 from reaper import errors, sqltext
 from reaper.db import Database, IndexLookup, Session, regclass_text
 from reaper.sqltext import sqlinfo
+from reaper.sqltext.names import quote_ident
 from reaper.sqltext.sqlinfo import IndexSpec
 from reaper.vocab import IndexOutcome, IndexStep
 
@@ -100,7 +101,7 @@ def _inspect(session: Session, spec: IndexSpec) -> IndexAction:
     if row.building:
         return IndexAction(spec.name, spec.table, SKIP,
                            "another session is building it right now")
-    qualified = f"{row.schema_name}.{row.index_name}"
+    qualified = f"{quote_ident(row.schema_name)}.{quote_ident(row.index_name)}"
     return IndexAction(
         spec.name, spec.table, REBUILD,
         f"INVALID (indisvalid={row.valid}, indisready={row.ready}): an interrupted build",
@@ -121,7 +122,8 @@ def ensure(
     Args:
         db: the database; its role must own the tables (CREATE INDEX).
         dry_run: inspect and report what would be done; build nothing (no lock taken).
-        specs: the indexes; tables that do not exist are skipped.
+        specs: the indexes; tables that do not exist are skipped. Default: those of
+            ``indexes.sql`` on the tables of schema ``public``.
         on_progress: called about every 0.5 s during a build with its progress row.
         on_action: called with each index's action before its build starts.
 

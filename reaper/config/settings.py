@@ -37,6 +37,7 @@ from reaper.config.values import (
     positive_int,
     retentions,
     scalar,
+    schema_name,
     share,
     shown,
     strategy_name,
@@ -201,6 +202,14 @@ class Settings:
         optional_str,
         "libpq connection string or URI. Unset: libpq's PG* variables and service file.",
         "DSN",
+    )
+    schema: str = _setting(
+        "public",
+        schema_name,
+        "The schema of the control plane's tables (nodes, enrollment_requests, "
+        "bootstrap_tokens, routers) that the built-in sweeps read and delete from. reaper "
+        "names every table with its schema: the role's search_path never picks one.",
+        "SCHEMA",
     )
     batch_size: int = _setting(
         DEFAULT_BATCH_SIZE, positive_int, "Rows deleted per batch transaction.", "ROWS"

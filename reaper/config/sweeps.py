@@ -29,6 +29,7 @@ from reaper.config.values import did_you_mean, format_duration
 from reaper.errors import ConfigError
 from reaper.sqltext import declared
 from reaper.sqltext.declared import Predicate
+from reaper.sqltext.names import TableName
 from reaper.vocab import PartitionAction, Strategy
 
 # How often `reaper run` runs a sweep unless told otherwise: an hour suits retentions of days
@@ -55,7 +56,7 @@ class Sweep:
 
     Attributes:
         name: unique; the ``sweep`` label of the metrics.
-        table: the table it deletes from (a declared sweep's is ``schema.name``).
+        table: the table it deletes from, with its schema (shown without it in ``public``).
         reason: the ``reason`` label of ``reaper_deleted_rows_total``.
         predicate: its eligibility predicate, composed (:mod:`reaper.sqltext.declared`), with
             each cutoff a named parameter; its ``since`` is the backlog gauge's age (None: no
@@ -80,7 +81,7 @@ class Sweep:
     """
 
     name: str
-    table: str
+    table: TableName
     reason: str
     predicate: Predicate
     retentions: Mapping[str, timedelta]
@@ -95,6 +96,10 @@ class Sweep:
     partition_action: PartitionAction = PartitionAction.DROP
     max_eligible_fraction: float = DEFAULT_MAX_ELIGIBLE_FRACTION
     budget: Budget = field(default_factory=Budget)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, TableName):
+            raise TypeError(f"a sweep's table is a TableName (schema and name), not {self.table!r}")
 
     @property
     def cutoffs(self) -> tuple[str, ...]:
@@ -407,13 +412,12 @@ def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
         retentions.update(
             _own_retentions(builtin.name, body.retention, list(builtin.retention_settings))
         )
+    table = TableName(settings.schema, builtin.table)
     return Sweep(
         name=builtin.name,
-        table=builtin.table,
+        table=table,
         reason=builtin.reason,
-        predicate=declared.builtin(
-            builtin.name, builtin.table, tuple(builtin.retention_settings)
-        ),
+        predicate=declared.builtin(builtin.name, table, tuple(builtin.retention_settings)),
         retentions=retentions,
         after=tuple(dict.fromkeys(builtin.after + body.after)),
         description=builtin.description,
@@ -444,7 +448,7 @@ def _declared(name: str, body: SweepSettings, settings: Settings) -> Sweep:
     predicate, retentions = declaration(name, body)
     return Sweep(
         name=name,
-        table=body.table,
+        table=predicate.table,
         reason=body.reason,
         predicate=predicate,
         retentions=retentions,

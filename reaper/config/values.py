@@ -295,6 +295,7 @@ EXPECTED = {
     "DURATION": 'a duration with a unit, e.g. "30d", "72h", "90s" or "500ms"',
     "FRACTION": "a number from 0 to 1, e.g. 0.1",
     "SHARE": "a number more than 0 and at most 1, e.g. 0.5",
+    "SCHEMA": 'a schema name as PostgreSQL spells it, in quotes, e.g. "controlplane"',
     "DSN": 'a libpq connection string in quotes, e.g. "host=db.internal dbname=app"',
     "HOST:PORT": 'an address in quotes, e.g. "127.0.0.1:9465"',
     "FILE": 'a file path in quotes, e.g. "/etc/reaper/web.yml"',
@@ -433,6 +434,17 @@ def identifier(value: Any) -> str:
     if len(value.encode("utf-8")) > 63:
         raise ValueError(f"{shown(value)} is longer than 63 bytes, PostgreSQL's limit for a name")
     return value
+
+
+def schema_name(value: Any) -> str:
+    """A schema of tables reaper may sweep: a name (:func:`identifier`), never one of the
+    system catalog's (``pg_catalog``, ``information_schema``, ``pg_*``)."""
+    from reaper.sqltext.declared import is_catalog_schema
+
+    name = identifier(value)
+    if is_catalog_schema(name):
+        raise ValueError(f"{name} is a schema of the system catalog; reaper never sweeps one")
+    return name
 
 
 def column_names(value: Any) -> tuple[str, ...]:

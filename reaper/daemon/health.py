@@ -24,6 +24,7 @@ import structlog
 
 from reaper import errors, sqltext
 from reaper.db import Database, Session
+from reaper.sqltext.names import TableName
 
 # The daemon's logger: operators filter its lines on logger="reaper.daemon".
 log = structlog.get_logger("reaper.daemon")
@@ -114,8 +115,8 @@ class ProbeAnswer:
 
 def probe(
     db: Database,
-    tables: Sequence[str],
-    privileges: Callable[[Session], list[tuple[str, str]]],
+    tables: Sequence[TableName],
+    privileges: Callable[[Session], list[tuple[TableName, str]]],
     *,
     check_locks: bool,
 ) -> ProbeAnswer:

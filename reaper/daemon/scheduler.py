@@ -60,6 +60,7 @@ from reaper.db import Database, Session, SweepStatements
 from reaper.engine.result import SweepResult
 from reaper.engine.run import Sweeper
 from reaper.metrics import Metrics
+from reaper.sqltext.names import TableName
 from reaper.vocab import Outcome
 
 log = structlog.get_logger("reaper.daemon")
@@ -537,7 +538,7 @@ class Daemon:
 
     # -- housekeeping --------------------------------------------------------------------
 
-    def _tables(self) -> list[str]:
+    def _tables(self) -> list[TableName]:
         return sorted({s.table for s in self._sweeps.values()})
 
     def _probe(self) -> None:
@@ -568,9 +569,9 @@ class Daemon:
         elif self._health.set(True, ""):
             self._retry_after_outage()
 
-    def _privileges(self, session: Session) -> list[tuple[str, str]]:
+    def _privileges(self, session: Session) -> list[tuple[TableName, str]]:
         """Every ``(table, privilege)`` the scheduled sweeps' batches need (no duplicates)."""
-        needed: dict[tuple[str, str], None] = {}
+        needed: dict[tuple[TableName, str], None] = {}
         for sweep in list(self._sweeps.values()):
             with contextlib.suppress(errors.ConfigError):
                 needed.update(

@@ -12,6 +12,7 @@ from reaper.db.queries import Queries
 from reaper.db.rows import DeclaredRead, Privilege, Relation
 from reaper.db.statements import _CATALOG_PROOF, Heap, SweepStatements, TableStats, regclass_text
 from reaper.sqltext.declared import Predicate
+from reaper.sqltext.names import TableName
 
 # Why reaper refuses to delete from a relation of each kind (pg_class.relkind) other than an
 # ordinary table ('r') and a partitioned table ('p', whose rows are in its partitions).
@@ -46,7 +47,7 @@ class Catalog(Queries):
         assert row is not None
         return (None if row[0] is None else str(row[0])), bool(row[1])
 
-    def _describe_missing(self, needed: Sequence[tuple[str, str]]) -> str | None:
+    def _describe_missing(self, needed: Sequence[tuple[TableName, str]]) -> str | None:
         try:
             missing = self.missing_privileges(needed)
             role = self.scalar(sqltext.ops("current_role"))
@@ -54,11 +55,13 @@ class Catalog(Queries):
             return None
         if not missing:
             return None
-        grants = "; ".join(f"GRANT {p} ON {t} TO {role}" for t, p in missing)
+        grants = "; ".join(f"GRANT {p} ON {t.sql_text} TO {role}" for t, p in missing)
         what = ", ".join(f"{p} on table {t}" for t, p in missing)
         return f"role {role} lacks {what} (grant it: {grants}; see {sqltext.where('grants.sql')})"
 
-    def missing_privileges(self, needed: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    def missing_privileges(
+        self, needed: Sequence[tuple[TableName, str]]
+    ) -> list[tuple[TableName, str]]:
         """The ``(table, privilege)`` pairs of ``needed`` that the current role lacks; UPDATE
         counts as held when granted on at least one column. Tables that do not exist are
         skipped."""
@@ -71,7 +74,7 @@ class Catalog(Queries):
         )
         return [(quoted[r.table_name], r.privilege) for r in rows if not r.granted]
 
-    def heaps(self, table: str) -> list[Heap]:
+    def heaps(self, table: TableName) -> list[Heap]:
         """The heaps ``table`` covers, from the catalog: itself when it is an ordinary table,
         and every inheritance child and partition at any depth that is one. A partitioned
         table (or a partitioned child) has no heap of its own and adds none.
@@ -116,7 +119,7 @@ class Catalog(Queries):
             ObjectMissing: no such table.
             RelationRefused: a relation reaper cannot delete from by tuple id.
         """
-        heaps = self.heaps(predicate.relation)
+        heaps = self.heaps(predicate.table)
         self._refuse_declared_reads(predicate)
         return SweepStatements(predicate, heaps=heaps)
 
@@ -132,7 +135,7 @@ class Catalog(Queries):
         rows = self.fetch(DeclaredRead, sqltext.engine("declared_reads"), {
             "relations": [regclass_text(r) for r, _ in predicate.reads],
             "columns": [c for _, c in predicate.reads],
-        }, context=predicate.relation)
+        }, context=predicate.table)
         for (relation, column), row in zip(predicate.reads, rows, strict=True):
             if row.relkind is not None and row.relkind not in ("r", "p"):
                 raise errors.RelationRefused(
@@ -146,7 +149,7 @@ class Catalog(Queries):
                     "types (a user type's casts and operators run code)"
                 )
 
-    def storage_rows(self, tables: Sequence[str]) -> dict[str, int]:
+    def storage_rows(self, tables: Sequence[TableName]) -> dict[TableName, int]:
         """The catalog's estimated rows of each existing table in ``tables``."""
         with self._errors(), self._conn.cursor() as cur:
             quoted = {regclass_text(t): t for t in tables}
@@ -156,7 +159,7 @@ class Catalog(Queries):
             )
             return {quoted[str(name)]: int(n) for name, n in cur.fetchall()}
 
-    def missing_tables(self, tables: Sequence[str]) -> list[str]:
+    def missing_tables(self, tables: Sequence[TableName]) -> list[TableName]:
         """The tables among ``tables`` that do not exist or that this role cannot see."""
         with self._errors(), self._conn.cursor() as cur:
             quoted = {regclass_text(t): t for t in tables}

@@ -22,10 +22,12 @@ from psycopg import sql
 
 APPLICATION_NAME = "reaper"
 
-# The search_path every session runs with. None: the role's own default (what the session had
-# when it connected: ``RESET search_path``), re-applied on every checkout all the same. To pin
-# ``pg_catalog, pg_temp`` every table named by the shipped SQL must be schema-qualified first.
-SEARCH_PATH: str | None = None
+# The search_path every session runs with, set first, before any function or operator is named:
+# an unqualified function, operator or type resolves in pg_catalog alone (pg_temp, listed last,
+# is never searched for them), so no object another role creates in public (or in a schema a
+# role's or database's search_path lists) is ever called by reaper. Tables are always named
+# with their schema (reaper.sqltext.names.TableName): none is found by this path.
+SEARCH_PATH = "pg_catalog, pg_temp"
 
 # Settings whose value never depends on reaper's configuration, each with why it is pinned.
 FIXED_SETTINGS: Mapping[str, str] = {
@@ -174,17 +176,16 @@ def pin_statement(
 ) -> sql.Composed:
     """The one query string that pins a session: ``SET statement_timeout``, then ``SELECT
     pg_backend_pid(), set_config(...)...``, then the resets to the session's start values of
-    what reaper keeps from the role (``search_path`` while :data:`SEARCH_PATH` is None;
-    ``default_transaction_read_only`` of a session that may write, so an ``ALTER DATABASE
-    ... SET default_transaction_read_only`` still refuses reaper's deletes, as it refuses
-    everyone's). No parameters: one round trip.
+    what reaper keeps from the role (``default_transaction_read_only`` of a session that may
+    write, so an ``ALTER DATABASE ... SET default_transaction_read_only`` still refuses
+    reaper's deletes, as it refuses everyone's). ``search_path`` is set by a ``SET`` of its
+    own before the ``SELECT``: every name that ``SELECT`` calls resolves in pg_catalog. No
+    parameters: one round trip.
     Its one row is the server process id."""
     values = {
         k: v for k, v in settings.pinned(read_only=read_only).items()
         if server_version >= _SINCE_VERSION.get(k, 0)
     }
-    if SEARCH_PATH is not None:
-        values["search_path"] = SEARCH_PATH
     parts = [
         sql.SQL("set_config({}, {}, false)").format(sql.Literal(k), sql.Literal(v))
         for k, v in values.items()
@@ -194,8 +195,6 @@ def pin_statement(
         "THEN set_config('session_replication_role', {role}, false) END"
     ).format(role=sql.Literal(REPLICATION_ROLE)))
     resets = []
-    if SEARCH_PATH is None:
-        resets.append(sql.SQL("; RESET search_path"))
     if not read_only:
         resets.append(sql.SQL("; RESET default_transaction_read_only"))
     # statement_timeout first, in a statement of its own: the server arms a statement's timer
@@ -203,6 +202,8 @@ def pin_statement(
     # pin itself (each statement of one query string is timed on its own, PostgreSQL 13+).
     timeout = sql.SQL("SET statement_timeout TO {}; ").format(
         sql.Literal(values["statement_timeout"]))
+    path = sql.SQL("SET search_path TO {}; ").format(sql.SQL(SEARCH_PATH))
     return sql.Composed([
-        timeout, sql.SQL("SELECT pg_backend_pid(), "), sql.SQL(", ").join(parts), *resets,
+        timeout, path, sql.SQL("SELECT pg_backend_pid(), "), sql.SQL(", ").join(parts),
+        *resets,
     ])

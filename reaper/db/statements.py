@@ -12,14 +12,21 @@ from psycopg import sql
 
 from reaper import sqltext
 from reaper.sqltext.declared import Predicate
+from reaper.sqltext.names import TableName
 
 # TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
 MIN_HEAP_WALK_VERSION = 140000
 
 
-def table_identifier(table: str) -> sql.Identifier:
-    """``schema.table`` or ``table`` as a quoted identifier (never string formatting)."""
-    return sql.Identifier(*table.split(".", 1))
+def _table(table: TableName) -> TableName:
+    if not isinstance(table, TableName):
+        raise TypeError(f"a table reaches SQL as a TableName (its schema and name), not {table!r}")
+    return table
+
+
+def table_identifier(table: TableName) -> sql.Identifier:
+    """The table as a quoted, schema-qualified identifier (never string formatting)."""
+    return _table(table).identifier
 
 
 def compose_relations(template: str, **relations: tuple[str, str]) -> sql.Composed:
@@ -28,12 +35,12 @@ def compose_relations(template: str, **relations: tuple[str, str]) -> sql.Compos
     return sql.SQL(template).format(**{k: sql.Identifier(*v) for k, v in relations.items()})
 
 
-def regclass_text(table: str) -> str:
-    """``schema.table`` or ``table`` as text for a ``::regclass`` cast, each part quoted the way
-    :func:`table_identifier` quotes it: an unquoted name would be folded to lower case, and
-    the catalog would be asked about another table than the one the sweep deletes from. A
-    value (a parameter), never composed into SQL."""
-    return ".".join('"' + part.replace('"', '""') + '"' for part in table.split(".", 1))
+def regclass_text(table: TableName) -> str:
+    """The table as text for a ``::regclass`` cast: schema-qualified, each part quoted the way
+    :func:`table_identifier` quotes it (an unquoted name would be folded to lower case, and
+    the catalog asked about another table than the one the sweep deletes from). A value (a
+    parameter), never composed into SQL."""
+    return _table(table).regclass
 
 
 @dataclass(frozen=True)
@@ -89,9 +96,9 @@ class Heap:
             raise TypeError("a Heap is read from the catalog (Session.heaps), never built")
 
     @property
-    def qualified(self) -> str:
-        """``schema.name``, for logs."""
-        return f"{self.schema}.{self.name}"
+    def table(self) -> TableName:
+        """The heap as a table name (how logs and required privileges name it)."""
+        return TableName(self.schema, self.name)
 
 
 class HeapStatements:
@@ -101,11 +108,11 @@ class HeapStatements:
     ``table.column`` reads the same in every heap.
     """
 
-    def __init__(self, heap: Heap, table: str, predicate: sql.Composable) -> None:
+    def __init__(self, heap: Heap, table: TableName, predicate: sql.Composable) -> None:
         self.heap = heap
         parts = {
             "heap": sql.Identifier(heap.schema, heap.name),
-            "alias": sql.Identifier(table.split(".", 1)[-1]),
+            "alias": sql.Identifier(table.name),
             "predicate": predicate,
         }
 
@@ -134,7 +141,7 @@ class SweepStatements:
     """
 
     def __init__(self, predicate: Predicate, *, heaps: Sequence[Heap] = ()) -> None:
-        table = predicate.relation
+        table = predicate.table
         where = predicate.where
         cutoff_param = predicate.cutoffs[0] if predicate.cutoffs else "cutoff"
         self.predicate = predicate
@@ -154,12 +161,12 @@ class SweepStatements:
                 since=predicate.since, cutoff=sql.Placeholder(cutoff_param), **parts
             )
         self.sample_eligible = sql.SQL(sqltext.engine("sample_eligible")).format(
-            heap=parts["table"], alias=sql.Identifier(table.split(".", 1)[-1]),
+            heap=parts["table"], alias=sql.Identifier(table.name),
             predicate=where,
         )
 
     @property
-    def tables_read(self) -> tuple[str, ...]:
+    def tables_read(self) -> tuple[TableName, ...]:
         """The swept table, then every other table the predicate reads."""
         return self.predicate.tables_read
 
@@ -175,7 +182,7 @@ class SweepStatements:
         )
         return sql.SQL(sqltext.engine("oldest_eligible")).format(oldest=oldest, **self._parts)
 
-    def required_privileges(self) -> list[tuple[str, str]]:
+    def required_privileges(self) -> list[tuple[TableName, str]]:
         """``(table, privilege)`` pairs the batches need: SELECT on every table read, DELETE on
         the swept table. No UPDATE: batches take no row lock (``FOR UPDATE``) and can change
         no row. PostgreSQL checks a partition's or an inheritance child's own privileges when
@@ -183,8 +190,8 @@ class SweepStatements:
         DELETE too."""
         need = [(self.table, p) for p in ("SELECT", "DELETE")]
         for h in self.heaps:
-            if h.heap.qualified != self.table and h.heap.name != self.table:
-                need += [(h.heap.qualified, p) for p in ("SELECT", "DELETE")]
+            if h.heap.table != self.table:
+                need += [(h.heap.table, p) for p in ("SELECT", "DELETE")]
         need += [(t, "SELECT") for t in self.tables_read[1:]]
         return need
 

@@ -139,10 +139,10 @@ class Deleter:
             # The server named the row a writer holds: leave it out, and retry the batch
             # without it (not split: the other rows are not in the way).
             self.skip.append(held)
-            self.run.skipped(self.hs.heap.qualified, held, exc)
+            self.run.skipped(self.hs.heap.table, held, exc)
             return
         self.splitter.failed(limit)
-        log.debug("batch_split", sweep=r.sweep, heap=self.hs.heap.qualified, rows=limit,
+        log.debug("batch_split", sweep=r.sweep, heap=self.hs.heap.table, rows=limit,
                   reason=reason, sqlstate=exc.sqlstate, error=str(exc))
 
     def _one_row(self, first_victim: Callable[[], Any], t0: float) -> BatchRows | None:
@@ -158,7 +158,7 @@ class Deleter:
             if skip_reason(exc) == SkipReason.TIMEOUT:
                 run.result.timed_out_batches += 1
             self.skip.append(tid)
-            run.skipped(self.hs.heap.qualified, tid, exc)
+            run.skipped(self.hs.heap.table, tid, exc)
             self.splitter.succeeded()
             return BatchRows(0, 1, tid)
         seconds = run.clock() - t0

@@ -72,7 +72,7 @@ def measure_eligible(
             continue
         percent = sample_percent(blocks)
         got, sampled = session.sample_eligible(stmts, hs, params, percent)
-        samples[hs.heap.qualified] = (got, sampled, percent)
+        samples[hs.heap.table] = (got, sampled, percent)
         rows += sampled * 100.0 / percent
         eligible += got * 100.0 / percent
     return EligibleMeasure(samples, rows, eligible)

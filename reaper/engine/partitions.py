@@ -43,6 +43,7 @@ from reaper.config.settings import FULL_TABLE_MIN_ROWS, Settings
 from reaper.db import MIN_HEAP_WALK_VERSION as MIN_CONCURRENT_DETACH_VERSION
 from reaper.db import Session, compose_relations, regclass_text
 from reaper.sqltext import sqlinfo
+from reaper.sqltext.names import TableName
 from reaper.vocab import (
     CheckStatus,
     PartitionAction,
@@ -290,7 +291,7 @@ def droppable(p: Partition) -> bool:
 
 
 def _read_tree(
-    session: Session, table: str, column: str | None, cutoff: datetime | None
+    session: Session, table: TableName, column: str | None, cutoff: datetime | None
 ) -> list[Partition]:
     return session.fetch(
         Partition,

@@ -437,7 +437,7 @@ def _delete(session: Session, run: Run, measure: EligibleMeasure) -> None:
     result.stopped_by = StopReason.DONE
     for hs in run.statements.heaps:
         strategy, fraction = choose_strategy(
-            run, hs, sample=measure.samples.get(hs.heap.qualified)
+            run, hs, sample=measure.samples.get(hs.heap.table)
         )
         if strategy not in result.strategies:
             result.strategies.append(strategy)

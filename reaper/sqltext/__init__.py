@@ -51,7 +51,9 @@ def strip_comments(text: str) -> str:
 
 @functools.cache
 def predicate(sweep: str) -> str:
-    """The predicate of a built-in sweep (``sql/sweeps/<sweep>.sql``), comments removed."""
+    """The predicate of a built-in sweep (``sql/sweeps/<sweep>.sql``), comments removed.
+    ``{schema}`` in it stands for the schema of the built-in sweeps' tables
+    (:func:`reaper.sqltext.declared.reviewed` fills it in)."""
     return strip_comments(read(f"sweeps/{sweep}.sql"))
 
 

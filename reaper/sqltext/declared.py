@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from psycopg import sql
 
 from reaper import sqltext
+from reaper.sqltext.names import TableName, quote_ident
 
 # The cutoff parameters a declaration's rules get: CUTOFF_PREFIX + rule number (1, 2, ...).
 # No engine statement names a parameter with this prefix (a test reads every SQL file).
@@ -94,7 +95,7 @@ class Predicate:
     """A sweep's eligibility predicate, composed.
 
     Attributes:
-        schema, table: the swept table (schema None: unqualified, the built-ins' tables).
+        table: the swept table.
         where: the boolean expression over the table's columns; its cutoffs are the named
             parameters ``cutoffs``.
         cutoffs: its cutoff parameter names, in order (the first is the backlog gauge's).
@@ -103,33 +104,27 @@ class Predicate:
         ages: the expressions compared with a cutoff (the oldest eligible row is the least).
         columns: the swept table's columns it names (``reaper check`` requires them).
         age_columns: the columns among ``columns`` whose value is compared with a cutoff.
-        tables_read: the swept table then every other table it reads, as ``schema.name``.
+        tables_read: the swept table then every other table it reads.
         key_column: a declaration's, set when its predicate is exactly ``column < cutoff``
             (a partition wholly below the cutoff is wholly eligible); a built-in's reviewed
             ``text`` is read by :func:`reaper.engine.partitions.key_bound` instead.
         text: the SQL text of a built-in's reviewed file (None for a declaration).
-        reads: a declaration's ``(schema.table, column)`` pairs, every column it names, for
+        reads: a declaration's ``(table, column)`` pairs, every column it names, for
             :meth:`reaper.db.Session.statements` to check against the catalog (empty for
             reviewed text).
     """
 
-    schema: str | None
-    table: str
+    table: TableName
     where: sql.Composable
     cutoffs: tuple[str, ...]
     since: sql.Composable | None
     ages: tuple[sql.Composable, ...]
     columns: tuple[str, ...]
     age_columns: tuple[str, ...]
-    tables_read: tuple[str, ...]
+    tables_read: tuple[TableName, ...]
     key_column: str | None = None
     text: str | None = None
-    reads: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def relation(self) -> str:
-        """The swept table as the config names it: ``schema.name``, or ``name``."""
-        return f"{self.schema}.{self.table}" if self.schema else self.table
+    reads: tuple[tuple[TableName, str], ...] = ()
 
 
 def cutoff_name(rule: int) -> str:
@@ -255,9 +250,9 @@ def compile_declaration(
         if len(rules) == 1 and len(only.age) == 1 and not only.age_when and not only.where
         and not references else None
     )
+    swept = TableName(schema, table)
     return Predicate(
-        schema=schema,
-        table=table,
+        table=swept,
         where=where,
         cutoffs=tuple(cutoffs),
         since=since,
@@ -265,45 +260,49 @@ def compile_declaration(
         columns=tuple(dict.fromkeys(columns)),
         age_columns=tuple(dict.fromkeys(age_columns)),
         tables_read=tuple(dict.fromkeys(
-            [f"{schema}.{table}", *(f"{r.schema}.{r.table}" for r in references)]
+            [swept, *(TableName(r.schema, r.table) for r in references)]
         )),
         key_column=key_column,
         reads=tuple(dict.fromkeys(
-            [(f"{schema}.{table}", c) for c in columns]
-            + [(f"{r.schema}.{r.table}", r.column) for r in references]
+            [(swept, c) for c in columns]
+            + [(TableName(r.schema, r.table), r.column) for r in references]
         )),
     )
 
 
 @functools.cache
-def builtin(name: str, table: str, cutoffs: tuple[str, ...]) -> Predicate:
+def builtin(name: str, table: TableName, cutoffs: tuple[str, ...]) -> Predicate:
     """The predicate of built-in sweep ``name`` over ``table``: the reviewed files
     ``sql/sweeps/<name>.sql`` and ``sql/since/<name>.sql`` of the package (no text of a
-    config file), analysed with pglast for the columns and tables they read."""
+    config file), analysed with pglast for the columns and tables they read. Their other
+    tables are written ``{schema}.name``: they live in the swept table's schema."""
     return reviewed(table, sqltext.predicate(name), cutoffs, sqltext.since(name))
 
 
-def reviewed(table: str, text: str, cutoffs: tuple[str, ...], since: str = "") -> Predicate:
+def reviewed(
+    table: TableName | str, text: str, cutoffs: tuple[str, ...], since: str = ""
+) -> Predicate:
     """A predicate from SQL text that ships with reaper (a built-in sweep; a test or a
-    benchmark of its own), never from a config file. ``table``: ``name`` or
-    ``schema.name``."""
+    benchmark of its own), never from a config file. ``table``: a :class:`TableName`, or
+    ``schema.name`` or ``name`` (in ``public``). ``{schema}`` in ``text`` stands for the
+    table's schema, quoted: a table the text reads is named with its schema too."""
     # Imported here: pglast is needed for reviewed text only.
     from reaper.sqltext import sqlinfo
 
-    schema, _, name = table.rpartition(".")
-    expressions = sqlinfo.cutoff_expressions(table, text)
+    swept = TableName.parse(table)
+    text = text.replace("{schema}", quote_ident(swept.schema))
+    expressions = sqlinfo.cutoff_expressions(swept, text)
     age_columns: list[str] = []
     for e in expressions:
-        age_columns += [c for c in sqlinfo.columns_used(table, e) if c not in age_columns]
+        age_columns += [c for c in sqlinfo.columns_used(swept, e) if c not in age_columns]
     return Predicate(
-        schema=schema or None,
-        table=name,
+        table=swept,
         where=sql.SQL(text),
         cutoffs=cutoffs,
         since=sql.SQL(since) if since else None,
         ages=tuple(sql.SQL(e) for e in expressions),
-        columns=sqlinfo.columns_used(table, text),
+        columns=sqlinfo.columns_used(swept, text),
         age_columns=tuple(age_columns),
-        tables_read=sqlinfo.tables_read(table, text),
+        tables_read=sqlinfo.tables_read(swept, text),
         text=text,
     )

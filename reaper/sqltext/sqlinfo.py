@@ -22,6 +22,7 @@ from pglast.stream import RawStream
 
 from reaper import sqltext
 from reaper.errors import ConfigError
+from reaper.sqltext.names import TableName
 
 PARAM = re.compile(r"%\((\w+)\)s")
 
@@ -32,22 +33,24 @@ class IndexSpec:
 
     Attributes:
         name: the index's name (unqualified; it lives in its table's schema).
-        table: the table, as written (``nodes`` or ``public.nodes``).
+        table: the table (an unqualified name in the file: of the schema asked for).
         unique: a UNIQUE index.
-        statement: the ``CREATE INDEX`` statement as written (plain, for tests and the demo).
+        statement: the ``CREATE INDEX`` statement, its table schema-qualified (plain, for
+            tests and the demo).
         concurrent_statement: the same, ``CONCURRENTLY`` and ``IF NOT EXISTS``, for
             ``reaper indexes ensure``.
     """
 
     name: str
-    table: str
+    table: TableName
     unique: bool
     statement: str
     concurrent_statement: str
 
 
-def parse_index_statement(statement: str) -> IndexSpec:
-    """Parse one ``CREATE INDEX`` statement.
+def parse_index_statement(statement: str, schema: str = "public") -> IndexSpec:
+    """Parse one ``CREATE INDEX`` statement; a table it names without a schema is
+    ``schema``'s.
 
     Raises:
         ConfigError: not a single named CREATE INDEX statement.
@@ -63,7 +66,10 @@ def parse_index_statement(statement: str) -> IndexSpec:
         raise ConfigError(f"an index in indexes.sql has no name: {statement[:80]!r}")
     rel = node.relation
     assert rel is not None  # the grammar requires ON table
-    table = f"{rel.schemaname}.{rel.relname}" if rel.schemaname else str(rel.relname)
+    if not rel.schemaname:
+        rel.schemaname = schema
+    table = TableName(str(rel.schemaname), str(rel.relname))
+    plain = RawStream()(node)
     node.concurrent = True
     node.if_not_exists = True
     concurrent = RawStream()(node)
@@ -71,15 +77,17 @@ def parse_index_statement(statement: str) -> IndexSpec:
         name=str(node.idxname),
         table=table,
         unique=bool(node.unique),
-        statement=statement.strip(),
+        statement=str(plain),
         concurrent_statement=str(concurrent),
     )
 
 
 @functools.cache
-def shipped_indexes() -> tuple[IndexSpec, ...]:
-    """The indexes of ``sql/indexes.sql``, in file order."""
-    return tuple(parse_index_statement(s) for s in sqltext.statements("indexes.sql"))
+def shipped_indexes(schema: str = "public") -> tuple[IndexSpec, ...]:
+    """The indexes of ``sql/indexes.sql``, in file order, on the tables of ``schema``."""
+    return tuple(
+        parse_index_statement(s, schema) for s in sqltext.statements("indexes.sql")
+    )
 
 
 class PredicateSyntaxError(ValueError):
@@ -116,9 +124,9 @@ def parse_select(
         raise PredicateSyntaxError(str(exc)) from None
 
 
-def _parse_predicate(table: str, predicate: str) -> Any:
+def _parse_predicate(table: TableName, predicate: str) -> Any:
     try:
-        select, _ = parse_select(predicate, table, unescape_percent=False)
+        select, _ = parse_select(predicate, table.qualified, unescape_percent=False)
     except PredicateSyntaxError as exc:
         raise ConfigError(f"cannot parse the predicate on {table}: {exc}") from None
     return select
@@ -138,23 +146,30 @@ def _walk(node: Any, *, into_sublinks: bool = True) -> Iterator[Any]:
         yield from _walk(getattr(node, name), into_sublinks=into_sublinks)
 
 
-def tables_read(table: str, predicate: str) -> tuple[str, ...]:
+def tables_read(table: TableName, predicate: str) -> tuple[TableName, ...]:
     """Every table the statement ``SELECT ... FROM table WHERE predicate`` reads: ``table``
-    first, then those of the predicate's subqueries, as written, without repeats.
+    first, then those of the predicate's subqueries, without repeats.
 
     Raises:
-        ConfigError: the predicate does not parse.
+        ConfigError: the predicate does not parse, or names a table without its schema
+            (the session's search_path is ``pg_catalog``: no table is found by it).
     """
     out = [table]
-    for node in _walk(_parse_predicate(table, predicate)):
+    select = _parse_predicate(table, predicate)
+    for node in _walk(select.whereClause):
         if isinstance(node, ast.RangeVar):
-            name = f"{node.schemaname}.{node.relname}" if node.schemaname else str(node.relname)
+            if not node.schemaname:
+                raise ConfigError(
+                    f"the predicate on {table} reads table {node.relname} without its schema; "
+                    f"write {{schema}}.{node.relname} (the swept table's schema) or schema.name"
+                )
+            name = TableName(str(node.schemaname), str(node.relname))
             if name not in out:
                 out.append(name)
     return tuple(out)
 
 
-def cutoff_expressions(table: str, predicate: str) -> tuple[str, ...]:
+def cutoff_expressions(table: TableName, predicate: str) -> tuple[str, ...]:
     """The expressions over the swept table that the predicate compares with a cutoff
     (``expr < %(cutoff)s`` or ``%(cutoff)s > expr``: a column, or an expression such as
     ``CASE WHEN token_type = 'worker' THEN updated_at END``), as SQL text, in order, without
@@ -184,14 +199,14 @@ def cutoff_expressions(table: str, predicate: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def columns_used(table: str, predicate: str) -> tuple[str, ...]:
+def columns_used(table: TableName, predicate: str) -> tuple[str, ...]:
     """The swept table's columns that the predicate names outside its subqueries (unqualified,
     or qualified by the table's name), in order, without repeats.
 
     Raises:
         ConfigError: the predicate does not parse.
     """
-    relname = table.split(".")[-1]
+    relname = table.name
     select = _parse_predicate(table, predicate)
     out: list[str] = []
     for node in _walk(select.whereClause, into_sublinks=False):

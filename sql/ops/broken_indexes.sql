@@ -1,7 +1,8 @@
 -- Every index on the given tables that is not both valid and ready: left by an interrupted
--- CREATE INDEX CONCURRENTLY (or REINDEX CONCURRENTLY), or one being built right now.
-SELECT i.indexrelid::regclass::text AS index_name,
-       i.indrelid::regclass::text AS table_name,
+-- CREATE INDEX CONCURRENTLY (or REINDEX CONCURRENTLY), or one being built right now. Names
+-- are shown qualified outside schema public.
+SELECT regexp_replace(i.indexrelid::regclass::text, '^public\.', '') AS index_name,
+       regexp_replace(i.indrelid::regclass::text, '^public\.', '') AS table_name,
        i.indisvalid AS valid,
        i.indisready AS ready,
        pg_get_indexdef(i.indexrelid) AS definition,

@@ -2,7 +2,7 @@
 -- the referencing rows; and whether a valid, ready, non-partial index leads with the
 -- referencing columns (in any order). Without one, every deleted parent row scans the child.
 SELECT c.conname AS constraint_name,
-       c.conrelid::regclass::text AS referencing_table,
+       regexp_replace(c.conrelid::regclass::text, '^public\.', '') AS referencing_table,
        ARRAY(SELECT a.attname::text
              FROM unnest(c.conkey) WITH ORDINALITY AS k (attnum, ord)
              JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum

@@ -12,4 +12,4 @@
 -- enrollment_requests_resolved_or_created_idx, which lists every request older than the
 -- ephemeral retention (an hour), nearly all of them another token's.
 greatest(resolved_at, created_at) < %(cutoff)s
-AND EXISTS (SELECT 1 FROM bootstrap_tokens t WHERE t.id = token_id AND t.ephemeral)
+AND EXISTS (SELECT 1 FROM {schema}.bootstrap_tokens t WHERE t.id = token_id AND t.ephemeral)

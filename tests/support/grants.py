@@ -18,3 +18,15 @@ def run_grants(dsn: str) -> list[str]:
         for stmt in sqltext.statements("grants.sql"):
             conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
     return notices
+
+
+# grants.sql's NOTICE while reaper cannot read every session's statistics (pacing).
+PACING_NOTICE = "reaper cannot see other sessions and standbys, so it cannot pace its sweeps"
+
+
+def left_to_say(dsn: str) -> list[str]:
+    """What a second run of grants.sql on ``dsn`` still says: the pacing NOTICE alone, while
+    the cluster's reaper role is no member of pg_read_all_stats (only a superuser grants it)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_has_role('reaper', 'pg_read_all_stats', 'USAGE')").fetchone()
+    return [] if row and row[0] else [PACING_NOTICE]

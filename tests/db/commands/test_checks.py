@@ -15,6 +15,7 @@ from reaper.config.settings import build_settings
 from reaper.config.sweeps import Sweep
 from reaper.metrics import Metrics
 from reaper.sqltext.declared import reviewed
+from reaper.sqltext.names import TableName
 from tests.support import BUILTIN_SWEEPS
 from tests.support.checks import failed, findings_of
 from tests.support.ops import (
@@ -207,10 +208,12 @@ def test_missing_privilege_names_it_and_the_grant(
 def test_missing_table_and_column_of_a_declared_sweep(dsn: str) -> None:
     settings = build_settings({"dsn": dsn})
     sweeps = [
-        Sweep("gone", "no_such_table", "x", reviewed("no_such_table", "at < %(cutoff)s",
-              ("cutoff",)), {"cutoff": timedelta(days=30)}),
-        Sweep("renamed", "routers", "x", reviewed("routers", "lease_ends < %(cutoff)s",
-              ("cutoff",)), {"cutoff": timedelta(days=30)}),
+        Sweep("gone", TableName.parse("no_such_table"), "x",
+              reviewed("no_such_table", "at < %(cutoff)s", ("cutoff",)),
+              {"cutoff": timedelta(days=30)}),
+        Sweep("renamed", TableName.parse("routers"), "x",
+              reviewed("routers", "lease_ends < %(cutoff)s", ("cutoff",)),
+              {"cutoff": timedelta(days=30)}),
     ]
     db = open_database(settings)
     with db:
@@ -328,7 +331,8 @@ def test_check_and_status_quote_the_table_as_the_sweep_does(
     conn.execute(sql.SQL("CREATE TABLE {} (created_at timestamptz NOT NULL)").format(ident))
     conn.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(ident))
     settings = build_settings({"dsn": dsn})
-    sweep = Sweep("odd", table, "x", reviewed(table, "created_at < %(cutoff)s", ("cutoff",)),
+    sweep = Sweep("odd", TableName.parse(table), "x",
+                  reviewed(table, "created_at < %(cutoff)s", ("cutoff",)),
                   {"cutoff": timedelta(days=30)})
     with open_database(settings) as db:
         findings = checks.run_checks(db, [sweep], settings)

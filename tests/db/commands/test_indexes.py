@@ -30,7 +30,7 @@ def test_dry_run_says_what_it_would_build_and_builds_nothing(
     a = by_name["nodes_session_expires_at_idx"]
     assert (a["action"], a["outcome"]) == ("create", "dry_run")
     assert a["statements"] == [
-        "CREATE INDEX CONCURRENTLY IF NOT EXISTS nodes_session_expires_at_idx ON nodes "
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS nodes_session_expires_at_idx ON public.nodes "
         "(expires_at) WHERE NOT banned"
     ]
     assert {b["action"] for n, b in by_name.items() if n != a["index"]} == {"present"}

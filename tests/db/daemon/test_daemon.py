@@ -299,7 +299,7 @@ def test_pg_terminate_backend_mid_batch(make_daemon, conn) -> None:
         CREATE TABLE slow_down (on_ boolean);
         INSERT INTO slow_down VALUES (true);
         CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS
-        $$ BEGIN IF EXISTS (SELECT FROM slow_down) THEN PERFORM pg_sleep(0.05); END IF;
+        $$ BEGIN IF EXISTS (SELECT FROM public.slow_down) THEN PERFORM pg_sleep(0.05); END IF;
                  RETURN OLD; END $$;
         CREATE TRIGGER slow BEFORE DELETE ON routers FOR EACH ROW EXECUTE FUNCTION slow();
     """)

@@ -101,7 +101,7 @@ def test_a_lock_wait_past_lock_timeout_is_a_lock_timeout(dsn: str) -> None:
         table_locked(dsn, "routers"),
         pytest.raises(errors.LockTimeout) as caught,
     ):
-        session.scalar("SELECT count(*) FROM routers")
+        session.scalar("SELECT count(*) FROM public.routers")
     assert not isinstance(caught.value, errors.StatementTimeout)
     assert caught.value.sqlstate == "55P03"
     assert "lock timeout" in str(caught.value)

@@ -23,7 +23,7 @@ from reaper.config.settings import build_settings
 from reaper.dev import demo
 from reaper.engine.run import run_sweeps
 from tests.support import BUILTIN_SWEEPS, login_as, small_sizes, sweeps_of
-from tests.support.grants import TABLES, run_grants
+from tests.support.grants import TABLES, left_to_say, run_grants
 from tests.support.ops import apply_grants, run_json
 
 # Every test here changes the schema, grants or settings: a database of its own each.
@@ -91,7 +91,7 @@ def reaper_only(dsn: str, owner_dsn: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as admin:
         admin.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(
             sql.Identifier(str(conninfo_to_dict(dsn)["dbname"]))))
-    assert run_grants(owner_dsn) == []  # nothing left to say
+    assert run_grants(owner_dsn) == left_to_say(dsn)  # nothing else left to say
     return login_as(dsn, "reaper")
 
 
@@ -211,7 +211,7 @@ def test_missing_privilege_names_it_and_the_table_and_the_rest_goes_on(
         assert results[name].outcome == "failure"
         assert results[name].error == (
             "nodes: permission denied for table nodes: role reaper lacks DELETE on table nodes "
-            f"(grant it: GRANT DELETE ON nodes TO reaper; see {sqltext.where('grants.sql')})"
+            f"(grant it: GRANT DELETE ON public.nodes TO reaper; see {sqltext.where('grants.sql')})"
         )
     # The token sweep reads the requests (its anti-join): it names that table.
     assert "lacks SELECT on table enrollment_requests" in str(results["bootstrap_tokens"].error)

@@ -5,7 +5,10 @@ every checkout from the pool.
 Each hostile setting is set with ``ALTER DATABASE ... SET`` and with ``ALTER ROLE ... IN
 DATABASE ... SET`` in a fresh database seeded with the demo's garbage and live rows; every
 built-in sweep must then delete exactly the rows it deletes under the defaults, and keep the
-rest.
+rest. The database also holds what another role with CREATE on a schema could leave there:
+a schema ``staging`` with same-named copies of the four tables (garbage included), and
+functions and operators in ``public`` that shadow built-in ones and record every call. No
+case may touch a copy or call one of them.
 """
 
 from __future__ import annotations
@@ -55,6 +58,9 @@ HOSTILE: dict[str, list[tuple[str, str]]] = {
     "client_encoding": [("client_encoding", "LATIN1")],
     "xmloption": [("xmloption", "document")],
     "synchronous_commit": [("synchronous_commit", "remote_apply")],
+    # The decoy tables first, then the shadowing functions and operators ahead of pg_catalog.
+    "search_path": [("search_path", "staging, public, pg_catalog")],
+    "search_path_temp_first": [("search_path", "pg_temp, staging, public")],
 }
 HOSTILE["everything"] = [
     pair for name, pairs in HOSTILE.items() if name not in ("everything", "repeatable_read",
@@ -69,29 +75,93 @@ def _settings(dsn: str) -> Any:
     return build_settings({"dsn": dsn, "max_eligible_fraction": "1", "busy_share": "1"})
 
 
+# Built-in names another role may shadow in public (a function of an exact argument type wins
+# over pg_catalog's polymorphic one; an operator in a schema earlier on the path wins): each
+# records its call in public.calls, then answers as pg_catalog's would.
+SHADOWS = [
+    ("unnest(a text[])", "SETOF text", "SELECT pg_catalog.unnest(a)"),
+    ("unnest(a tid[])", "SETOF tid", "SELECT pg_catalog.unnest(a)"),
+    ("now()", "timestamptz", "SELECT pg_catalog.now()"),
+    ("set_config(a text, b text, c boolean)", "text", "SELECT pg_catalog.set_config(a, b, c)"),
+    ("current_setting(a text)", "text", "SELECT pg_catalog.current_setting(a)"),
+    ("pg_backend_pid()", "integer", "SELECT pg_catalog.pg_backend_pid()"),
+    ("to_regclass(a text)", "regclass", "SELECT pg_catalog.to_regclass(a)"),
+    ("greatest_lt(a timestamptz, b timestamptz)", "boolean",
+     "SELECT a OPERATOR(pg_catalog.<) b"),
+    ("tid_eq(a tid, b tid)", "boolean", "SELECT a OPERATOR(pg_catalog.=) b"),
+]
+OPERATORS = [
+    ("<", "timestamptz", "timestamptz", "greatest_lt"),
+    ("=", "tid", "tid", "tid_eq"),
+]
+
+
+def _plant_decoys(dsn: str) -> None:
+    """Same-named copies of the four tables in schema staging, with the same rows, and the
+    shadowing functions and operators of SHADOWS in public."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA staging")
+        for table in KEYS:
+            conn.execute(sql.SQL(
+                "CREATE TABLE staging.{t} AS SELECT * FROM public.{t}"
+            ).format(t=sql.Identifier(table)))
+        conn.execute("CREATE TABLE public.calls (name text)")
+        conn.execute("GRANT INSERT ON public.calls TO PUBLIC")
+        for signature, returns, body in SHADOWS:
+            name = signature.split("(")[0]
+            conn.execute(
+                f"CREATE FUNCTION public.{signature} RETURNS {returns} LANGUAGE sql AS $$ "
+                f"INSERT INTO public.calls VALUES ('{name}'); {body} $$"
+            )
+        for op, left, right, function in OPERATORS:
+            conn.execute(f"CREATE OPERATOR public.{op} (LEFTARG = {left}, RIGHTARG = {right}, "
+                         f"FUNCTION = public.{function})")
+
+
+def _decoys_untouched(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True, options="-c search_path=pg_catalog") as conn:
+        conn.execute("SET ROLE NONE")
+        for table in KEYS:
+            copy, real = (
+                conn.execute(sql.SQL("SELECT count(*) FROM {}.{}").format(
+                    sql.Identifier(schema), sql.Identifier(table))).fetchone()
+                for schema in ("staging", "public")
+            )
+            assert copy is not None and real is not None
+            assert copy[0] > real[0], table  # the copy kept its garbage
+        assert conn.execute("SELECT name FROM public.calls").fetchall() == []
+
+
 @pytest.fixture
 def fresh(pg_server: str, template_db: str) -> Iterator[str]:
-    """A fresh database with the reference schema and the demo's rows (garbage and live)."""
+    """A fresh database with the reference schema and the demo's rows (garbage and live), and
+    the decoys of :func:`_plant_decoys`."""
     dsn = devserver.create_database(pg_server, template=template_db)
     try:
         demo.seed(dsn, small_sizes())
+        _plant_decoys(dsn)
         yield dsn
     finally:
         devserver.drop_database(dsn)
 
 
-def _sweep_all(dsn: str) -> tuple[dict[str, set[str]], dict[str, int]]:
-    """Run every built-in sweep once; the keys left in each table, and rows deleted per sweep."""
+def _sweep_all(dsn: str, decoys: bool = True) -> tuple[dict[str, set[str]], dict[str, int]]:
+    """Run every built-in sweep once; the keys left in each table, and rows deleted per sweep.
+    ``decoys``: the database has those of :func:`_plant_decoys`, which must be untouched."""
     settings = _settings(dsn)
     sweeps = dependency_order(configured_sweeps(settings))
     with Database(connection_settings(settings)) as db:
         results = run_sweeps(db, sweeps, settings)
     for r in results:
         assert r.outcome == "success", (r.sweep, r.error_type, r.error)
-    # The test's own look, as the role it logged in as, under no hostile timeout.
-    with psycopg.connect(dsn, autocommit=True, options="-c statement_timeout=0") as conn:
+    # The test's own look, as the role it logged in as, under no hostile timeout or path.
+    with psycopg.connect(
+        dsn, autocommit=True, options="-c statement_timeout=0 -c search_path=public"
+    ) as conn:
         conn.execute("SET ROLE NONE")
         left = {table: keys(conn, table) for table in KEYS}
+    if decoys:
+        _decoys_untouched(dsn)
     return left, {r.sweep: r.rows for r in results}
 
 
@@ -101,7 +171,7 @@ def baseline(pg_server: str, template_db: str) -> tuple[dict[str, set[str]], dic
     dsn = devserver.create_database(pg_server, template=template_db)
     try:
         demo.seed(dsn, small_sizes())
-        left, rows = _sweep_all(dsn)
+        left, rows = _sweep_all(dsn, decoys=False)
     finally:
         devserver.drop_database(dsn)
     assert all(n > 0 for n in rows.values()), rows  # every sweep had garbage to delete
@@ -175,7 +245,7 @@ TAMPER = {
     "row_security": "off",
     "enable_indexscan": "off",
     "exit_on_error": "on",
-    "search_path": "pg_catalog",
+    "search_path": "staging, public",
     "default_transaction_read_only": "on",
 }
 
@@ -190,7 +260,7 @@ def test_a_setting_a_statement_changed_does_not_reach_the_next_checkout(dsn: str
     with Database(cs, max_connections=1) as db:
         with db.session() as session:
             pid = session.backend_pid
-            role_default = _show(session, "search_path")
+            assert _show(session, "search_path") == "pg_catalog, pg_temp"
             pinned_now = {name: _show(session, name) for name in expected}
             for name, value in TAMPER.items():
                 session.execute(sql.SQL("SELECT set_config({}, {}, false)").format(
@@ -200,7 +270,7 @@ def test_a_setting_a_statement_changed_does_not_reach_the_next_checkout(dsn: str
             with db.session() as session:
                 assert session.backend_pid == pid  # the same pooled connection
                 assert {name: _show(session, name) for name in expected} == pinned_now
-                assert _show(session, "search_path") == role_default
+                assert _show(session, "search_path") == "pg_catalog, pg_temp"
                 assert _show(session, "default_transaction_read_only") == "off"
                 with session._conn.transaction():
                     assert _show(session, "transaction_isolation") == "read committed"
@@ -219,14 +289,14 @@ def test_a_read_only_session_refuses_writes_and_the_next_one_may_write(dsn: str)
         with db.session(read_only=True) as session:
             assert _show(session, "transaction_read_only") == "on"
             with pytest.raises(errors.ReadOnlyDatabase):
-                session.execute("DELETE FROM routers")
+                session.execute("DELETE FROM public.routers")
             # Inside an explicit transaction too.
             with pytest.raises(errors.ReadOnlyDatabase), session._errors(), \
                     session._conn.transaction():
-                session._conn.execute("DELETE FROM routers")
+                session._conn.execute("DELETE FROM public.routers")
         with db.session() as session:
             assert _show(session, "transaction_read_only") == "off"
-            session.execute("DELETE FROM routers")
+            session.execute("DELETE FROM public.routers")
 
 
 @pytest.mark.parametrize(("sqlstate", "kind"), [

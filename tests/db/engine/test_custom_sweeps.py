@@ -84,7 +84,7 @@ def test_declared_sweeps_delete_the_right_tokens_and_count_under_their_reason(
     sweeps = enabled(settings, [])
     registry = CollectorRegistry()
     metrics = Metrics(sweeps, registry)
-    labels = {"table": "public.token", "reason": "machine_inactive"}
+    labels = {"table": "token", "reason": "machine_inactive"}
     # Pre-initialised: an alert on increase() sees the custom reason from the first scrape.
     assert registry.get_sample_value("reaper_deleted_rows_total", labels) == 0
 
@@ -98,7 +98,7 @@ def test_declared_sweeps_delete_the_right_tokens_and_count_under_their_reason(
     assert registry.get_sample_value("reaper_deleted_rows_total", labels) == 2
     assert (
         registry.get_sample_value(
-            "reaper_deleted_rows_total", {"table": "public.token", "reason": "worker_stale"}
+            "reaper_deleted_rows_total", {"table": "token", "reason": "worker_stale"}
         )
         == 2
     )

@@ -115,9 +115,9 @@ def test_partitions_past_the_cutoff_are_dropped_and_the_boundary_swept_by_rows(
     assert {"events_2025_12", "events_default", "events_2026_01"} <= partitions(conn)
     gone = len(before) - len(keys(conn))
     assert result.rows == gone
-    assert counter(metrics, "reaper_deleted_rows_total", table="public.events",
+    assert counter(metrics, "reaper_deleted_rows_total", table="events",
                    reason="expired") == gone
-    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 6
+    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 6
     lines = [e for e in logs if e["event"] == "partition_dropped"]
     assert sorted(e["partition"] for e in lines) == sorted(f"public.{t}" for t in dropped)
     assert all(e["rows"] == 5 and e["rows_source"] == "count" for e in lines)
@@ -174,7 +174,7 @@ def test_a_predicate_with_other_conditions_never_drops(
     result, metrics = sweep_once(db, settings, sweep)
     assert partitions(conn) == before_partitions
     assert result.partitions == []
-    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 0
+    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 0
     assert keys(conn) == expected
 
 
@@ -199,7 +199,7 @@ def test_off_never_drops_and_detach_keeps_the_table(
     assert "events_2025_06" not in partitions(conn)
     # Detached, not dropped: the rows are kept in a table of their own, for an archive job.
     assert conn.execute("SELECT count(*) FROM events_2025_06").fetchone() == (5,)
-    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 6
+    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 6
     assert {p["action"] for p in result.partitions} == {"detach"}
 
 
@@ -301,7 +301,7 @@ def test_sub_partitions_on_the_same_column_are_judged_level_by_level(
     assert partitions(conn, "events_2025") == {"events_2025_12"}
     assert not table_exists(conn, "events_2024_h1")
     # events_2024 goes whole (its children with it), then eleven months of 2025.
-    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 12
+    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 12
     assert result.rows == 4
 
 
@@ -373,7 +373,7 @@ OBSTACLES = {
     "trigger events_audit": [
         "CREATE TABLE audit (n int)",
         "CREATE FUNCTION audit_delete() RETURNS trigger LANGUAGE plpgsql AS "
-        "$$ BEGIN INSERT INTO audit VALUES (1); RETURN OLD; END $$",
+        "$$ BEGIN INSERT INTO public.audit VALUES (1); RETURN OLD; END $$",
         "CREATE TRIGGER events_audit AFTER DELETE ON events "
         "FOR EACH ROW EXECUTE FUNCTION audit_delete()",
     ],
@@ -410,7 +410,7 @@ def test_what_would_make_a_drop_differ_from_the_deletes_keeps_every_partition(
         result, metrics = sweep_once(db, settings, sweep)
     assert partitions(conn) == before
     assert all(k.startswith("stay-") for k in keys(conn))
-    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 0
+    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 0
     refused = [e for e in logs if e["event"] == "partition_drop_refused"]
     assert refused and obstacle in refused[0]["reason"]
     if obstacle.startswith("trigger"):
@@ -484,7 +484,7 @@ def test_an_interrupted_detach_is_reported_and_finished_by_the_next_run(
     assert not table_exists(conn, "events_2025_06")
     assert keys(conn) == expected
     assert any(e["event"] == "partition_detach_finalized" for e in logs)
-    assert counter(metrics, "reaper_dropped_partitions_total", table="public.events") == 6
+    assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 6
     after = [f for f in checks.run_checks(db, [sweep], settings, now=NOW)
              if f.check == "partitions"]
     assert all(f.status == "pass" for f in after)
@@ -542,7 +542,7 @@ def test_writers_inserting_into_the_boundary_partition_during_the_sweep_lose_not
 def test_metrics_start_at_zero_for_every_declared_table(dsn: str) -> None:
     settings, _ = events_settings(dsn)
     metrics = Metrics(configured_sweeps(settings), CollectorRegistry())
-    for table in ("public.events", "nodes", "routers"):
+    for table in ("events", "nodes", "routers"):
         assert counter(metrics, "reaper_dropped_partitions_total", table=table) == 0
 
 
@@ -561,5 +561,5 @@ def test_a_large_partition_reports_the_catalog_estimate(
     lines = [e for e in logs if e["event"] == "partition_dropped"]
     assert len(lines) == 6
     assert all(e["rows_source"] == "estimate" and e["rows"] == 5 for e in lines)
-    assert counter(metrics, "reaper_deleted_rows_total", table="public.events",
+    assert counter(metrics, "reaper_deleted_rows_total", table="events",
                    reason="expired") == result.rows

@@ -69,7 +69,7 @@ def dry_then_real(
         if s.name == "reaper_deleted_rows_total" and s.labels["reason"] == "old"
     }
     # The metrics name the declared table, whatever heaps the rows were in.
-    assert deleted == {"public.events": real["rows"]}
+    assert deleted == {"events": real["rows"]}
     return dry, real
 
 

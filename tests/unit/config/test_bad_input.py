@@ -48,6 +48,8 @@ TOML_BAD = {
     "drop|detach|off": ['"truncate"', "0", "false", '"delete"', "1", "true"],
     "FILE": ["5", "true"],
     "ZONE": ['"+09"', '"Mars/Base"', "9"],
+    "SCHEMA": ["5", "true", '""', '"pg_catalog"', '"information_schema"', '"pg_toast"',
+               '"a\\nb"', '"' + "x" * 64 + '"'],
     None: ['"maybe"', "2", "1.5"],
 }
 TEXT_BAD_EVERY = ["a\x07b", "x\ny", "\x1b[31mred", "\udcff\udcfe"]
@@ -62,6 +64,7 @@ TEXT_BAD = {
     "drop|detach|off": ["truncate", "DROP TABLE", "delete", "DROP"],
     "FILE": [],
     "ZONE": ["+09", "Mars/Base", "UTC+1"],
+    "SCHEMA": ["pg_catalog", "information_schema", "pg_temp_3", "x" * 64],
     None: ["maybe", "2"],
 }
 # Where 0 means something: the settings that are off by default (None), those whose help says

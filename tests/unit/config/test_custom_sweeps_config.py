@@ -217,7 +217,8 @@ def test_an_unknown_sweep_name_on_the_command_line_lists_the_declared_ones(
 def test_the_shipped_example_loads() -> None:
     config = cli.load(EXAMPLE, {})
     settings, sweeps = config.settings, {s.name: s for s in config.sweeps}
-    assert sweeps["worker_tokens"].table == "public.token"
+    assert sweeps["worker_tokens"].table == "token"
+    assert sweeps["worker_tokens"].table.qualified == "public.token"
     assert sweeps["worker_tokens"].reason == "worker_stale"
     assert sweeps["machine_tokens"].retentions == {"rule_cutoff_1": timedelta(days=90)}
     assert sweeps["worker_tokens"].interval == timedelta(minutes=10)

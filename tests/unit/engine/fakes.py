@@ -16,6 +16,7 @@ from typing import Any
 from reaper import errors
 from reaper.db import BatchRows
 from reaper.db.statements import TableStats
+from reaper.sqltext.names import TableName
 
 Tid = tuple[int, int]
 
@@ -42,8 +43,8 @@ class FakeHeapRef:
     stats: TableStats
 
     @property
-    def qualified(self) -> str:
-        return f"{self.schema}.{self.name}"
+    def table(self) -> TableName:
+        return TableName(self.schema, self.name)
 
 
 @dataclass
