@@ -127,3 +127,27 @@ def test_grants_sql_refuses_a_schema_that_does_not_exist(dsn: str) -> None:
             refused:
         for stmt in sqltext.statements("grants.sql"):
             conn.execute(stmt)  # type: ignore[arg-type]
+
+
+def test_a_trigger_function_that_relies_on_the_path_fails_until_it_has_its_own(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Triggers run under reaper's search_path (pg_catalog, pg_temp): a function that names
+    a table without its schema fails, and one given its own path (docs/security.md) works."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE audit (router_id text)")
+        conn.execute(
+            "CREATE FUNCTION audit_delete() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN INSERT INTO audit VALUES (OLD.router_id); RETURN OLD; END $$")
+        conn.execute("CREATE TRIGGER audit AFTER DELETE ON routers "
+                     "FOR EACH ROW EXECUTE FUNCTION audit_delete()")
+        conn.execute("INSERT INTO routers (router_id, address, lease_expires_at) "
+                     "VALUES ('old', '10.0.0.1:4443', now() - interval '60 days')")
+        argv = ("run-once", "--dsn", dsn, "--sweep", "router_leases", "--json",
+                "--max-eligible-fraction", "1", "--busy-share", "1")
+        code, out, _ = run_cli(capsys, *argv)
+        assert code == 1 and 'relation \\"audit\\" does not exist' in out
+        conn.execute("ALTER FUNCTION audit_delete() SET search_path = public")
+        code, out, _ = run_cli(capsys, *argv)
+        assert code == 0, out
+        assert conn.execute("SELECT router_id FROM audit").fetchall() == [("old",)]
