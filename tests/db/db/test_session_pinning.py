@@ -30,6 +30,7 @@ from reaper.db.pinning import FIXED_SETTINGS
 from reaper.dev import demo, devserver
 from reaper.engine.run import run_sweeps
 from tests.support import KEYS, keys, small_sizes
+from tests.support.ops import run_cli
 
 # (setting, value) pairs a database or role may carry; each case is one or more of them.
 HOSTILE: dict[str, list[tuple[str, str]]] = {
@@ -77,18 +78,19 @@ def _settings(dsn: str) -> Any:
 
 # Built-in names another role may shadow in public (a function of an exact argument type wins
 # over pg_catalog's polymorphic one; an operator in a schema earlier on the path wins): each
-# records its call in public.calls, then answers as pg_catalog's would.
+# records its call in public.calls (or, in a read-only transaction, fails with SHADOW_CALLED),
+# then answers as pg_catalog's would.
+SHADOW_CALLED = "shadow called"
 SHADOWS = [
-    ("unnest(a text[])", "SETOF text", "SELECT pg_catalog.unnest(a)"),
-    ("unnest(a tid[])", "SETOF tid", "SELECT pg_catalog.unnest(a)"),
-    ("now()", "timestamptz", "SELECT pg_catalog.now()"),
-    ("set_config(a text, b text, c boolean)", "text", "SELECT pg_catalog.set_config(a, b, c)"),
-    ("current_setting(a text)", "text", "SELECT pg_catalog.current_setting(a)"),
-    ("pg_backend_pid()", "integer", "SELECT pg_catalog.pg_backend_pid()"),
-    ("to_regclass(a text)", "regclass", "SELECT pg_catalog.to_regclass(a)"),
-    ("greatest_lt(a timestamptz, b timestamptz)", "boolean",
-     "SELECT a OPERATOR(pg_catalog.<) b"),
-    ("tid_eq(a tid, b tid)", "boolean", "SELECT a OPERATOR(pg_catalog.=) b"),
+    ("unnest(a text[])", "SETOF text", "RETURN QUERY SELECT pg_catalog.unnest(a)"),
+    ("unnest(a tid[])", "SETOF tid", "RETURN QUERY SELECT pg_catalog.unnest(a)"),
+    ("now()", "timestamptz", "RETURN pg_catalog.now()"),
+    ("set_config(a text, b text, c boolean)", "text", "RETURN pg_catalog.set_config(a, b, c)"),
+    ("current_setting(a text)", "text", "RETURN pg_catalog.current_setting(a)"),
+    ("pg_backend_pid()", "integer", "RETURN pg_catalog.pg_backend_pid()"),
+    ("to_regclass(a text)", "regclass", "RETURN pg_catalog.to_regclass(a)"),
+    ("greatest_lt(a timestamptz, b timestamptz)", "boolean", "RETURN a OPERATOR(pg_catalog.<) b"),
+    ("tid_eq(a tid, b tid)", "boolean", "RETURN a OPERATOR(pg_catalog.=) b"),
 ]
 OPERATORS = [
     ("<", "timestamptz", "timestamptz", "greatest_lt"),
@@ -110,8 +112,10 @@ def _plant_decoys(dsn: str) -> None:
         for signature, returns, body in SHADOWS:
             name = signature.split("(")[0]
             conn.execute(
-                f"CREATE FUNCTION public.{signature} RETURNS {returns} LANGUAGE sql AS $$ "
-                f"INSERT INTO public.calls VALUES ('{name}'); {body} $$"
+                f"CREATE FUNCTION public.{signature} RETURNS {returns} LANGUAGE plpgsql AS $$ "
+                "BEGIN IF pg_catalog.current_setting('transaction_read_only') = 'on' THEN "
+                f"RAISE EXCEPTION '{SHADOW_CALLED}: {name}'; END IF; "
+                f"INSERT INTO public.calls VALUES ('{name}'); {body}; END $$"
             )
         for op, left, right, function in OPERATORS:
             conn.execute(f"CREATE OPERATOR public.{op} (LEFTARG = {left}, RIGHTARG = {right}, "
@@ -182,12 +186,14 @@ def _set(dsn: str, level: str, pairs: list[tuple[str, str]], extra_role: str | N
     name = str(psycopg.conninfo.conninfo_to_dict(dsn)["dbname"])
     with psycopg.connect(dsn, autocommit=True) as conn:
         for setting, value in pairs:
+            # A list setting takes its elements unquoted ('a, b' would be one schema).
+            given = sql.SQL(value) if setting == "search_path" else sql.Literal(value)
             if level == "database":
                 stmt = sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-                    sql.Identifier(name), sql.Identifier(setting), sql.Literal(value))
+                    sql.Identifier(name), sql.Identifier(setting), given)
             else:
                 stmt = sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET {} = {}").format(
-                    sql.Identifier(name), sql.Identifier(setting), sql.Literal(value))
+                    sql.Identifier(name), sql.Identifier(setting), given)
             conn.execute(stmt)
         if extra_role:
             # The role reaper logs in as switches to another one at connect.
@@ -367,3 +373,19 @@ def test_a_statement_s_own_error_is_no_outage(sqlstate: str) -> None:
     assert not is_outage(error_kind(sqlstate).__name__)
     assert is_outage(error_kind("08006").__name__)
     assert is_outage(error_kind("57P01").__name__)
+
+
+@pytest.mark.parametrize("level", ["database", "role"])
+def test_reads_never_call_a_shadowing_function_or_read_a_decoy(
+    fresh: str, level: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """check, status and a dry run read the catalog and the tables: under a search_path that
+    puts the decoys and the shadowing functions first, they answer about public's tables and
+    call nothing of public's."""
+    _set(fresh, level, HOSTILE["search_path"], None)
+    for argv in (["check"], ["status"], ["run-once", "--dry-run"]):
+        code, out, err = run_cli(capsys, *argv, "--dsn", fresh, "--json")
+        assert code == (1 if argv == ["check"] else 0), (argv, err)  # check fails a superuser
+        assert "staging" not in out and SHADOW_CALLED not in out + err, argv
+    with psycopg.connect(fresh, autocommit=True, options="-c search_path=pg_catalog") as conn:
+        assert conn.execute("SELECT name FROM public.calls").fetchall() == []
