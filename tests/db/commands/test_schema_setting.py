@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from reaper import sqltext
@@ -24,23 +25,29 @@ SCHEMA = "controlplane"
 
 
 def _in(dsn: str, schema: str) -> str:
-    return make_conninfo(dsn, options=f"-c search_path={schema}")
+    return make_conninfo(dsn, options=f'-c search_path="{schema}"')
+
+
+def _load(dsn: str, schema: str) -> str:
+    """The reference schema and its indexes in ``schema`` of ``dsn``, seeded, and public's
+    copy seeded too."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+    with psycopg.connect(_in(dsn, schema), autocommit=True) as conn:
+        for stmt in sqltext.statements("schema.sql"):
+            conn.execute(stmt)  # type: ignore[arg-type]
+        for spec in shipped_indexes(schema):
+            conn.execute(spec.statement)  # type: ignore[arg-type]
+    demo.seed(_in(dsn, schema), small_sizes())
+    demo.seed(dsn, small_sizes())
+    return dsn
 
 
 @pytest.fixture
 def two(dsn: str) -> str:
     """``dsn``, its control plane's tables and indexes in schema controlplane, both copies
     seeded."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE SCHEMA {SCHEMA}")
-    with psycopg.connect(_in(dsn, SCHEMA), autocommit=True) as conn:
-        for stmt in sqltext.statements("schema.sql"):
-            conn.execute(stmt)  # type: ignore[arg-type]
-        for spec in shipped_indexes(SCHEMA):
-            conn.execute(spec.statement)  # type: ignore[arg-type]
-    demo.seed(_in(dsn, SCHEMA), small_sizes())
-    demo.seed(dsn, small_sizes())
-    return dsn
+    return _load(dsn, SCHEMA)
 
 
 def _census(dsn: str, schema: str) -> dict[str, dict[str, int]]:
@@ -48,10 +55,10 @@ def _census(dsn: str, schema: str) -> dict[str, dict[str, int]]:
         return demo.count_kinds(conn)
 
 
-def _reaper_role(dsn: str) -> str:
-    """grants.sql for the tables of controlplane, as the owner; the reaper role's DSN, whose
+def _reaper_role(dsn: str, schema: str = SCHEMA) -> str:
+    """grants.sql for the tables of ``schema``, as the owner; the reaper role's DSN, whose
     search_path puts public's same-named tables first."""
-    with psycopg.connect(dsn, autocommit=True, options=f"-c reaper.schema={SCHEMA}") as conn:
+    with psycopg.connect(dsn, autocommit=True, options=f"-c reaper.schema={schema}") as conn:
         for stmt in sqltext.statements("grants.sql"):
             conn.execute(stmt)  # type: ignore[arg-type]
         conn.execute("GRANT USAGE ON SCHEMA public TO reaper")
@@ -61,19 +68,21 @@ def _reaper_role(dsn: str) -> str:
     return login_as(dsn, "reaper")
 
 
+@pytest.mark.parametrize("schema", [SCHEMA, "Ctl_Plane"])
 def test_a_run_deletes_in_the_configured_schema_and_nowhere_else(
-    two: str, capsys: pytest.CaptureFixture[str]
+    dsn: str, schema: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    before = _census(two, "public")
-    code, rows = run_json(capsys, "run-once", "--dsn", _reaper_role(two), "--schema", SCHEMA,
-                          "--max-eligible-fraction", "1", "--busy-share", "1")
+    _load(dsn, schema)
+    before = _census(dsn, "public")
+    code, rows = run_json(capsys, "run-once", "--dsn", _reaper_role(dsn, schema), "--schema",
+                          schema, "--max-eligible-fraction", "1", "--busy-share", "1")
     assert code == 0, rows
     assert {r["table"] for r in rows} == {
-        f"{SCHEMA}.{t}" for t in ("nodes", "enrollment_requests", "bootstrap_tokens", "routers")
+        f"{schema}.{t}" for t in ("nodes", "enrollment_requests", "bootstrap_tokens", "routers")
     }
-    after = _census(two, SCHEMA)
+    after = _census(dsn, schema)
     assert all(kinds["garbage"] == 0 and kinds["keep"] > 0 for kinds in after.values()), after
-    assert _census(two, "public") == before
+    assert _census(dsn, "public") == before
 
 
 def test_check_finds_the_indexes_of_the_configured_schema(
