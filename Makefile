@@ -55,10 +55,10 @@ bench: $(VENV)/.test
 check-deploy:
 	systemd-analyze security --offline=true --threshold=20 deploy/systemd/reaper.service
 
-## deploy-generate: rewrite the dashboard, and the ConfigMaps and PrometheusRule from their sources
+## deploy-generate: rewrite the dashboard, the ConfigMaps and PrometheusRule from their sources, and the alerts' runbook links (RUNBOOK_BASE=URL: the docs site's address; default: mkdocs.yml's site_url)
 deploy-generate: $(BIN)/python
 	$(BIN)/python deploy/grafana/build.py
-	$(BIN)/python deploy/generate.py
+	$(BIN)/python deploy/generate.py $(if $(RUNBOOK_BASE),--runbook-base '$(RUNBOOK_BASE)')
 
 clean:
 	rm -rf $(VENV) .demo-pg site build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache
