@@ -101,6 +101,11 @@ def load(config_path: Path | None, raw: dict[str, Any]) -> Config:
         if ctx is not None
         and ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT
     }
+    # click reads an empty variable as unset; an empty REAPER_DSN is a DSN meant to be set
+    # that came out empty (an unset shell variable, an empty key of a Secret): refused below,
+    # like --dsn '', instead of silently reaching libpq's defaults.
+    if "dsn" not in explicit and os.environ.get(_envvar("dsn")) == "":
+        explicit["dsn"], labels["dsn"] = "", _envvar("dsn")
     config = load_config(
         explicit, file_values, source=str(config_path or "config"), labels=labels
     )
