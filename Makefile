@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # processes and clusters, so three share two cores well. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 3
 
-.PHONY: demo demo-server docs test lint unit bench clean check-deploy deploy-generate
+.PHONY: demo demo-server docs docs-reference test lint unit bench clean check-deploy deploy-generate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ demo-server: $(VENV)/.demo
 ## docs: build the documentation site into site/ (mkdocs build --strict: a broken link fails)
 docs: $(VENV)/.test
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+## docs-reference: rewrite the settings, metrics and commands references in docs/ from the code
+docs-reference: $(VENV)/.test
+	$(BIN)/python docs/hooks.py
 
 ## lint: ruff and mypy
 lint: $(VENV)/.test
