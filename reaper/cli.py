@@ -238,6 +238,8 @@ def run_once(
         warn_if_superuser(db)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
+        else:
+            _warn_missing_indexes(db, sweeps)
         live = sys.stderr.isatty() and not as_json and not dry_run
         results = []
         # One invocation, one window of the full-table interlock: its sweeps are judged
@@ -272,6 +274,17 @@ def run_once(
     # Nothing ran at all: a squatter on the lock keys must not look like a clean run.
     sys.exit(EXIT_ALL_SKIPPED if results and all(r.outcome == Outcome.SKIPPED for r in results)
              else EXIT_OK)
+
+
+def _warn_missing_indexes(db: Database, sweeps: Sequence[Sweep]) -> None:
+    """One warning line per index a sweep relies on that is missing or INVALID: its batches
+    then scan the table, many times slower, and a run should not do that in silence (the
+    whole of ``reaper check`` is for --strict and ``check``)."""
+    for sweep, index, problem in checks.missing_indexes(db, sweeps):
+        structlog.get_logger("reaper.cli").warning(
+            "index_missing", sweep=sweep, index=index, state=problem,
+            fix=checks.index_statements(next(s for s in sweeps if s.name == sweep)),
+        )
 
 
 def _writable_file(path: Path | None) -> Path | None:
