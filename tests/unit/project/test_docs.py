@@ -184,3 +184,24 @@ def test_no_page_refers_to_issues() -> None:
     for page in pages():
         text = page.read_text("utf-8")
         assert not re.search(r"\bissues? \d|\bissue\b", text, re.I), page
+
+
+def test_the_custom_sweeps_page_names_every_key_of_a_sweep() -> None:
+    """Every key a [sweeps.NAME] table takes is in the page's table of keys, and each key it
+    refuses is in its list of what reaper refuses: a sweep declared from the page is the
+    sweep the code reads, and a key the page names is one the code takes."""
+    import dataclasses
+
+    from reaper.config.settings import SweepSettings
+
+    text = (DOCS / "custom-sweeps.md").read_text()
+    keys_table = text[text.index("## Every key"):text.index("## What reaper refuses")]
+    refused = text[text.index("## What reaper refuses"):].split("\n\n")[2]
+    documented = set(re.findall(r"`(\w+)`", "".join(
+        line.split("|")[1] for line in keys_table.splitlines() if line.startswith("| `")
+    )))
+    refused_keys = {"predicate", "since"}
+    keys = {f.name for f in dataclasses.fields(SweepSettings)}
+    assert keys - refused_keys == documented
+    for key in refused_keys:
+        assert f"`{key}`" in refused, key
