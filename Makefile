@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # processes and clusters, so three share two cores well. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 3
 
-.PHONY: demo demo-server docs test lint unit bench clean check-deploy deploy-generate
+.PHONY: demo demo-server docs docs-reference test lint unit bench clean check-deploy deploy-generate
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ demo-server: $(VENV)/.demo
 docs: $(VENV)/.test
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
+## docs-reference: rewrite the settings, metrics and commands references in docs/ from the code
+docs-reference: $(VENV)/.test
+	$(BIN)/python docs/hooks.py
+
 ## lint: ruff and mypy
 lint: $(VENV)/.test
 	$(BIN)/ruff check $(wildcard reaper tests bench deploy docs)
@@ -55,10 +59,10 @@ bench: $(VENV)/.test
 check-deploy:
 	systemd-analyze security --offline=true --threshold=20 deploy/systemd/reaper.service
 
-## deploy-generate: rewrite the dashboard, and the ConfigMaps and PrometheusRule from their sources
+## deploy-generate: rewrite the dashboard, the ConfigMaps and PrometheusRule from their sources, and the alerts' runbook links (RUNBOOK_BASE=URL: the docs site's address; default: mkdocs.yml's site_url)
 deploy-generate: $(BIN)/python
 	$(BIN)/python deploy/grafana/build.py
-	$(BIN)/python deploy/generate.py
+	$(BIN)/python deploy/generate.py $(if $(RUNBOOK_BASE),--runbook-base '$(RUNBOOK_BASE)')
 
 clean:
 	rm -rf $(VENV) .demo-pg site build dist *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -1,21 +1,33 @@
 """References generated from the code, so that they cannot drift from it.
 
-MkDocs runs this file as a hook (``hooks:`` in mkdocs.yml): a page holding one of the markers
-below gets, in its place, a Markdown table built from the code's own definitions:
+A page holds each reference itself, between ``<!-- reference:NAME -->`` and
+``<!-- /reference:NAME -->``, so that it reads the same on the code host as in the built site;
+``python docs/hooks.py`` (``make docs-reference``) rewrites what is between the markers from
+the code's own definitions:
 
-- ``<!-- reference:settings -->``: every setting of :class:`reaper.config.settings.Settings`, from
-  its field's metadata (help text, metavar) and default, with its flag, variable and TOML key;
-- ``<!-- reference:metrics -->``: every metric of :class:`reaper.metrics.Metrics`, from its
-  definition (name as exported, type, labels, help text);
-- ``<!-- reference:commands -->``: every command of the ``reaper`` CLI and its own options
-  (the settings' flags are in the settings table), from the click definitions.
+- ``settings``: every setting of :class:`reaper.config.settings.Settings`, from its field's
+  metadata (help text, metavar) and default, with its flag, variable and TOML key;
+- ``metrics``: every metric of :class:`reaper.metrics.Metrics`, from its definition (name as
+  exported, type, labels, help text);
+- ``commands``: every command of the ``reaper`` CLI and its own options (the settings' flags
+  are in the settings reference), from the click definitions.
 
-``tests/unit/project/test_docs.py`` imports the same functions.
+Each is a list, one entry a line, never a table: a table squeezes its columns until an
+identifier breaks mid-word (``REAPER_BATC`` / ``H_SIZE``), and docs/stylesheets/reference.css
+keeps an inline code span from breaking inside a word in the site. MkDocs runs this file as a
+hook (``hooks:`` in mkdocs.yml): ``make docs`` fails (strict) while a page's reference is
+stale, as ``tests/unit/project/test_docs.py`` does, which imports the same functions.
+
+    python docs/hooks.py          # rewrite the references in the pages
+    python docs/hooks.py --check  # exit 1 when one is stale
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
+import sys
+from pathlib import Path
 from typing import Any
 
 import click
@@ -23,28 +35,31 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics import MetricWrapperBase
 
 MARKERS = ("settings", "metrics", "commands")
+DOCS = Path(__file__).resolve().parent
+# The page that holds each reference.
+PAGES = {"settings": "configuration.md", "metrics": "metrics.md", "commands": "commands.md"}
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """One line of text (whitespace collapsed)."""
+    return " ".join(text.split())
 
 
 def settings_table() -> str:
-    """The configuration reference: one row per setting, defaults as the CLI shows them."""
+    """The configuration reference: one entry per setting (its TOML key, flag and variable,
+    its default as the CLI shows it, its meaning)."""
     from reaper.cli import _default_text, _envvar
     from reaper.config.settings import SETTING_FIELDS, Settings
 
     defaults = Settings()
-    rows = [
-        "| flag | environment | TOML key | default | meaning |",
-        "|---|---|---|---|---|",
-    ]
+    rows = []
     for f in SETTING_FIELDS:
         metavar = f.metadata.get("metavar") or "BOOL"
         flag = "--" + f.name.replace("_", "-")
+        default = _cell(_default_text(getattr(defaults, f.name)))
         rows.append(
-            f"| `{flag} {metavar}` | `{_envvar(f.name)}` | `{f.name}` "
-            f"| {_cell(_default_text(getattr(defaults, f.name)))} | {_cell(f.metadata['help'])} |"
+            f"- **`{f.name}`**: `{flag} {metavar}`, `{_envvar(f.name)}`; default `{default}`. "
+            f"{_cell(f.metadata['help'])}"
         )
     return "\n".join(rows) + "\n"
 
@@ -84,11 +99,12 @@ def metric_defs() -> list[MetricDef]:
 
 
 def metrics_table() -> str:
-    """The metrics reference: name, type, labels, meaning."""
-    rows = ["| metric | type | labels | meaning |", "|---|---|---|---|"]
+    """The metrics reference: one entry per metric (name, type, labels, meaning)."""
+    rows = []
     for m in metric_defs():
         labels = ", ".join(f"`{label}`" for label in m.labels)
-        rows.append(f"| `{m.name}` | {m.type} | {labels} | {_cell(m.help)} |")
+        kind = f"{m.type}, labels {labels}" if labels else m.type
+        rows.append(f"- **`{m.name}`** ({kind}): {_cell(m.help)}")
     return "\n".join(rows) + "\n"
 
 
@@ -132,24 +148,65 @@ def commands_table() -> str:
         ):
             out.append("It also takes every setting (see [Configuration](configuration.md)).\n")
         if opts:
-            out.append("| option | meaning |\n|---|---|")
             for o in opts:
                 names = ", ".join(f"`{n}`" for n in o.opts)
                 help_text = _cell(o.help or "")
                 if o.envvar:
                     help_text += f" (environment: `{o.envvar}`)"
-                out.append(f"| {names} | {help_text} |")
+                out.append(f"- {names}: {help_text}")
             out.append("")
-    return "\n".join(out) + "\n"
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
 RENDER = {"settings": settings_table, "metrics": metrics_table, "commands": commands_table}
 
 
-def on_page_markdown(markdown: str, **_: Any) -> str:
-    """MkDocs hook: replace each reference marker with its generated table."""
+def _region(name: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"(<!-- reference:{name} -->\n)(.*?)(<!-- /reference:{name} -->)", re.S
+    )
+
+
+def with_references(markdown: str) -> str:
+    """``markdown`` with each reference region rewritten from the code."""
     for name, render in RENDER.items():
-        marker = f"<!-- reference:{name} -->"
-        if marker in markdown:
-            markdown = markdown.replace(marker, render())
+        body = f"\n{render()}\n"
+        markdown = _region(name).sub(lambda m, b=body: m.group(1) + b + m.group(3), markdown)
     return markdown
+
+
+def stale_pages() -> list[Path]:
+    """The pages whose references differ from the code's (or lack their region)."""
+    out = []
+    for name, page in PAGES.items():
+        text = (DOCS / page).read_text()
+        if not _region(name).search(text) or with_references(text) != text:
+            out.append(DOCS / page)
+    return out
+
+
+def on_page_markdown(markdown: str, page: Any = None, **_: Any) -> str:
+    """MkDocs hook: a page whose reference is stale fails the build."""
+    if with_references(markdown) != markdown:
+        from mkdocs.exceptions import PluginError
+
+        where = getattr(getattr(page, "file", None), "src_path", "a page")
+        raise PluginError(f"{where}: its generated reference is stale: run `make docs-reference`")
+    return markdown
+
+
+def main(argv: list[str]) -> int:
+    """Rewrite the pages' references, or with ``--check`` report the stale ones (exit 1)."""
+    if "--check" in argv:
+        for page in stale_pages():
+            print(f"docs/{page.name}: reference out of date: run `make docs-reference`",
+                  file=sys.stderr)
+        return 1 if stale_pages() else 0
+    for page in PAGES.values():
+        path = DOCS / page
+        path.write_text(with_references(path.read_text()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -102,6 +102,11 @@ def load(config_path: Path | None, raw: dict[str, Any]) -> Config:
         if ctx is not None
         and ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT
     }
+    # click reads an empty variable as unset; an empty REAPER_DSN is a DSN meant to be set
+    # that came out empty (an unset shell variable, an empty key of a Secret): refused below,
+    # like --dsn '', instead of silently reaching libpq's defaults.
+    if "dsn" not in explicit and os.environ.get(_envvar("dsn")) == "":
+        explicit["dsn"], labels["dsn"] = "", _envvar("dsn")
     config = load_config(
         explicit, file_values, source=str(config_path or "config"), labels=labels
     )
@@ -234,6 +239,8 @@ def run_once(
         warn_if_superuser(db)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
+        else:
+            _warn_missing_indexes(db, sweeps)
         live = sys.stderr.isatty() and not as_json and not dry_run
         results = []
         # One invocation, one window of the full-table interlock: its sweeps are judged
@@ -268,6 +275,17 @@ def run_once(
     # Nothing ran at all: a squatter on the lock keys must not look like a clean run.
     sys.exit(EXIT_ALL_SKIPPED if results and all(r.outcome == Outcome.SKIPPED for r in results)
              else EXIT_OK)
+
+
+def _warn_missing_indexes(db: Database, sweeps: Sequence[Sweep]) -> None:
+    """One warning line per index a sweep relies on that is missing or INVALID: its batches
+    then scan the table, many times slower, and a run should not do that in silence (the
+    whole of ``reaper check`` is for --strict and ``check``)."""
+    for sweep, index, problem in checks.missing_indexes(db, sweeps):
+        structlog.get_logger("reaper.cli").warning(
+            "index_missing", sweep=sweep, index=index, state=problem,
+            fix=checks.index_statements(next(s for s in sweeps if s.name == sweep)),
+        )
 
 
 def _writable_file(path: Path | None) -> Path | None:

@@ -101,6 +101,11 @@ class LockNotHeld(DatabaseError):
 class FullTableRefused(ReaperError):
     """A run would delete all, or nearly all, of a table; it stopped before its first delete."""
 
+    def __init__(self, message: str | None = None, *, summary: str | None = None) -> None:
+        super().__init__(message)
+        # The figures alone, for a line under a dry run's table: ``N of M rows of TABLE ...``.
+        self.summary = summary
+
 
 class ClockSkewRefused(ReaperError):
     """The database clock disagrees with a second clock by more than max_clock_skew; the run

@@ -1,15 +1,79 @@
 """Logging, configured once: structlog for reaper's events, stdlib records (psycopg_pool,
 APScheduler) rendered through the same processors. JSON lines when stderr is not a terminal,
-readable colour lines when it is."""
+every field of the record; readable colour lines when it is, each the event and its few key
+figures (:func:`brief`), about one line at 80 columns."""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
+from collections.abc import MutableMapping
+from typing import Any
 
 import structlog
 
 LEVELS = ("debug", "info", "warning", "error")
+
+# What a console line leaves out, all of it in the JSON record: the logger's name, the
+# run's bookkeeping (when its lock was taken and released, each cutoff), and what the sweep's
+# name already says (its table, its reason label).
+CONSOLE_LEFT_OUT = frozenset({
+    "logger", "locked_at", "unlocked_at", "cutoffs", "table", "reason", "strategy",
+})
+# At most this many fields after the event, each value cut to CONSOLE_VALUE_CHARS.
+CONSOLE_FIELDS = 4
+CONSOLE_VALUE_CHARS = 56
+# Values that are a field's normal case, left out like a 0: a run that ended by itself.
+CONSOLE_IDLE = {"stopped_by": "done"}
+# Kept as they are: a traceback is never shortened.
+_KEPT = ("timestamp", "level", "event", "exception", "exc_info", "stack")
+
+
+def _says_nothing(value: Any) -> bool:
+    """None, false, 0 and empty containers: a field at its idle value."""
+    if value is None or value is False:
+        return True
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value == 0
+    return isinstance(value, (dict, list, tuple, set, str)) and not value
+
+
+def brief(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """A console line's record: the time of day, the level, the event (followed by its
+    sweep's name, if any) and its first CONSOLE_FIELDS fields that say something (a 0 count,
+    an empty list, an idle value and the fields of CONSOLE_LEFT_OUT say nothing to a reader),
+    each value at most CONSOLE_VALUE_CHARS long; the rest is in the JSON record. ``rows`` is
+    kept at 0: it is the figure of a sweep."""
+    out: dict[str, Any] = {k: event[k] for k in _KEPT if k in event}
+    stamp = out.get("timestamp")
+    if isinstance(stamp, str) and "T" in stamp:
+        out["timestamp"] = stamp.split("T", 1)[1][:8]
+    # The subject of most events follows its name: "sweep_finished nodes_silent rows=...".
+    if isinstance(event.get("sweep"), str) and isinstance(out.get("event"), str):
+        out["event"] = f"{out['event']} {event['sweep']}"
+    kept = 0
+    for key, value in event.items():
+        if key in out or key in CONSOLE_LEFT_OUT or key == "sweep" or kept >= CONSOLE_FIELDS:
+            continue
+        if (_says_nothing(value) and key != "rows") or CONSOLE_IDLE.get(key) == value:
+            continue
+        text = value if isinstance(value, (int, float)) else str(value)
+        if isinstance(text, str) and len(text) > CONSOLE_VALUE_CHARS:
+            text = text[: CONSOLE_VALUE_CHARS - 3] + "..."
+        out[key] = text
+        kept += 1
+    return out
+
+
+def _unpadded() -> dict[str, Any]:
+    """ConsoleRenderer's options for no padding after the level and the event, as this
+    structlog names them (``pad_event_to`` since 25.5, ``pad_event`` before)."""
+    names = inspect.signature(structlog.dev.ConsoleRenderer).parameters
+    out: dict[str, Any] = {"pad_event_to" if "pad_event_to" in names else "pad_event": 0}
+    if "pad_level" in names:
+        out["pad_level"] = False
+    return out
 
 
 def configure(level: str = "info", json: bool | None = None) -> None:
@@ -27,10 +91,12 @@ def configure(level: str = "info", json: bool | None = None) -> None:
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer: structlog.types.Processor = (
-        structlog.processors.JSONRenderer()
+    renderers: list[structlog.types.Processor] = (
+        [structlog.processors.JSONRenderer()]
         if json
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        else [brief, structlog.dev.ConsoleRenderer(
+            colors=sys.stderr.isatty(), sort_keys=False, **_unpadded(),
+        )]
     )
     structlog.configure(
         processors=[
@@ -46,8 +112,8 @@ def configure(level: str = "info", json: bool | None = None) -> None:
         foreign_pre_chain=shared,
         processors=[
             structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-            structlog.processors.format_exc_info,
-            renderer,
+            *([] if not json else [structlog.processors.format_exc_info]),
+            *renderers,
         ],
     )
     handler = logging.StreamHandler(sys.stderr)

@@ -28,6 +28,15 @@ class Outcome(_Word):
 
 
 @unique
+class Projection(_Word):
+    """What a dry run says of a sweep where its :class:`Outcome` would mislead: the real run
+    would stop before its first delete (its full-table interlock or clock check refuses it).
+    Shown in the table and in ``--json``; never a metric label."""
+
+    REFUSED = "refused"
+
+
+@unique
 class StopReason(_Word):
     """Why a run's batch loop ended (``stopped_by`` in a result)."""
 

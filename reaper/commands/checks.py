@@ -14,6 +14,7 @@ any role may read (``pg_index``, ``pg_constraint``, ``pg_locks``, ``has_table_pr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -387,6 +388,49 @@ def _shipped(name: str) -> sqlinfo.IndexSpec | None:
     return next((i for i in sqlinfo.shipped_indexes() if i.name == bare), None)
 
 
+def missing_indexes(db: Database, sweeps: Sequence[Sweep]) -> list[tuple[str, str, str]]:
+    """``(sweep, index, what is wrong)`` for each index that a sweep declares and that is
+    absent or not valid: the cheap part of the ``index`` check (one catalog query), which
+    ``run-once`` makes before sweeping so that a run never scans in silence."""
+    names = sorted({name for s in sweeps for name in s.indexes})
+    if not names:
+        return []
+    with db.session(read_only=True) as session:
+        states = {r.name: r for r in session.fetch(IndexState, sqltext.ops("index_state"),
+                                                    {"names": names})}
+    out = []
+    for sweep in sweeps:
+        for name in sweep.indexes:
+            row = states.get(name)
+            if row is None or not row.present:
+                out.append((sweep.name, name, "does not exist"))
+            elif not row.valid or not row.ready:
+                out.append((sweep.name, row.index_name or name, "is INVALID"))
+    return out
+
+
+def index_statements(sweep: Sweep) -> str:
+    """What builds an index that serves ``sweep``'s batches: ``reaper indexes ensure`` for a
+    built-in sweep; for a declared one, a ``CREATE INDEX CONCURRENTLY`` on each column its
+    predicate compares with a cutoff (``reaper indexes ensure`` builds only the shipped
+    indexes, none of which is on a declared sweep's table)."""
+    predicate = sweep.predicate
+    if sweep.builtin or not predicate.age_columns:
+        return "reaper indexes ensure"
+    table = ".".join(_ident(n) for n in (predicate.schema, predicate.table) if n)
+    return "; ".join(
+        f"CREATE INDEX CONCURRENTLY ON {table} ({_ident(column)})"
+        for column in predicate.age_columns
+    )
+
+
+def _ident(name: str) -> str:
+    """A column name as SQL text: bare when it needs no quotes, else double-quoted."""
+    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
+        return name
+    return '"' + name.replace('"', '""') + '"'
+
+
 def _repair(name: str) -> str:
     if _shipped(name) is not None:
         return "reaper indexes ensure"
@@ -546,5 +590,5 @@ def _plan(
         CheckName.PLAN, FAIL, subject,
         f"Seq Scan of {what} ({rows:,} rows > seq_scan_max_rows {limit:,}): no index serves "
         "the batch, which reads all of it every time",
-        "reaper indexes ensure (or create an index that serves the predicate)",
+        index_statements(sweep),
     )

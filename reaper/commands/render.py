@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from reaper.config.values import format_duration
-from reaper.vocab import CheckStatus, IndexOutcome, Outcome, PartitionAction
+from reaper.vocab import CheckStatus, IndexOutcome, Outcome, PartitionAction, Projection
 
 if TYPE_CHECKING:
     from reaper.commands.checks import Finding
@@ -198,9 +198,11 @@ def print_results(
     rows: list[list[Cell]] = []
     for r in results:
         colour = "green" if r.outcome == Outcome.SUCCESS else "red"
+        if r.shown_outcome == Projection.REFUSED:
+            colour = "yellow"
         rows.append([
             r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
-            Text(r.outcome, style=colour),
+            Text(r.shown_outcome, style=colour),
         ])
     print_table(
         "reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""),
@@ -219,8 +221,21 @@ def print_results(
         for r in results:
             if r.note:
                 console.print(f"note: {r.note}", highlight=False)
+        # The full-table interlock's refusals: one line of figures per sweep between a line
+        # that says what they are and one with the fix (each sweep's full line is in --json's
+        # refusal, and in the real run's error).
+        interlocked = [r for r in results if r.refusal and r.refusal_summary]
+        if interlocked:
+            console.print("the full-table interlock would stop these before their first delete:",
+                          highlight=False)
+            for r in interlocked:
+                console.print(Text.assemble((r.sweep, "yellow"), ": ", r.refusal_summary or ""),
+                              soft_wrap=True)
+            console.print("(earlier: the rows the sweeps before it delete from the table); to "
+                          "let one go on: max_eligible_fraction = 1 in its [sweeps.NAME]",
+                          highlight=False)
         for r in results:
-            if r.refusal:
+            if r.refusal and not r.refusal_summary:
                 console.print(Text.assemble((r.sweep, "yellow"), ": a real run would be refused: ",
                                             r.refusal))
     for r in results:

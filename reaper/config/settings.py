@@ -20,6 +20,7 @@ from reaper.config.values import (
     boolean,
     column_names,
     did_you_mean,
+    dsn_text,
     filter_table,
     format_duration,
     fraction,
@@ -199,7 +200,7 @@ class Settings:
 
     dsn: str | None = _setting(
         None,
-        optional_str,
+        dsn_text,
         "libpq connection string or URI. Unset: libpq's PG* variables and service file.",
         "DSN",
     )

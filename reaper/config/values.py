@@ -257,6 +257,20 @@ def optional_str(value: Any) -> str | None:
     return value
 
 
+def dsn_text(value: Any) -> str | None:
+    """A DSN as given (None: unset, and libpq's PG* variables and service file choose). A blank
+    one is refused rather than read as unset: it was meant to be set and came out empty (an
+    unset shell variable, an empty key of a Secret). Never quoted back: it may hold a password.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError("is not a string")
+    if not value.strip():
+        raise ValueError("is empty (leave it unset to let libpq's PG* variables choose)")
+    return value
+
+
 def listen_address(value: Any) -> str:
     """``HOST:PORT``, ``:PORT`` (every interface) or ``[IPv6]:PORT``; returned as given."""
     if not isinstance(value, str):

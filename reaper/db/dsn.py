@@ -11,6 +11,8 @@ these two functions.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,6 +50,58 @@ AMBIGUOUS_URI = (
 )
 
 
+# Parameters whose value libpq checks only when it connects (a failed connection, exit 1, and
+# a message that may quote the value): checked here instead, as a DSN that does not parse.
+_CHOICES = {
+    "sslmode": ("disable", "allow", "prefer", "require", "verify-ca", "verify-full"),
+    "gssencmode": ("disable", "prefer", "require"),
+    "channel_binding": ("disable", "prefer", "require"),
+    "target_session_attrs": (
+        "any", "read-write", "read-only", "primary", "standby", "prefer-standby",
+    ),
+}
+_URI_HINT = "; in a URI the port follows the host's ':', and user:password goes before the '@'"
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def _scheme_mistake(text: str) -> str | None:
+    """Why ``text``, which looks like a URI, is not one libpq reads as such (None: it is one,
+    or it does not look like a URI). Without a valid scheme libpq reads a URI as keyword=value
+    pairs and complains about a word without "=", which says nothing of the real mistake."""
+    stripped = text.strip()
+    lowered = stripped.lower()
+    if stripped.startswith(_URI_PREFIXES):
+        return None
+    if lowered.startswith(("jdbc:postgresql://", "jdbc:postgres://")):
+        return "a JDBC URL: remove its 'jdbc:' prefix (postgresql://...)"
+    if lowered.startswith(_URI_PREFIXES):
+        return "a URI whose scheme is not in lower case: write postgresql://"
+    if re.match(r"(postgres|postgresql)(:/?(?!/)|//)", lowered):
+        return "a URI that does not begin with postgresql:// (a colon, then two slashes)"
+    if _SCHEME.match(stripped):
+        return "a URI whose scheme is not postgresql:// or postgres:// (misspelt?)"
+    return None
+
+
+def _value_mistake(params: Mapping[str, Any], uri: bool) -> str | None:
+    """Why a parsed parameter's value cannot work (None: each can), never quoting the value:
+    in a URI with a misplaced ':' the "port" is a password."""
+    for port in str(params.get("port") or "").split(","):
+        port = port.strip()
+        if port and not (port.isdigit() and 1 <= int(port) <= 65535):
+            return "the port is not a number from 1 to 65535" + (_URI_HINT if uri else "")
+    for address in str(params.get("hostaddr") or "").split(","):
+        try:
+            if address.strip():
+                ipaddress.ip_address(address.strip())
+        except ValueError:
+            return "hostaddr is not an IP address (a host name goes in host)"
+    for name, choices in _CHOICES.items():
+        if name in params and str(params[name]) not in choices:
+            return f"{name} is none of {', '.join(choices)}"
+    return None
+
+
 def dsn_parse_error(label: str, reason: str) -> errors.ConfigError:
     """The one message for a DSN that reaper cannot use: it names where the DSN came from
     (``label``) and why, never its text."""
@@ -77,19 +131,25 @@ def _ambiguous_uri(dsn: str) -> bool:
 
 
 def parse_dsn(dsn: str | None, label: str = "--dsn") -> dict[str, Any]:
-    """The libpq parameters of ``dsn`` (an empty one: libpq's defaults, ``{}``).
+    """The libpq parameters of ``dsn`` (an empty one: libpq's defaults, ``{}``; a blank one
+    given by the user is refused earlier, by :func:`reaper.config.values.dsn_text`).
 
     Raises:
-        ConfigError: it does not parse, or it is a URI that libpq would read otherwise than
-            it seems to say; the message names ``label``, never the DSN's text.
+        ConfigError: it does not parse, is a URI that libpq
+            would read otherwise than it seems to say, or names a port, an address or a mode
+            that no connection can use; the message names ``label``, never the DSN's text.
     """
     text = dsn or ""
+    if mistake := _scheme_mistake(text):
+        raise dsn_parse_error(label, mistake)
     try:
         params = conninfo_to_dict(text)
     except psycopg.ProgrammingError as exc:
         raise dsn_parse_error(label, _reason(str(exc).strip())) from None
     if _ambiguous_uri(text):
         raise dsn_parse_error(label, AMBIGUOUS_URI)
+    if mistake := _value_mistake(params, text.lstrip().startswith(_URI_PREFIXES)):
+        raise dsn_parse_error(label, mistake)
     return params
 
 

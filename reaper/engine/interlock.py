@@ -91,25 +91,32 @@ def refuse_full_table(sweep: Sweep, measure: EligibleMeasure, threshold: float) 
         return
     if measure.fraction < threshold:
         return
+    kind = "counted" if measure.counted else "estimated"
+    summary = (
+        f"{measure.eligible:,.0f} of {measure.rows:,.0f} rows eligible "
+        f"({measure.fraction:.1%}, {kind})"
+    )
     raise errors.FullTableRefused(
         f"sweep {sweep.name}: {measure.fraction:.1%} of {sweep.table} "
         f"({'' if measure.counted else 'about '}{measure.eligible:,.0f} of "
-        f"{measure.rows:,.0f} rows, {'counted' if measure.counted else 'sampled'}) "
-        "is eligible, at or "
+        f"{measure.rows:,.0f} rows, {kind}) is eligible, at or "
         f"above max_eligible_fraction {threshold:g}; nothing was deleted. If that is meant, "
         f"set max_eligible_fraction = 1 in [sweeps.{sweep.name}] (or "
-        "--max-eligible-fraction / REAPER_MAX_ELIGIBLE_FRACTION) for this run"
+        "--max-eligible-fraction / REAPER_MAX_ELIGIBLE_FRACTION) for this run",
+        summary=summary,
     )
 
 
 @dataclass
 class TableWindow:
     """One table's window: when it began (monotonic seconds), its rows then (projected from
-    the sample), and the rows deleted from it since by any sweep of this process."""
+    the sample, or ``counted``), and the rows deleted from it since by any sweep of this
+    process."""
 
     started: float
     rows: float
     deleted: int = 0
+    counted: bool = False
 
 
 class DeletionLedger:
@@ -168,15 +175,23 @@ def refuse_table_window(
         if projected
         else f"{window.deleted:,} rows already deleted from {sweep.table} by this process"
     )
+    gone = window.rows - left
+    kind = "counted" if measure.counted and window.counted else "estimated"
+    # "earlier": what the sweeps before it delete (a dry run), or this process deleted.
+    summary = (
+        f"{measure.eligible:,.0f} + {window.deleted:,} earlier = {gone:,.0f} of "
+        f"{window.rows:,.0f} rows ({gone / window.rows:.1%}, {kind})"
+    )
     raise errors.FullTableRefused(
         f"sweep {sweep.name}: {deleted}, and {'' if measure.counted else 'about '}"
         f"{measure.eligible:,.0f} of the {measure.rows:,.0f} left are eligible "
-        f"({'counted' if measure.counted else 'sampled'}): the run would leave "
+        f"({kind}): the run would leave "
         f"{left / window.rows:.1%} of its {window.rows:,.0f} rows, so "
         f"{1 - left / window.rows:.1%} would be gone, at or above "
         f"max_eligible_fraction {threshold:g}; nothing was deleted. If that is meant, set "
         f"max_eligible_fraction = 1 in [sweeps.{sweep.name}] (or --max-eligible-fraction / "
-        "REAPER_MAX_ELIGIBLE_FRACTION)"
+        "REAPER_MAX_ELIGIBLE_FRACTION)",
+        summary=summary,
     )
 
 
@@ -224,7 +239,11 @@ def judge_table(
             rows = float(max(now - pending, 0))
             measure = EligibleMeasure(measure.samples, rows, float(min(eligible, rows)),
                                       counted=True)
-            start = max(window.rows, now + (0 if projected else window.deleted))
-            window = TableWindow(window.started, start, window.deleted)
+            # A dry run deleted nothing: the table now is the table at the window's start, and
+            # its count is exact. A real run's count misses what it deleted, and a sample
+            # that was high at the start stands (see above).
+            start = float(now) if projected else max(window.rows, now + window.deleted)
+            window = TableWindow(window.started, start, window.deleted,
+                                 counted=projected or start == now + window.deleted)
     refuse_full_table(sweep, measure, threshold)
     refuse_table_window(sweep, measure, threshold, window, projected=projected)

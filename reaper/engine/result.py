@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from reaper.db import LockHolder
-from reaper.vocab import Outcome, SkipReason, StopReason, Strategy
+from reaper.vocab import Outcome, Projection, SkipReason, StopReason, Strategy
 
 
 @dataclass
@@ -40,7 +40,9 @@ class SweepResult:
         locked_at, unlocked_at: Unix times between which the run held its advisory locks
             and did its work (None when it never got them).
         refusal: with ``dry_run``, why a real run would stop before its first delete (the
-            full-table interlock's one line), else None.
+            full-table interlock's or the clock check's one line), else None.
+        refusal_summary: with ``refusal`` from the full-table interlock, its figures alone
+            (``N of M rows eligible (P%, counted)``), for one short line under the table.
         note: with ``dry_run``, what the count leaves out (rows that the sweeps it runs
             after would make eligible), else None; set by the caller, which knows them.
     """
@@ -69,7 +71,14 @@ class SweepResult:
     unlocked_at: float | None = None
     partitions: list[dict[str, Any]] = field(default_factory=list)
     refusal: str | None = None
+    refusal_summary: str | None = None
     note: str | None = None
+
+    @property
+    def shown_outcome(self) -> Outcome | Projection:
+        """The outcome a person reads: a dry run of a sweep that the real run would refuse
+        says ``refused``, not the dry run's own ``success``."""
+        return Projection.REFUSED if self.dry_run and self.refusal else self.outcome
 
     @property
     def strategy(self) -> str | None:
@@ -86,7 +95,7 @@ class SweepResult:
             "rows": self.rows,
             "batches": self.batches,
             "seconds": round(self.seconds, 3),
-            "outcome": self.outcome,
+            "outcome": self.shown_outcome,
             "strategy": self.strategy,
             "stopped_by": self.stopped_by,
             "dry_run": self.dry_run,

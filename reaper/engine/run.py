@@ -424,6 +424,7 @@ def _count(
                     projected=True, eligible=result.rows)
     except errors.FullTableRefused as exc:
         result.refusal = str(exc)
+        result.refusal_summary = exc.summary
 
 
 def _delete(session: Session, run: Run, measure: EligibleMeasure) -> None:

@@ -96,18 +96,22 @@ def test_a_dry_run_counts_and_says_a_real_run_would_be_refused(
     )
     assert run.code == 0, run.stderr
     (result,) = run.json()
-    assert result["rows"] == 3000 and result["outcome"] == "success"
+    assert result["rows"] == 3000 and result["outcome"] == "refused"
     assert "sweep nodes_silent: 100.0% of nodes" in result["refusal"], result
     assert "max_eligible_fraction 0.95" in result["refusal"]
-    # The table says it too, in one line under it; with the opt-in, no refusal.
+    # The table says it too: outcome refused, and one line of figures under it, at 80
+    # columns; with the opt-in, no refusal.
     table = run_reaper("run-once", "--dry-run", "--sweep", "nodes_silent",
-                       env={"REAPER_DSN": dsn, "COLUMNS": "200"})
+                       env={"REAPER_DSN": dsn, "COLUMNS": "80"})
     assert table.code == 0, table.stderr
-    (line,) = [x for x in table.stdout.splitlines() if "would be refused" in x]
-    assert line.startswith("nodes_silent: a real run would be refused: sweep nodes_silent: ")
+    (row,) = [x for x in table.stdout.splitlines() if x.strip().startswith("nodes_silent ")]
+    assert row.split()[-1] == "refused", row
+    lines = [x for x in table.stdout.splitlines() if x.startswith("nodes_silent:")]
+    assert lines == ["nodes_silent: 3,000 of 3,000 rows eligible (100.0%, counted)"], lines
     opted = run_reaper("run-once", "--dry-run", "--sweep", "nodes_silent", "--json",
                        "--max-eligible-fraction", "1", env={"REAPER_DSN": dsn})
     assert opted.json()[0]["refusal"] is None and opted.json()[0]["rows"] == 3000
+    assert opted.json()[0]["outcome"] == "success"
     assert _count(conn, "garbage-") == 3000  # nothing deleted
 
 
@@ -127,9 +131,15 @@ def test_a_dry_run_judges_a_sweep_after_the_ones_before_it_as_a_run_would(
     assert by_name["half_a"]["rows"] == 950 and by_name["half_a"]["refusal"] is None
     # Counted as the table is now, half_a's rows included; judged as the table would be.
     assert by_name["half_b"]["rows"] == 1900
+    assert by_name["half_b"]["outcome"] == "refused"
     refusal = by_name["half_b"]["refusal"]
     assert "950 rows that the sweeps before it would delete from public.big" in refusal
     assert "100.0% would be gone" in refusal
+    # Under the table, the figures add up: its 950 and half_a's 950 are the table's 1,900.
+    table = run_reaper(*[a for a in args if a != "--json"], "--dry-run",
+                       env={"REAPER_DSN": dsn, "COLUMNS": "80"})
+    (line,) = [x for x in table.stdout.splitlines() if x.startswith("half_b:")]
+    assert line == "half_b: 950 + 950 earlier = 1,900 of 1,900 rows (100.0%, counted)", line
     assert _big(conn) == 1900
     real = run_reaper(*args, env={"REAPER_DSN": dsn})
     assert real.code == 1, real.stderr

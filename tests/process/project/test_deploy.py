@@ -211,11 +211,16 @@ def test_wheel_builds_and_entry_point_runs_in_a_clean_venv(tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     built = set(re.findall(r"Building wheel for (\S+)", proc.stdout))
     assert built == {"reaper"}, f"built from source, which the slim image cannot: {built}"
+    # As the image: a virtual environment without pip, filled by the build stage's pip.
     venv = tmp_path / "venv"
-    proc = run(sys.executable, "-m", "venv", venv)
+    proc = run(sys.executable, "-m", "venv", "--without-pip", venv)
     assert proc.returncode == 0, proc.stderr
     proc = run(
-        venv / "bin" / "pip",
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        venv / "bin" / "python",
         "install",
         "--quiet",
         "--disable-pip-version-check",
@@ -225,6 +230,7 @@ def test_wheel_builds_and_entry_point_runs_in_a_clean_venv(tmp_path: Path) -> No
         "reaper",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not list(venv.glob("lib/python*/site-packages/pip")), "pip is in the environment"
     reaper = venv / "bin" / "reaper"
     help_ = run(reaper, "--help", cwd=tmp_path)
     assert help_.returncode == 0, help_.stderr

@@ -46,6 +46,7 @@ ALERTS = {
     "ReaperBacklogGrowing",
     "ReaperDeletingNothing",
     "ReaperClockSkew",
+    "ReaperCheckFailing",
 }
 SEVERITIES = {"critical", "warning", "info"}
 
@@ -183,14 +184,33 @@ def test_every_alert_has_for_severity_annotations_and_a_runbook() -> None:
         assert parse_duration(rule["for"]) >= timedelta(minutes=10), name
         assert rule["labels"]["severity"] in SEVERITIES, name
         assert {"summary", "description", "runbook_url"} <= set(rule["annotations"]), name
-        # One runbook page per alert, in the docs site, titled with the alert's name.
-        page = rule["annotations"]["runbook_url"]
-        assert page == f"docs/operations/{name}.md", name
-        assert (ROOT / page).read_text().startswith(f"# {name}\n"), page
+        # One runbook page per alert, in the docs site, titled with the alert's name, linked
+        # by its absolute address there (a click from Alertmanager or Grafana opens it).
+        url = rule["annotations"]["runbook_url"]
+        assert url == f"{site_url()}operations/{name}/", name
+        page = ROOT / "docs" / "operations" / f"{name}.md"
+        assert page.read_text().startswith(f"# {name}\n"), page
+        assert f"operations/{name}.md" in (ROOT / "mkdocs.yml").read_text(), f"{name} not in nav"
     assert (
         next(r for r in rules() if r["alert"] == "ReaperDeletingNothing")["labels"]["severity"]
         == "info"
     )
+
+
+def site_url() -> str:
+    """mkdocs.yml's site_url (where the docs site is served), ending in a slash."""
+    m = re.search(r"^site_url:\s*(https?://\S+?)/?\s*$", (ROOT / "mkdocs.yml").read_text(), re.M)
+    assert m, "mkdocs.yml has no absolute site_url"
+    return m.group(1) + "/"
+
+
+def test_rule_tests_expect_the_rules_runbook_links() -> None:
+    """The promtool cases expect each alert's runbook_url as the rules write it."""
+    for case in one(RULE_TESTS)["tests"]:
+        for check in case["alert_rule_test"]:
+            for alert in check["exp_alerts"]:
+                url = alert["exp_annotations"]["runbook_url"]
+                assert url == f"{site_url()}operations/{check['alertname']}/", case["name"]
 
 
 # Exported by the daemon from a scrape-time collector, not by reaper.metrics.Metrics in
@@ -220,7 +240,7 @@ def test_rules_use_the_metrics_and_labels_reaper_exports() -> None:
 
 
 def test_prometheusrule_carries_the_same_rules() -> None:
-    rule = one(KUBERNETES / "daemon" / "prometheusrule.yaml")
+    rule = one(KUBERNETES / "rules" / "prometheusrule.yaml")
     assert rule["kind"] == "PrometheusRule"
     assert rule["spec"] == one(RULES)
 
@@ -335,14 +355,37 @@ def test_cronjob_runs_run_once_without_overlap() -> None:
 # --- the image: what can be checked without a Docker engine ---------------------------------
 
 
-def test_dockerfile_shape() -> None:
+def dockerfile_stages() -> list[tuple[str, str]]:
+    """The Dockerfile's stages as (base image, instructions), build arguments' defaults
+    substituted."""
     text = (ROOT / "Dockerfile").read_text()
-    stages = re.findall(r"^FROM\s+(\S+)", text, re.M)
-    assert stages and all("slim" in s for s in stages), stages
+    args = dict(re.findall(r"^ARG\s+(\w+)=(\S+)", text, re.M))
+    parts = re.split(r"^FROM\s+(\S+).*$", text, flags=re.M)[1:]
+    bases = [re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], b) for b in parts[0::2]]
+    return list(zip(bases, parts[1::2], strict=True))
+
+
+def test_dockerfile_shape() -> None:
+    """A base pinned by digest and exact version, the same for both stages; a numeric
+    unprivileged user; in the image that runs, reaper in a virtual environment without pip,
+    and pip, setuptools and wheel removed from the base: nothing that installs or builds."""
+    text = (ROOT / "Dockerfile").read_text()
+    stages = dockerfile_stages()
+    assert len(stages) == 2, [b for b, _ in stages]
+    bases = {b for b, _ in stages}
+    assert len(bases) == 1, bases
+    (base,) = bases
+    assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm@sha256:[0-9a-f]{64}", base), base
+    build, final = (body for _, body in stages)
+    assert "python -m venv --without-pip /opt/reaper" in build
+    assert "--no-index --find-links /wheels reaper" in build
+    assert "COPY --from=build /opt/reaper /opt/reaper" in final
+    assert "pip uninstall --yes --quiet pip setuptools wheel" in final
+    assert not re.search(r"\b(pip|apt-get|apk) install\b", final), "the final stage installs"
     assert dockerfile_user() != 0
+    assert re.search(r"^ENV .*PATH=/opt/reaper/bin:\$PATH", final, re.M | re.S)
     assert re.search(r'^ENTRYPOINT \["reaper"\]$', text, re.M)
     assert re.search(r'^CMD \["run"\]$', text, re.M)
-    assert "pip install --no-index --find-links /wheels reaper" in text
 
 
 # --- one reaper per database (deploy/kubernetes/examples/many-databases) --------------------

@@ -40,8 +40,8 @@ def test_the_settings_reference_names_every_setting() -> None:
     for f in SETTING_FIELDS:
         flag = "--" + f.name.replace("_", "-")
         assert f"`{flag} " in table and f"`REAPER_{f.name.upper()}`" in table, f.name
-        assert " ".join(f.metadata["help"].split()).replace("|", "\\|") in table, f.name
-    assert "<!-- reference:settings -->" in (DOCS / "configuration.md").read_text()
+        assert " ".join(f.metadata["help"].split()) in table, f.name
+    assert table in (DOCS / "configuration.md").read_text()
 
 
 def test_the_metrics_reference_names_every_metric() -> None:
@@ -49,8 +49,8 @@ def test_the_metrics_reference_names_every_metric() -> None:
     names = [m.name for m in hooks.metric_defs()]
     assert "reaper_deleted_rows_total" in names and "reaper_batch_duration_seconds" in names
     for name in names:
-        assert f"| `{name}` |" in table
-    assert "<!-- reference:metrics -->" in (DOCS / "metrics.md").read_text()
+        assert f"- **`{name}`** (" in table
+    assert table in (DOCS / "metrics.md").read_text()
 
 
 def test_every_command_and_flag_is_in_the_references() -> None:
@@ -64,7 +64,33 @@ def test_every_command_and_flag_is_in_the_references() -> None:
                 missing += [f"{path} {o}" for o in param.opts if o.startswith("--")
                             and o != "--help" and f"`{o}" not in text]
     assert not missing, missing
-    assert "<!-- reference:commands -->" in (DOCS / "commands.md").read_text()
+    assert hooks.commands_table() in (DOCS / "commands.md").read_text()
+
+
+def test_the_references_in_the_pages_are_the_codes() -> None:
+    """Each page holds its reference itself (it reads so on the code host, where nothing
+    fills a marker), as the code makes it now: `make docs-reference` after a change."""
+    assert hooks.stale_pages() == [], "run `make docs-reference`"
+    stale = hooks.with_references(
+        "<!-- reference:metrics -->\n- `reaper_gone` (counter): old\n<!-- /reference:metrics -->"
+    )
+    assert "reaper_gone" not in stale and "reaper_deleted_rows_total" in stale
+
+
+@pytest.mark.parametrize("render", ["settings_table", "metrics_table", "commands_table"])
+def test_a_reference_never_breaks_a_name(render: str) -> None:
+    """A list, never a table (whose squeezed columns break identifiers mid-word), every
+    identifier whole in a code span, and the site's style keeps a code span from breaking
+    inside a word."""
+    text = getattr(hooks, render)()
+    assert not [line for line in text.splitlines() if line.lstrip().startswith("|")]
+    names = re.findall(r"\b(?:REAPER_[A-Z_]+|reaper_[a-z_]+|--[a-z][a-z-]+)", text)
+    assert names
+    for name in names:
+        assert re.search(rf"`[^`]*(?<![\w-]){re.escape(name)}(?![\w-])[^`]*`", text), name
+    css = (DOCS / "stylesheets" / "reference.css").read_text()
+    assert "word-break: keep-all" in css and "overflow-wrap: normal" in css
+    assert "stylesheets/reference.css" in (ROOT / "mkdocs.yml").read_text()
 
 
 # A code block's line that runs reaper: after a prompt, variables, or a path to the script.
@@ -158,3 +184,24 @@ def test_no_page_refers_to_issues() -> None:
     for page in pages():
         text = page.read_text("utf-8")
         assert not re.search(r"\bissues? \d|\bissue\b", text, re.I), page
+
+
+def test_the_custom_sweeps_page_names_every_key_of_a_sweep() -> None:
+    """Every key a [sweeps.NAME] table takes is in the page's table of keys, and each key it
+    refuses is in its list of what reaper refuses: a sweep declared from the page is the
+    sweep the code reads, and a key the page names is one the code takes."""
+    import dataclasses
+
+    from reaper.config.settings import SweepSettings
+
+    text = (DOCS / "custom-sweeps.md").read_text()
+    keys_table = text[text.index("## Every key"):text.index("## What reaper refuses")]
+    refused = text[text.index("## What reaper refuses"):].split("\n\n")[2]
+    documented = set(re.findall(r"`(\w+)`", "".join(
+        line.split("|")[1] for line in keys_table.splitlines() if line.startswith("| `")
+    )))
+    refused_keys = {"predicate", "since"}
+    keys = {f.name for f in dataclasses.fields(SweepSettings)}
+    assert keys - refused_keys == documented
+    for key in refused_keys:
+        assert f"`{key}`" in refused, key
