@@ -128,8 +128,9 @@ def make_app(registry: CollectorRegistry, healthz: Check, readyz: Readiness) -> 
             ready, kind, reason = readyz()
             if ready:
                 return text(start_response, "200 OK", "ok\n")
-            shown = reason if environ.get(AUTHENTICATED) else \
-                f"{kind} (the log line database_not_ready says why)"
+            # The reason names the target, tables and roles: the log line database_not_ready
+            # carries it, and a request that passed basic auth reads it.
+            shown = reason if environ.get(AUTHENTICATED) else kind
             return text(start_response, "503 Service Unavailable", f"not ready: {shown}\n")
         if path == "/":
             start_response("200 OK", [("Content-Type", "text/plain; charset=utf-8")])
