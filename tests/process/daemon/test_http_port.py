@@ -547,3 +547,17 @@ def test_readyz_shows_a_reason_class_not_the_target_unless_authenticated(tmp_pat
         assert readyz(None)[0] == 401
     finally:
         assert reaper.terminate() == 0
+
+
+def test_the_port_bench_runs() -> None:
+    """bench/http_abuse.py, which docs/daemon.md quotes, runs (its quickest part)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run(
+        [sys.executable, str(root / "bench" / "http_abuse.py"), "--only", "files"],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout
+    rows = [line for line in out.splitlines() if line.startswith("| web config")]
+    assert len(rows) == 3 and all("exit 2 after" in row for row in rows), out
