@@ -198,8 +198,11 @@ def passwords(seconds: float, tmp: Path) -> str:
     auth = (USER, PASSWORD)
     try:
         started(port, auth)  # the scraper's password is verified (and remembered) here
-        known = [scrape(port, (USER, f"wrong-{i}"))[1] for i in range(3)]
-        unknown = [scrape(port, (f"nobody-{i}", f"wrong-{i}"))[1] for i in range(3)]
+        # Each from an address of its own: one that guessed wrong three times is held off.
+        known = [scrape(port, (USER, f"wrong-{i}"), source=f"127.0.1.{i}")[1]
+                 for i in range(1, 4)]
+        unknown = [scrape(port, (f"nobody-{i}", f"wrong-{i}"), source=f"127.0.1.{i}")[1]
+                   for i in range(4, 7)]
         long_status = scrape(port, (USER, "x" * 100))[0]
         stop = threading.Event()
 

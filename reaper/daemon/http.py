@@ -17,8 +17,9 @@ threads, so a client that sends slowly, or never finishes, costs a buffer of at 
 - an answer's departure: an answer the client does not read for :data:`READ_TIMEOUT_SECONDS`
   closes the connection;
 - pipelining: one request of a connection at a time; the next is parsed only once the answer
-  to the previous one has been sent, so a client that pipelines thousands and never reads
-  holds one answer and one read buffer, never a worker thread;
+  to the previous one has been sent, and the kernel buffers at most
+  :data:`SEND_BUFFER_BYTES` of answers, so a client that pipelines thousands and never reads
+  costs two renders, holds one answer and one read buffer, never a worker thread;
 - an idle keep-alive connection: closed after :data:`IDLE_TIMEOUT_SECONDS`;
 - headers: at most :data:`MAX_HEADER_BYTES` in all and :data:`MAX_HEADER_COUNT` lines, else
   ``431``; a body: at most :data:`MAX_BODY_BYTES`, else ``413``.
@@ -96,6 +97,11 @@ IDLE_TIMEOUT_SECONDS = 60.0
 WORKER_THREADS = 3
 # Bytes read from a connection at once: the most a pipelining client has waiting in reaper.
 RECV_BYTES = 8192
+# The kernel's send buffer of each connection (SO_SNDBUF, inherited from the listener). An
+# answer (~40 KB with the built-in sweeps) fits; a client that does not read stalls after one
+# or two answers, instead of after the ~4 MiB Linux would buffer for it (a hundred renders of
+# /metrics per pipelining client, each taking CPU from the scrapers).
+SEND_BUFFER_BYTES = 64 * 1024
 # How often the event loop looks for connections past their deadlines.
 _MAINTENANCE_SECONDS = 1.0
 
@@ -529,6 +535,7 @@ class HttpServer:
             family, addr = _best_family(bind_host, port)
             sock = socket.socket(family, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(addr)
