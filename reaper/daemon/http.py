@@ -428,11 +428,15 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
         self.exchange_since: float = self.creation_time
         # Bytes read after a complete request (pipelined): parsed once its answer is sent.
         self.held = b""
+        # The request being queued was pipelined (parsed from held bytes): it waits behind
+        # the requests of every connection that asked anew (_Dispatcher).
+        self.pipelined = False
 
     def readable(self) -> bool:
         if self.held and not self.requests and not self.total_outbufs_len \
                 and not self.will_close and not self.close_when_flushed:
             data, self.held = self.held, b""
+            self.pipelined = True
             self._parse(data)
         return bool(super().readable())
 
@@ -441,6 +445,7 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
         if data and not self.requests and not self.held and not self.total_outbufs_len \
                 and self.request is None:
             self.exchange_since = time.time()
+        self.pipelined = False
         return self._parse(data)
 
     def _parse(self, data: bytes) -> bool:
@@ -477,6 +482,23 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
         if self.request is None:  # nothing half-read: the request (if any) arrived whole
             self.waiting_since = None
         return True
+
+
+class _Dispatcher(ThreadedTaskDispatcher):  # type: ignore[misc]
+    """waitress's worker threads, serving a connection that asked anew before any pipelined
+    request: a client that pipelines requests never delays another one's answer."""
+
+    def add_task(self, task: Any) -> None:
+        if getattr(task, "pipelined", False):
+            super().add_task(task)
+            return
+        with self.lock:
+            queue = self.queue
+            first_pipelined = next(
+                (i for i, t in enumerate(queue) if getattr(t, "pipelined", False)), len(queue)
+            )
+            queue.insert(first_pipelined, task)
+            self.queue_cv.notify()
 
 
 class _Server(TcpWSGIServer):  # type: ignore[misc]
@@ -559,7 +581,7 @@ class HttpServer:
             log_socket_errors=False,
         )
         self._map: dict[int, Any] = {}
-        dispatcher = ThreadedTaskDispatcher()
+        dispatcher = _Dispatcher()
         dispatcher.set_thread_count(WORKER_THREADS)
         self._server = _Server(
             app, map=self._map, _sock=sock, dispatcher=dispatcher, adj=adj, bind_socket=False,
