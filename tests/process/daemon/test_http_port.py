@@ -33,7 +33,7 @@ from reaper.daemon.http import (
 from tests.support.daemon import free_port, http_get, kill_leftovers, start_reaper, wait_for
 from tests.support.http_port import _server
 
-# The repro: ~98 header lines of 65 KB each, never finished.
+# ~98 header lines of 65 KB each, never finished.
 BIG_LINE = b"X-Filler: " + b"a" * 65_000 + b"\r\n"
 HEADER_LINES = 98
 # Well past the connection limit.
@@ -307,9 +307,9 @@ def _web_config(tmp_path: Path, cost: int = 4) -> Path:
 def test_no_crowd_of_clients_locks_a_fresh_scraper_out(
     tmp_path: Path, kind: str, with_auth: bool
 ) -> None:
-    """The repro: 61 idle keep-alive connections, and no fresh probe was answered (each was
-    reset). Every kind of client that holds a connection, more of them than there are places:
-    each fresh scrape is answered, and the crowd's clients are closed to make room."""
+    """61 idle keep-alive connections once left no place for a fresh probe (each was reset).
+    Every kind of client that holds a connection, more of them than there are places: each
+    fresh scrape is answered, and the crowd's clients are closed to make room."""
     auth = ("prometheus", "scrape-pw") if with_auth else None
     server = _server(_web_config(tmp_path) if with_auth else None)
     kinds = ["idle", "silent", "partial", "unread", "pipelined"]
@@ -363,8 +363,8 @@ def test_a_client_that_never_reads_its_answer_is_cut_at_the_read_deadline() -> N
 
 
 def test_pipelining_clients_that_never_read_leave_memory_flat(dsn: str, tmp_path: Path) -> None:
-    """The repro: 60 connections that pipeline 3,000 GET /metrics each and never read took
-    reaper from 68 to 476 MB. One request of a connection is parsed at a time."""
+    """60 connections that pipeline 3,000 GET /metrics each and never read once grew reaper's
+    memory by hundreds of MB. One request of a connection is parsed at a time."""
     port = free_port()
     reaper = start_reaper(["run", "--listen", f"127.0.0.1:{port}", "--dsn", dsn], tmp_path)
     pid = reaper.proc.pid
@@ -399,8 +399,8 @@ def test_pipelining_clients_that_never_read_leave_memory_flat(dsn: str, tmp_path
 
 @pytest.mark.parametrize("addresses", ["one-address", "many-addresses"])
 def test_wrong_passwords_never_starve_a_scraper(tmp_path: Path, addresses: str) -> None:
-    """The repro: six threads sending wrong passwords kept both worker threads in bcrypt and
-    a scraper's answers took seconds. At most one bcrypt check runs at a time (the others
+    """Six threads sending wrong passwords once kept every worker thread in bcrypt, and a
+    scraper's answers took seconds. At most one bcrypt check runs at a time (the others
     get 503 at once), a guessing address is held off, and a verified password needs none.
     Guessing from ever new addresses escapes the hold-off, not the one-check bound."""
     server = _server(_web_config(tmp_path, cost=10))
@@ -439,8 +439,8 @@ def test_wrong_passwords_never_starve_a_scraper(tmp_path: Path, addresses: str) 
 
 
 def test_an_unknown_user_costs_what_a_known_one_does(tmp_path: Path) -> None:
-    """An unknown user answered in 0.2 ms, a known one in 805 ms: the time told which users
-    exist. Both now pay one bcrypt check at the cost of the configured hash."""
+    """An unknown user was once answered in 0.2 ms, a known one in 805 ms: the time told which
+    users exist. Both now pay one bcrypt check at the cost of the configured hash."""
     server = _server(_web_config(tmp_path, cost=10))
 
     def timed(user: str, i: int) -> float:
@@ -500,8 +500,8 @@ def test_a_malformed_authorization_header_is_401_not_500(tmp_path: Path, header:
 def test_reaper_run_refuses_a_web_config_that_cannot_guard_the_port(
     tmp_path: Path, kind: str
 ) -> None:
-    """/dev/zero or a FIFO as the web config read for ever; an empty user list left the port
-    open. Each is exit 2 and one line, at once."""
+    """/dev/zero or a FIFO as the web config was once read for ever; an empty user list left
+    the port open. Each is exit 2 and one line, at once."""
     if kind == "fifo":
         config = tmp_path / "web.fifo"
         os.mkfifo(config)
