@@ -9,12 +9,16 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import bcrypt
 import pytest
+from prometheus_client import CollectorRegistry
 
+from reaper.daemon.health import Health, NotReady
 from reaper.daemon.http import (
+    AUTHENTICATED,
     FAILURES_BEFORE_PENALTY,
     MAX_BCRYPT_COST,
     MAX_FAILURE_PENALTY_SECONDS,
@@ -22,6 +26,7 @@ from reaper.daemon.http import (
     BasicAuth,
     Verdict,
     WebConfig,
+    make_app,
 )
 from reaper.errors import ConfigError
 from tests.support.daemon import kill_leftovers
@@ -199,3 +204,39 @@ def test_a_success_clears_the_failures_of_an_address() -> None:
     for i in range(FAILURES_BEFORE_PENALTY - 1):
         assert auth.verify(_header("a", f"guess-{i}"), "10.0.0.1") is Verdict.DENY
     assert auth.verify(_header("a", "scrape-pw"), "10.0.0.1") is Verdict.ALLOW
+
+
+# -- /readyz: the class of the reason to anyone, the reason after basic auth ------------------
+
+
+def _readyz_body(health: Health, authenticated: bool) -> tuple[str, str]:
+    app = make_app(CollectorRegistry(), lambda: (True, ""),
+                   lambda: health.readyz(connect_timeout=timedelta(seconds=5)))
+    environ = {"PATH_INFO": "/readyz", **({AUTHENTICATED: True} if authenticated else {})}
+    status: list[str] = []
+    body = b"".join(app(environ, lambda s, h: status.append(s)))
+    return status[0], body.decode()
+
+
+@pytest.mark.parametrize(
+    ("reason", "kind"),
+    [
+        ("cannot connect to reaper@db.internal:5432/control: Connection refused", "UNREACHABLE"),
+        ("the server is a standby (in recovery): it refuses writes", "READ_ONLY"),
+        ("missing tables: routers", "MISSING_TABLES"),
+        ("reaper's role lacks DELETE on table routers (see grants.sql)", "MISSING_PRIVILEGES"),
+    ],
+)
+def test_readyz_shows_anyone_the_class_and_an_authenticated_request_the_reason(
+    reason: str, kind: str
+) -> None:
+    health = Health()
+    assert _readyz_body(health, False) == ("503 Service Unavailable",
+                                           "not ready: no database answer yet\n")
+    health.set(False, reason, NotReady[kind])
+    status, body = _readyz_body(health, False)
+    assert status.startswith("503") and body == f"not ready: {NotReady[kind]}\n"
+    assert "db.internal" not in body and "routers" not in body
+    assert _readyz_body(health, True)[1] == f"not ready: {reason}\n"
+    health.set(True, "")
+    assert _readyz_body(health, False) == ("200 OK", "ok\n")
