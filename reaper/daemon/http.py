@@ -21,6 +21,8 @@ threads, so a client that sends slowly, or never finishes, costs a buffer of at 
   :data:`SEND_BUFFER_BYTES` of answers, so a client that pipelines thousands and never reads
   costs two renders, holds one answer and one read buffer, never a worker thread;
 - an idle keep-alive connection: closed after :data:`IDLE_TIMEOUT_SECONDS`;
+- CPU: a ``/metrics`` answer is reused for :data:`METRICS_REUSE_SECONDS`, one render at a
+  time (:class:`SharedRenders`), so any number of scrapes at once costs one render;
 - headers: at most :data:`MAX_HEADER_BYTES` in all and :data:`MAX_HEADER_COUNT` lines, else
   ``431``; a body: at most :data:`MAX_BODY_BYTES`, else ``413``.
 
@@ -102,8 +104,66 @@ RECV_BYTES = 8192
 # or two answers, instead of after the ~4 MiB Linux would buffer for it (a hundred renders of
 # /metrics per pipelining client, each taking CPU from the scrapers).
 SEND_BUFFER_BYTES = 64 * 1024
+# A /metrics answer is served again for this long (SharedRenders): a burst of scrapes costs
+# one render. Prometheus scrapes every 15 s or more; two servers of an HA pair may share one.
+METRICS_REUSE_SECONDS = 0.2
+# Kinds of /metrics answers kept (by method, query, Accept, Accept-Encoding): Prometheus
+# asks one or two; past this the oldest is forgotten.
+MAX_METRICS_KINDS = 8
 # How often the event loop looks for connections past their deadlines.
 _MAINTENANCE_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class _Answer:
+    at: float
+    status: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+class SharedRenders:
+    """A WSGI app (prometheus-client's) whose answers are reused for
+    :data:`METRICS_REUSE_SECONDS`: however many clients ask at once, the metrics are rendered
+    once per that interval per kind of answer (method, query, ``Accept``, ``Accept-Encoding``),
+    one render at a time, so scrapes cost the port's CPU at most one render at a time.
+
+    Args:
+        app: the WSGI app whose answers depend on nothing but those four.
+        clock: seconds, monotonic (tests pass their own).
+    """
+
+    def __init__(
+        self, app: Callable[..., Any], clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._app = app
+        self._clock = clock
+        self._answers: dict[tuple[str, ...], _Answer] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        key = tuple(str(environ.get(k, "")) for k in
+                    ("REQUEST_METHOD", "QUERY_STRING", "HTTP_ACCEPT", "HTTP_ACCEPT_ENCODING"))
+        with self._lock:
+            answer = self._answers.get(key)
+            if answer is None or self._clock() - answer.at > METRICS_REUSE_SECONDS:
+                answer = self._render(environ)
+                self._answers.pop(key, None)  # re-inserted last: the oldest kind goes first
+                self._answers[key] = answer
+                while len(self._answers) > MAX_METRICS_KINDS:
+                    del self._answers[next(iter(self._answers))]
+        start_response(answer.status, list(answer.headers))
+        return [answer.body]
+
+    def _render(self, environ: dict[str, Any]) -> _Answer:
+        started: list[Any] = []
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            started[:] = [status, headers]
+            return lambda data: None
+
+        body = b"".join(self._app(environ, start))
+        return _Answer(self._clock(), started[0], tuple(started[1]), body)
 
 
 def make_app(registry: CollectorRegistry, healthz: Check, readyz: Readiness) -> Callable[..., Any]:
@@ -112,7 +172,7 @@ def make_app(registry: CollectorRegistry, healthz: Check, readyz: Readiness) -> 
 
     ``/readyz`` shows the reason only to a request that passed basic auth; anyone else
     reads its class (``database unreachable``), never a connection target or a table."""
-    metrics_app = make_wsgi_app(registry)
+    metrics_app = SharedRenders(make_wsgi_app(registry))
 
     def text(start: StartResponse, status: str, body: str) -> Iterable[bytes]:
         data = body.encode()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import bcrypt
 import pytest
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter, make_wsgi_app
 
 from reaper.daemon.health import Health, NotReady
 from reaper.daemon.http import (
@@ -22,8 +22,11 @@ from reaper.daemon.http import (
     FAILURES_BEFORE_PENALTY,
     MAX_BCRYPT_COST,
     MAX_FAILURE_PENALTY_SECONDS,
+    MAX_METRICS_KINDS,
     MAX_WEB_CONFIG_BYTES,
+    METRICS_REUSE_SECONDS,
     BasicAuth,
+    SharedRenders,
     Verdict,
     WebConfig,
     make_app,
@@ -240,3 +243,28 @@ def test_readyz_shows_anyone_the_class_and_an_authenticated_request_the_reason(
     assert _readyz_body(health, True)[1] == f"not ready: {reason}\n"
     health.set(True, "")
     assert _readyz_body(health, False) == ("200 OK", "ok\n")
+
+
+# -- /metrics: one render per burst -------------------------------------------------------------
+
+
+def test_a_burst_of_scrapes_costs_one_render_and_a_later_scrape_is_fresh() -> None:
+    registry = CollectorRegistry()
+    counter = Counter("things", "Things counted.", registry=registry)
+    clock = Clock()
+    renders = SharedRenders(make_wsgi_app(registry), clock=clock)
+
+    def scrape(**headers: str) -> bytes:
+        environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": "",
+                   **{f"HTTP_{k.upper()}": v for k, v in headers.items()}}
+        return b"".join(renders(environ, lambda s, h: None))
+
+    assert b"things_total 0.0" in scrape()
+    counter.inc()
+    assert b"things_total 0.0" in scrape()  # the answer of a moment ago
+    assert scrape(accept_encoding="gzip")[:2] == b"\x1f\x8b"  # another kind: its own render
+    clock.now += METRICS_REUSE_SECONDS + 0.01
+    assert b"things_total 1.0" in scrape()
+    for i in range(3 * MAX_METRICS_KINDS):  # kinds of answers a client makes up are bounded
+        scrape(accept=f"text/plain; x={i}")
+    assert len(renders._answers) == MAX_METRICS_KINDS
