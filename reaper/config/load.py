@@ -7,14 +7,13 @@ and the caller keeps its running config when it raises.
 
 from __future__ import annotations
 
-import os
-import stat
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from reaper.config.files import read_regular_file
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep, configured_sweeps, select
 from reaper.errors import ConfigError
@@ -85,26 +84,10 @@ def load_toml(path: Path) -> dict[str, Any]:
         ConfigError: the file is missing, unreadable, not a regular file, too large, or not
             valid UTF-8 TOML.
     """
-    try:
-        st = os.stat(path)
-        if not stat.S_ISREG(st.st_mode):
-            what = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise ConfigError(f"config file {path} is {what}; give --config a TOML file")
-        # O_NONBLOCK: were it swapped for a FIFO since the stat, open() still returns at once.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise ConfigError(f"config file {path} is not a regular file; give a TOML file")
-            data = fh.read(MAX_CONFIG_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from None
-    if len(data) > MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"config file {path} is larger than {MAX_CONFIG_BYTES // 1024} KiB; is it the "
-            "right file?"
-        )
+    data = read_regular_file(
+        path, name=f"config file {path}", expect="give --config a TOML file",
+        limit_bytes=MAX_CONFIG_BYTES,
+    )
     try:
         return tomllib.loads(data.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from enum import StrEnum
 
 import structlog
 
@@ -43,6 +44,29 @@ HEARTBEAT_SECONDS = 5.0
 HEALTHY_HEARTBEAT_AGE_SECONDS = 30.0
 
 
+class NotReady(StrEnum):
+    """The class of a reason not to be ready: what /readyz shows to anyone (the reason itself
+    may name the connection target, tables and roles; it goes to the log and to requests that
+    passed basic auth)."""
+
+    NO_ANSWER = "no database answer yet"
+    STALE = "no recent database answer"
+    UNREACHABLE = "database unreachable"
+    READ_ONLY = "database read-only"
+    MISSING_TABLES = "swept tables missing"
+    MISSING_PRIVILEGES = "privileges missing"
+    DATABASE_ERROR = "database error"
+    FATAL = "cannot work (see the log)"
+
+
+# The class of a run's outage error (reaper.daemon.policy.OUTAGE_ERRORS), by its type's name.
+OUTAGE_KINDS = {
+    errors.ConnectionFailed.__name__: NotReady.UNREACHABLE,
+    errors.ReadOnlyDatabase.__name__: NotReady.READ_ONLY,
+    errors.PrivilegeMissing.__name__: NotReady.MISSING_PRIVILEGES,
+}
+
+
 class Health:
     """Readiness and liveness state, shared between threads (times: ``time.monotonic()``)."""
 
@@ -50,16 +74,20 @@ class Health:
         self.lock = threading.Lock()
         self.ready = False
         self.reason = "no database answer yet"
+        self.kind = NotReady.NO_ANSWER
         self.answered_at: float | None = None
         self.heartbeat_at = time.monotonic()
         self._reported: bool | None = None
 
-    def set(self, ready: bool, reason: str) -> bool:
-        """Record a probe's or a run's answer; log only the changes (an outage is one line
-        when it starts and one when it ends, not one per probe). Returns True when this
-        answer ends an outage (not ready before, ready now)."""
+    def set(
+        self, ready: bool, reason: str, kind: NotReady = NotReady.DATABASE_ERROR
+    ) -> bool:
+        """Record a probe's or a run's answer (``kind``: the class of ``reason`` when not
+        ready); log only the changes (an outage is one line when it starts and one when it
+        ends, not one per probe). Returns True when this answer ends an outage (not ready
+        before, ready now)."""
         with self.lock:
-            self.ready, self.reason = ready, reason
+            self.ready, self.reason, self.kind = ready, reason, kind
             if ready:
                 self.answered_at = time.monotonic()
             changed, self._reported = self._reported is not ready, ready
@@ -85,18 +113,18 @@ class Health:
             return False, f"the scheduler has not run a job for {age:.0f}s"
         return True, ""
 
-    def readyz(self, *, connect_timeout: timedelta) -> tuple[bool, str]:
+    def readyz(self, *, connect_timeout: timedelta) -> tuple[bool, str, str]:
         """Ready: the last probe (or run) found the database able to do the work, and it
         answered within :data:`READY_STALE_PROBES` probes plus ``connect_timeout``; else
-        False with the reason."""
+        False with the class of the reason (:class:`NotReady`) and the reason."""
         with self.lock:
-            ready, reason, answered = self.ready, self.reason, self.answered_at
+            ready, kind, reason, answered = self.ready, self.kind, self.reason, self.answered_at
         if not ready:
-            return False, reason
+            return False, str(kind), reason
         stale = READY_STALE_PROBES * READINESS_PROBE_SECONDS + connect_timeout.total_seconds()
         if answered is None or time.monotonic() - answered > stale:
-            return False, f"no database answer for {stale:.0f}s"
-        return True, ""
+            return False, str(NotReady.STALE), f"no database answer for {stale:.0f}s"
+        return True, "", ""
 
 
 @dataclass(frozen=True)
@@ -111,6 +139,7 @@ class ProbeAnswer:
 
     problem: str | None
     locks_checked: bool
+    kind: NotReady = NotReady.DATABASE_ERROR
 
 
 def probe(
@@ -155,16 +184,23 @@ def probe(
             db.check_connection()
         except errors.ConnectionFailed as direct:
             reason = str(direct)
-        return ProbeAnswer(reason, locks_checked=False)
+        return ProbeAnswer(reason, locks_checked=False, kind=NotReady.UNREACHABLE)
     except errors.DatabaseError as exc:
-        return ProbeAnswer(str(exc), locks_checked=False)
+        return ProbeAnswer(
+            str(exc), locks_checked=False,
+            kind=OUTAGE_KINDS.get(type(exc).__name__, NotReady.DATABASE_ERROR),
+        )
+    kind = NotReady.DATABASE_ERROR
     if refusal is not None:
         problem: str | None = refusal
+        kind = NotReady.READ_ONLY
     elif missing:
         problem = f"missing tables: {', '.join(missing)}"
+        kind = NotReady.MISSING_TABLES
     elif lacking:
         what = ", ".join(f"{p} on table {t}" for t, p in lacking)
         problem = f"reaper's role lacks {what} (see {sqltext.where('grants.sql')})"
+        kind = NotReady.MISSING_PRIVILEGES
     else:
         problem = None
-    return ProbeAnswer(problem, locks_checked=check_locks)
+    return ProbeAnswer(problem, locks_checked=check_locks, kind=kind)

@@ -53,7 +53,14 @@ from reaper.config.sweeps import Sweep
 from reaper.config.values import format_duration
 from reaper.daemon import policy
 from reaper.daemon.gauges import GaugeRefresher
-from reaper.daemon.health import HEARTBEAT_SECONDS, READINESS_PROBE_SECONDS, Health, probe
+from reaper.daemon.health import (
+    HEARTBEAT_SECONDS,
+    OUTAGE_KINDS,
+    READINESS_PROBE_SECONDS,
+    Health,
+    NotReady,
+    probe,
+)
 from reaper.daemon.http import HttpServer, make_app
 from reaper.daemon.policy import SweepState
 from reaper.db import Database, Session, SweepStatements
@@ -393,7 +400,7 @@ class Daemon:
         self.fatal = f"--strict: {problem}; not starting (see `reaper check`)"
         self.fatal_exit_code = 1
         log.critical("strict_checks_failed", error=self.fatal)
-        self._health.set(False, self.fatal)
+        self._health.set(False, self.fatal, NotReady.FATAL)
         self.exit_requested.set()
         return False
 
@@ -484,7 +491,10 @@ class Daemon:
                     self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop
                 )
             if policy.is_outage(result.error_type):
-                self._health.set(False, result.error or "database unreachable")
+                self._health.set(
+                    False, result.error or "database unreachable",
+                    OUTAGE_KINDS.get(result.error_type or "", NotReady.UNREACHABLE),
+                )
             elif result.outcome == Outcome.SUCCESS and self._health.set(True, ""):
                 self._retry_after_outage()
             return result
@@ -555,7 +565,7 @@ class Daemon:
         except errors.LockNotHeld as exc:
             self.fatal = str(exc)
             log.critical("advisory_lock_does_not_hold", error=self.fatal)
-            self._health.set(False, self.fatal)
+            self._health.set(False, self.fatal, NotReady.FATAL)
             self.exit_requested.set()
             return
         if self._stop.is_set():
@@ -565,7 +575,7 @@ class Daemon:
         if answer.locks_checked:
             self._lock_checked = True
         if answer.problem is not None:
-            self._health.set(False, answer.problem)
+            self._health.set(False, answer.problem, answer.kind)
         elif self._health.set(True, ""):
             self._retry_after_outage()
 
@@ -604,8 +614,8 @@ class Daemon:
         database."""
         return self._health.healthz(fatal=self.fatal, scheduler_running=self._scheduler.running)
 
-    def readyz(self) -> tuple[bool, str]:
+    def readyz(self) -> tuple[bool, str, str]:
         """/readyz: ready (:meth:`reaper.daemon.health.Health.readyz`): the database answered
         lately, every swept table exists, reaper's role holds the privileges the batches need, and
-        the server accepts writes; else False with the reason."""
+        the server accepts writes; else False with the class of the reason and the reason."""
         return self._health.readyz(connect_timeout=self._settings.connect_timeout)

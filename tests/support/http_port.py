@@ -13,7 +13,7 @@ from reaper.daemon.http import (
 
 
 def _server(web_config: Path | None = None) -> HttpServer:
-    app = make_app(CollectorRegistry(), lambda: (True, ""), lambda: (True, ""))
+    app = make_app(CollectorRegistry(), lambda: (True, ""), lambda: (True, "", ""))
     server = HttpServer("127.0.0.1:0", app, web_config)
     server.start()
     return server

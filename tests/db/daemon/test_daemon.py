@@ -229,10 +229,10 @@ def test_http_endpoints(make_daemon, conn) -> None:
     }
     assert "# TYPE reaper_batch_duration_seconds histogram" in body
     assert http_get(port, "/nothing-here")[0] == 404
-    # The schema reaper needs goes away: not ready, and /readyz says why.
+    # The schema reaper needs goes away: not ready, and /readyz says which kind of reason.
     conn.execute("ALTER TABLE routers RENAME TO routers_away")
     status, body = wait_for("not ready", lambda: (r := http_get(port, "/readyz"))[0] == 503 and r)
-    assert body == "not ready: missing tables: routers\n"
+    assert body == "not ready: swept tables missing\n"
     assert http_get(port, "/healthz")[0] == 200  # alive all the same
 
 
