@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from rich import box
 from rich.console import Console
@@ -296,6 +297,17 @@ def _when(d: datetime | None) -> str:
     return d.strftime("%Y-%m-%d %H:%M") if d is not None else "never"
 
 
+def _timing(r: SweepStatus) -> list[Cell]:
+    """The next run and window cells of a status row, times on the zone's clock."""
+    zone = ZoneInfo(r.zone or "UTC")
+    run = r.next_run.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z") if r.next_run else r.schedule
+    if r.window is None or r.window_changes is None:
+        return [run, "any time"]
+    change = r.window_changes.astimezone(zone).strftime("%H:%M")
+    state = f"open until {change}" if r.window_open else f"closed until {change}"
+    return [run, f"{r.window} {state}"]
+
+
 def print_status(
     rows: Sequence[SweepStatus], *, wide: bool = False, sweeps: Sequence[Sweep] = ()
 ) -> None:
@@ -304,7 +316,8 @@ def print_status(
     cells: list[list[Cell]] = []
     for r in rows:
         if r.error:
-            cells.append([r.sweep, r.table, Text(r.error, style="red"), *[""] * 6])
+            cells.append([r.sweep, r.table, Text(r.error, style="red"), *[""] * 6,
+                          *_timing(r)])
             continue
         backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
         est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
@@ -312,7 +325,7 @@ def print_status(
         cells.append([
             r.sweep, r.table, backlog, _age(r.oldest_eligible_age_seconds), est,
             _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
-            _when(r.last_vacuum), _when(r.last_autovacuum),
+            _when(r.last_vacuum), _when(r.last_autovacuum), *_timing(r),
         ])
     # A row that failed says why in its backlog cell: every column, so the reason is whole.
     print_table(
@@ -324,6 +337,7 @@ def print_status(
             Column("dead rows", right=True),
             Column("last vacuum", optional=True),
             Column("last autovacuum", optional=True),
+            Column("next run"), Column("window"),
         ],
         cells,
         wide=wide or any(r.error for r in rows),
