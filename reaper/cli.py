@@ -537,7 +537,8 @@ def status_command(
     **raw: Any,
 ) -> None:
     """Per sweep: backlog rows and the oldest eligible row's age; the table's estimated rows,
-    size on disk, dead tuples and last (auto)vacuum. Cheap: no COUNT(*) of a table.
+    size on disk, dead tuples and last (auto)vacuum; when `reaper run` runs it next, and its
+    window, open or closed. Cheap: no COUNT(*) of a table.
 
     Exit code 0, or 1 when a sweep's status could not be read.
     """

@@ -4,7 +4,9 @@ docs/daemon.md states them. No test waits on the wall clock."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
+import tomllib
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -224,3 +226,53 @@ def test_an_interval_and_a_schedule_together_are_refused(
     assert "\n" not in str(exc.value)
     for w in words:
         assert w in str(exc.value)
+
+
+# -- what docs/daemon.md says ----------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "daemon.md"
+
+
+def test_the_time_change_table_of_the_docs_holds() -> None:
+    """docs/daemon.md's table, Europe/Berlin in 2026, row by row."""
+    spring, autumn = datetime(2026, 3, 29).date(), datetime(2026, 10, 25).date()
+
+    def hours(text: str, day: date) -> float:
+        opens, closes = window(text, BERLIN).span(day)
+        return (closes - opens) / timedelta(hours=1)
+
+    assert (hours("01:00-05:00", spring), hours("01:00-05:00", autumn)) == (3, 5)
+    assert window("02:00-02:30", BERLIN).span(spring)[0] == local(
+        BERLIN, 2026, 3, 29, 3, 0).astimezone(UTC)
+    assert window("02:00-02:30", BERLIN).span(autumn)[0] == local(
+        BERLIN, 2026, 10, 25, 2, 0, fold=0).astimezone(UTC)
+    assert (hours("02:30-03:15", spring), hours("02:30-03:15", autumn)) == (0, 1.75)
+    cron = Cron("30 2 * * *", BERLIN)
+    trigger = SweepTrigger(cron.trigger(), cron=cron)
+    assert fires(trigger, utc(2026, 3, 28, 12), utc(2026, 3, 29, 12)) == [
+        local(BERLIN, 2026, 3, 29, 3, 30).astimezone(UTC)]
+    assert fires(trigger, utc(2026, 10, 24, 12), utc(2026, 10, 25, 12)) == [
+        local(BERLIN, 2026, 10, 25, 2, 30, fold=0).astimezone(UTC)]
+
+
+def test_the_example_of_the_docs_loads_as_it_says() -> None:
+    text = DOCS.read_text("utf-8")
+    block = text.split("**Schedules and windows.**", 1)[1].split("```toml\n", 1)[1]
+    got = sweeps(tomllib.loads(block.split("```", 1)[0]))
+    assert got["nodes_ephemeral"].interval == timedelta(minutes=2)
+    assert got["nodes_ephemeral"].window == Window(time(1), time(5), BERLIN)
+    assert got["router_leases"].schedule == Cron("0 3 * * sat,sun", BERLIN)
+    assert got["nodes_silent"].window == Window(time(22), time(4), BERLIN)
+    assert got["nodes_silent"].schedule is None
+
+
+def test_the_example_and_the_error_of_the_configuration_page_are_true() -> None:
+    text = (DOCS.parent / "configuration.md").read_text("utf-8")
+    section = text.split("When the daemon runs each sweep", 1)[1]
+    got = sweeps(tomllib.loads(section.split("```toml\n", 1)[1].split("```", 1)[0]))
+    assert got["router_leases"].schedule == Cron("30 1 * * mon-fri", NEW_YORK)
+    assert got["router_leases"].window == Window(time(1), time(5), NEW_YORK)
+    quoted = " ".join(section.split("`reaper: ", 1)[1].split("`.", 1)[0].split())
+    with pytest.raises(ConfigError) as exc:
+        build_settings({}, {"schedule": "0 3 * * 0"}, source="reaper.toml")
+    assert str(exc.value) == quoted
