@@ -29,6 +29,8 @@ from apscheduler.triggers.cron import CronTrigger
 
 from reaper.config.values import shown
 
+# A window setting that means none (a [sweeps.NAME] table's way out of the global window).
+ANY_TIME = "any"
 _HHMM = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 # Where APScheduler's CronTrigger.fields holds minute, hour, day, month and day_of_week.
 _CRON_FIELDS = (6, 5, 2, 1, 4)
@@ -176,12 +178,13 @@ def parse_window(value: Any) -> tuple[time, time]:
     if not m or not all(times):
         raise ValueError(
             f"{shown(value)} is not a window: give HH:MM-HH:MM on a 24-hour clock, "
-            "e.g. 01:00-05:00"
+            f'e.g. 01:00-05:00, or "{ANY_TIME}"'
         )
     start, end = (time(int(t.group(1)), int(t.group(2))) for t in times if t)
     if start == end:
         raise ValueError(
-            f"{shown(value)} is an empty window; to run at any time, leave window unset"
+            f"{shown(value)} is an empty window; to run at any time, leave window unset or "
+            f'give "{ANY_TIME}"'
         )
     return start, end
 

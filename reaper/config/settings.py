@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import time, timedelta
 from typing import Any
 
-from reaper.config.schedule import parse_cron, parse_window
+from reaper.config.schedule import ANY_TIME, parse_cron, parse_window
 from reaper.config.values import (
     EXPECTED,
     boolean,
@@ -129,8 +129,13 @@ def optional_cron(value: Any) -> str | None:
 
 
 def optional_window(value: Any) -> tuple[time, time] | None:
-    """A window (:func:`reaper.config.schedule.parse_window`); "" or unset: none."""
-    return None if value in (None, "") else parse_window(value)
+    """A window (:func:`reaper.config.schedule.parse_window`); "", "any" or unset: none."""
+    return None if value in (None, "", ANY_TIME) else parse_window(value)
+
+
+def sweep_window(value: Any) -> tuple[time, time] | str | None:
+    """A ``[sweeps.NAME]`` window: its own, or "any" (any time, whatever the global one)."""
+    return ANY_TIME if value == ANY_TIME else optional_window(value)
 
 
 def _setting(
@@ -156,7 +161,8 @@ class SweepSettings:
         batch_size: rows per batch (None: the global ``batch_size``).
         interval: how often the daemon runs it (None: the daemon's default).
         schedule: a cron expression for when the daemon runs it, instead of an interval.
-        window: the daily (start, end) wall-clock span outside which no run of it starts.
+        window: the daily (start, end) wall-clock span outside which no run of it starts
+            ("any": none, whatever the global window; None: the global one).
         schedule_time_zone: the zone of its schedule and window (None: the global one).
         max_rows_per_run, max_seconds_per_run: this sweep's budget per run (None: the global
             one).
@@ -181,7 +187,7 @@ class SweepSettings:
     batch_size: int | None = None
     interval: timedelta | None = None
     schedule: str | None = None
-    window: tuple[time, time] | None = None
+    window: tuple[time, time] | str | None = None
     schedule_time_zone: str | None = None
     max_rows_per_run: int | None = None
     max_seconds_per_run: timedelta | None = None
@@ -416,7 +422,7 @@ class Settings:
         "reaper run: start runs only inside this daily window, HH:MM-HH:MM on "
         "--schedule-time-zone's clock (e.g. 01:00-05:00, or 22:00-04:00 over midnight); a run "
         "still going when it closes stops before its next batch and resumes when it opens. "
-        "Unset: any time. A [sweeps.NAME] table may set its own.",
+        "Unset or any: any time. A [sweeps.NAME] table may set its own, or any.",
         "WINDOW",
     )
     schedule_time_zone: str = _setting(
@@ -609,7 +615,7 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "batch_size": scalar(positive_int),
         "interval": scalar(optional_interval),
         "schedule": scalar(optional_cron),
-        "window": scalar(optional_window),
+        "window": scalar(sweep_window),
         "schedule_time_zone": scalar(time_zone),
         "max_rows_per_run": scalar(optional_positive_int),
         "max_seconds_per_run": scalar(optional_positive_duration),

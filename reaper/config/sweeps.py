@@ -400,7 +400,9 @@ def _timing(name: str, body: SweepSettings, settings: Settings) -> tuple[Cron | 
         )
     zone = body.schedule_time_zone or settings.schedule_time_zone
     expression = body.schedule or (None if body.interval is not None else settings.schedule)
-    window = body.window or settings.window
+    window = settings.window if body.window is None else body.window
+    if not isinstance(window, tuple):
+        window = None  # "any": this sweep runs at any time, whatever the global window
     return (
         None if expression is None else Cron(expression, zone),
         None if window is None else Window(window[0], window[1], zone),

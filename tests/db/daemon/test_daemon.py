@@ -360,7 +360,7 @@ def test_apply_swaps_settings_and_reschedules(make_daemon) -> None:
     assert daemon.next_run_time("nodes_session") is None
     assert daemon.next_run_time("nodes_ephemeral") is not None
     job = daemon._scheduler.get_job("router_leases")
-    assert job.trigger.interval == timedelta(hours=2)
+    assert job.trigger.inner.interval == timedelta(hours=2)
 
 
 @pytest.mark.fresh_db

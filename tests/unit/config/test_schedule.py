@@ -207,6 +207,15 @@ def test_a_sweep_takes_its_own_schedule_and_window_else_the_global_ones() -> Non
     assert got["router_leases"].window == Window(time(22), time(4), NEW_YORK)
 
 
+def test_any_time_takes_a_sweep_out_of_the_global_window() -> None:
+    got = sweeps({"window": "01:00-05:00",
+                  "sweeps": {"nodes_ephemeral": {"window": "any"},
+                             "router_leases": {"window": ""}}})
+    assert got["nodes_ephemeral"].window is None
+    assert got["router_leases"].window == Window(time(1), time(5))  # "": the global one
+    assert sweeps({"window": "any"})["nodes_silent"].window is None
+
+
 def test_no_schedule_and_no_window_by_default() -> None:
     got = sweeps({})
     assert all(s.schedule is None and s.window is None for s in got.values())
@@ -264,6 +273,8 @@ def test_the_example_of_the_docs_loads_as_it_says() -> None:
     assert got["router_leases"].schedule == Cron("0 3 * * sat,sun", BERLIN)
     assert got["nodes_silent"].window == Window(time(22), time(4), BERLIN)
     assert got["nodes_silent"].schedule is None
+    assert got["enrollment_requests_ephemeral"].window is None
+    assert got["enrollment_requests_ephemeral"].window is None
 
 
 def test_the_example_and_the_error_of_the_configuration_page_are_true() -> None:
