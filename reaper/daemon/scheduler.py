@@ -75,6 +75,9 @@ _SWEEPS_EXECUTOR, _PROBES_EXECUTOR, _HEARTBEAT_EXECUTOR = "sweeps", "probes", "h
 CHECK_RETRY_SECONDS = 30.0
 _PROBE_JOB, _GAUGE_JOB, _CHECK_JOB = "_readiness_probe", "_gauge_refresh", "_checks"
 _HEARTBEAT_JOB = "_heartbeat"
+# A cron sweep's run more than this late (the process was stopped, the machine asleep) is
+# dropped rather than run at a time the operator did not choose; the next time comes as usual.
+CRON_MISFIRE_GRACE_SECONDS = 3600
 
 
 def _timing(sweep: Sweep) -> str:
@@ -470,7 +473,9 @@ class Daemon:
             executor=_SWEEPS_EXECUTOR,
             # A run more than one interval (an hour, for a cron schedule) late is dropped
             # (coalesce folds the rest into one).
-            misfire_grace_time=max(1, int(interval if sweep.schedule is None else 3600)),
+            misfire_grace_time=(
+                max(1, int(interval)) if sweep.schedule is None else CRON_MISFIRE_GRACE_SECONDS
+            ),
             replace_existing=True,
             **extra,
         )

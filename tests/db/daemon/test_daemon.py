@@ -384,7 +384,7 @@ def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
     assert audit.since  # the first age column dates the backlog's oldest row
     daemon = Daemon(settings, [audit], registry=CollectorRegistry())
     try:
-        assert daemon._trigger(audit).interval == timedelta(minutes=10)
+        assert daemon._trigger(audit).inner.interval == timedelta(minutes=10)
         daemon.db.open()
         daemon.gauges.refresh()
         assert value(daemon, "reaper_backlog_rows", sweep="audit_log") == 6
