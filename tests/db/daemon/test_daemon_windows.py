@@ -127,3 +127,25 @@ def test_a_reload_moves_the_job_into_the_new_window_and_back(make_daemon, make_s
     nxt = daemon.next_run_time("router_leases")
     assert nxt is not None
     assert before + timedelta(hours=1) <= nxt <= datetime.now(UTC) + timedelta(hours=1)
+
+
+@pytest.mark.parametrize(
+    ("at", "left"),
+    [
+        # Berlin goes forward on 28 March 2027 (02:00 -> 03:00)...
+        (datetime(2027, 3, 28, 0, 30, tzinfo=BERLIN), timedelta(hours=3, minutes=30)),
+        (datetime(2027, 3, 28, 3, 30, tzinfo=BERLIN), timedelta(hours=1, minutes=30)),
+        # ... and back on 31 October 2027 (03:00 -> 02:00): the repeated hour counts twice.
+        (datetime(2027, 10, 31, 1, 30, tzinfo=BERLIN), timedelta(hours=4, minutes=30)),
+        (datetime(2027, 10, 31, 2, 30, fold=1, tzinfo=BERLIN), timedelta(hours=2, minutes=30)),
+    ],
+    ids=["spring-before", "spring-after", "autumn-before", "autumn-repeated"],
+)
+def test_a_run_on_the_night_the_clocks_change_ends_with_the_real_window(
+    make_daemon, at: datetime, left: timedelta
+) -> None:
+    """A run's deadline is the window's end in real time: across the change, an hour less
+    (spring) or more (autumn) than the wall clock's difference."""
+    daemon = make_daemon([at.astimezone(UTC)], window="00:00-05:00", interval="10m")
+    budget = daemon._run_budget(daemon.sweeps["router_leases"])
+    assert budget is not None and budget.window_seconds == left.total_seconds()
