@@ -396,8 +396,11 @@ def run(config_path: Path | None, **raw: Any) -> None:
     batches in flight finish, then exit 0 within --shutdown-timeout. A database that is down
     is waited for (/readyz says 503). The checks of `reaper check` run at startup and every
     --check-interval (each failure logged, reaper_check_failures); with --strict a failure
-    refuses the start (exit code 1). SIGHUP re-reads the config file: retentions, intervals,
-    enabled sweeps and budgets change without a restart; an invalid file is rejected with one
+    refuses the start (exit code 1). With --schedule a sweep runs at cron times instead of
+    every interval; with --window it starts runs only inside a daily window, and a run still
+    going when the window closes stops before its next batch. SIGHUP re-reads the config
+    file: retentions, intervals, schedules, windows, enabled sweeps and budgets change
+    without a restart; an invalid file is rejected with one
     log line and the running settings stay. Exit code 2: bad configuration, or a connection
     on which advisory locks do not hold.
     """
@@ -555,7 +558,8 @@ def status_command(
     **raw: Any,
 ) -> None:
     """Per sweep: backlog rows and the oldest eligible row's age; the table's estimated rows,
-    size on disk, dead tuples and last (auto)vacuum. Cheap: no COUNT(*) of a table.
+    size on disk, dead tuples and last (auto)vacuum; when `reaper run` runs it next, and its
+    window, open or closed. Cheap: no COUNT(*) of a table.
 
     Exit code 0, or 1 when a sweep's status could not be read.
     """

@@ -50,6 +50,9 @@ class StopReason(_Word):
     # A standby stayed further behind than --max-replica-lag until the run's budget (or the
     # pacer's longest pause) ran out.
     REPLICA_LAG = "replica_lag"
+    # The sweep's maintenance window (--window) closed with work left: the run resumes when
+    # it opens again.
+    WINDOW_CLOSED = "window_closed"
 
 
 @unique
@@ -63,8 +66,9 @@ class ThrottleReason(_Word):
     LOAD = "load"
 
 
-# A run that ended on one of these left a backlog behind it.
-BUDGET_STOPS = (StopReason.MAX_ROWS, StopReason.MAX_SECONDS)
+# A run that ended on one of these left a backlog behind it (a closed window's backlog waits
+# for the window to open again).
+BUDGET_STOPS = (StopReason.MAX_ROWS, StopReason.MAX_SECONDS, StopReason.WINDOW_CLOSED)
 
 
 @unique

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
 
 from rich import box
 from rich.console import Console
@@ -311,15 +312,33 @@ def _when(d: datetime | None) -> str:
     return d.strftime("%Y-%m-%d %H:%M") if d is not None else "never"
 
 
+def _timing(r: SweepStatus, windows: bool) -> list[Cell]:
+    """The next run cell (and, with ``windows``, the window cell) of a status row, times on
+    the clock of the sweep's zone."""
+    zone = ZoneInfo(r.zone or "UTC")
+    run = r.next_run.astimezone(zone).strftime("%Y-%m-%d %H:%M %Z") if r.next_run else r.schedule
+    if not windows:
+        return [run]
+    if r.window is None or r.window_changes is None:
+        return [run, "any time"]
+    change = r.window_changes.astimezone(zone).strftime("%H:%M")
+    state = f"open until {change}" if r.window_open else f"closed until {change}"
+    return [run, f"{r.window} {state}"]
+
+
 def print_status(
     rows: Sequence[SweepStatus], *, wide: bool = False, sweeps: Sequence[Sweep] = ()
 ) -> None:
     """``reaper status``: one row per sweep (backlog, oldest eligible age, table rows, size,
-    dead tuples, vacuum), then the lock holders and what the backlog counts leave out."""
+    dead tuples, vacuum, next run, and its window when a sweep has one), then the lock holders
+    and what the backlog counts leave out."""
     cells: list[list[Cell]] = []
+    # The window column only when a sweep has a window: most configurations have none.
+    windows = any(r.window is not None for r in rows)
     for r in rows:
         if r.error:
-            cells.append([r.sweep, r.table, Text(r.error, style="red"), *[""] * 6])
+            cells.append([r.sweep, r.table, Text(r.error, style="red"), *[""] * 6,
+                          *_timing(r, windows)])
             continue
         backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
         est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
@@ -327,7 +346,7 @@ def print_status(
         cells.append([
             r.sweep, r.table, backlog, _age(r.oldest_eligible_age_seconds), est,
             _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
-            _when(r.last_vacuum), _when(r.last_autovacuum),
+            _when(r.last_vacuum), _when(r.last_autovacuum), *_timing(r, windows),
         ])
     # A row that failed says why in its backlog cell: every column, so the reason is whole.
     print_table(
@@ -339,6 +358,7 @@ def print_status(
             Column("dead rows", right=True),
             Column("last vacuum", optional=True),
             Column("last autovacuum", optional=True),
+            Column("next run"), *([Column("window")] if windows else []),
         ],
         cells,
         wide=wide or any(r.error for r in rows),

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from reaper import errors, sqltext
+from reaper.config.schedule import next_run
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Sweep
+from reaper.config.values import format_duration
 from reaper.db import Database, LockHolder, Session, TableStatus, regclass_text
 from reaper.engine.run import compute_cutoffs, lock_keys
 
@@ -41,6 +43,14 @@ class SweepStatus:
         last_vacuum, last_autovacuum: from ``pg_stat_user_tables`` (None: never).
         lock_holders: the sessions holding the sweep's advisory locks now (a running
             replica, or a squatter: every run is skipped while one holds them).
+        schedule: when ``reaper run`` runs it: ``every 1h`` or a cron expression.
+        zone: the time zone of its schedule and window (None: neither has one).
+        next_run: when its cron schedule next fires, moved to its window's opening when the
+            window is shut then; for an interval sweep, the window's opening while it is shut
+            (None: the daemon's own timing, within one interval).
+        window: its window (``01:00-05:00``), None when it has none.
+        window_open: whether that window is open now (None: no window).
+        window_changes: when the window next closes (open) or opens (shut).
     """
 
     sweep: str
@@ -59,6 +69,12 @@ class SweepStatus:
     last_autovacuum: datetime | None = None
     error: str | None = None
     lock_holders: list[LockHolder] = field(default_factory=list)
+    schedule: str = ""
+    zone: str | None = None
+    next_run: datetime | None = None
+    window: str | None = None
+    window_open: bool | None = None
+    window_changes: datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601."""
@@ -85,6 +101,12 @@ class SweepStatus:
             "last_autovacuum": iso(self.last_autovacuum),
             "error": self.error,
             "lock_holders": [h.as_dict() for h in self.lock_holders],
+            "schedule": self.schedule,
+            "zone": self.zone,
+            "next_run": iso(self.next_run),
+            "window": self.window,
+            "window_open": self.window_open,
+            "window_changes": iso(self.window_changes),
         }
 
 
@@ -101,7 +123,8 @@ def sweep_status(
 
     Args:
         cap: count at most this many eligible rows per sweep.
-        now: pin the clock (tests); None uses the database's now().
+        now: pin the clock (tests); None uses the database's now() for the cutoffs and the
+            host's clock for the schedules and windows (as the daemon does).
 
     Raises:
         ConnectionFailed: the database cannot be reached.
@@ -128,6 +151,7 @@ def _one(
     session: Session, sweep: Sweep, settings: Settings, cap: int, now: datetime | None
 ) -> SweepStatus:
     st = SweepStatus(sweep.name, sweep.table, sweep.reason)
+    timing(st, sweep, now or datetime.now(UTC))
     try:
         st.lock_holders = session.advisory_lock_holders(lock_keys(sweep))
     except errors.DatabaseError as exc:
@@ -156,3 +180,21 @@ def _one(
     except (errors.DatabaseError, errors.ConfigError) as exc:
         st.error = str(exc)
     return st
+
+
+def timing(st: SweepStatus, sweep: Sweep, at: datetime) -> None:
+    """Fill in ``st``'s schedule, next run and window as of ``at`` (aware)."""
+    if sweep.schedule is not None:
+        st.schedule, st.zone = sweep.schedule.expression, sweep.schedule.zone
+        st.next_run = next_run(at, cron=sweep.schedule, window=sweep.window)
+    else:
+        st.schedule = f"every {format_duration(sweep.interval)}"
+    if sweep.window is None:
+        return
+    st.window = f"{sweep.window.start:%H:%M}-{sweep.window.end:%H:%M}"
+    st.zone = sweep.window.zone
+    closes = sweep.window.closes_at(at)
+    st.window_open = closes is not None
+    st.window_changes = closes if closes is not None else sweep.window.next_open(at)
+    if sweep.schedule is None and closes is None:
+        st.next_run = st.window_changes

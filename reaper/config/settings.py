@@ -12,9 +12,10 @@ import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import time, timedelta
 from typing import Any
 
+from reaper.config.schedule import ANY_TIME, parse_cron, parse_window
 from reaper.config.values import (
     EXPECTED,
     boolean,
@@ -123,6 +124,21 @@ FULL_TABLE_MIN_ROWS = 1_000
 DEFAULT_MAX_CLOCK_SKEW = timedelta(minutes=5)
 
 
+def optional_cron(value: Any) -> str | None:
+    """A cron expression (:func:`reaper.config.schedule.parse_cron`); "" or unset: none."""
+    return None if value in (None, "") else parse_cron(value)
+
+
+def optional_window(value: Any) -> tuple[time, time] | None:
+    """A window (:func:`reaper.config.schedule.parse_window`); "", "any" or unset: none."""
+    return None if value in (None, "", ANY_TIME) else parse_window(value)
+
+
+def sweep_window(value: Any) -> tuple[time, time] | str | None:
+    """A ``[sweeps.NAME]`` window: its own, or "any" (any time, whatever the global one)."""
+    return ANY_TIME if value == ANY_TIME else optional_window(value)
+
+
 def _setting(
     default: Any, parse: Callable[[Any], Any], help: str, metavar: str | None = None
 ) -> Any:
@@ -145,6 +161,10 @@ class SweepSettings:
         enabled: False: the sweep runs only when named (``run-once --sweep NAME``).
         batch_size: rows per batch (None: the global ``batch_size``).
         interval: how often the daemon runs it (None: the daemon's default).
+        schedule: a cron expression for when the daemon runs it, instead of an interval.
+        window: the daily (start, end) wall-clock span outside which no run of it starts
+            ("any": none, whatever the global window; None: the global one).
+        schedule_time_zone: the zone of its schedule and window (None: the global one).
         max_rows_per_run, max_seconds_per_run: this sweep's budget per run (None: the global
             one).
         retention: one duration (a built-in's cutoff, or a declared sweep's one rule), or
@@ -167,6 +187,9 @@ class SweepSettings:
     enabled: bool = True
     batch_size: int | None = None
     interval: timedelta | None = None
+    schedule: str | None = None
+    window: tuple[time, time] | str | None = None
+    schedule_time_zone: str | None = None
     max_rows_per_run: int | None = None
     max_seconds_per_run: timedelta | None = None
     retention: timedelta | Mapping[str, timedelta] | None = None
@@ -385,6 +408,31 @@ class Settings:
         "(unset or 0: each sweep's own default, 5m for ephemeral members, 1h for the others).",
         "DURATION",
     )
+    schedule: str | None = _setting(
+        None,
+        optional_cron,
+        "reaper run: run each sweep at the times of this cron expression (minute hour "
+        "day-of-month month day-of-week, days of the week by name, e.g. \"0 3 * * *\" or "
+        "\"*/15 * * * mon-fri\"), read on --schedule-time-zone's clock, instead of every "
+        "--interval; a [sweeps.NAME] table's interval or schedule wins.",
+        "CRON",
+    )
+    window: tuple[time, time] | None = _setting(
+        None,
+        optional_window,
+        "reaper run: start runs only inside this daily window, HH:MM-HH:MM on "
+        "--schedule-time-zone's clock (e.g. 01:00-05:00, or 22:00-04:00 over midnight); a run "
+        "still going when it closes stops before its next batch and resumes when it opens. "
+        "Unset or any: any time. A [sweeps.NAME] table may set its own, or any.",
+        "WINDOW",
+    )
+    schedule_time_zone: str = _setting(
+        "UTC",
+        time_zone,
+        "reaper run: the time zone whose clock --schedule and --window read, with its "
+        "daylight saving time. An IANA name, e.g. UTC, Europe/Berlin.",
+        "ZONE",
+    )
     jitter: float = _setting(
         DEFAULT_JITTER,
         fraction,
@@ -453,6 +501,12 @@ class Settings:
                 f"({format_duration(self.ephemeral_node_retention)}) is longer than "
                 f"node_retention ({format_duration(self.node_retention)}): an ephemeral member "
                 "must not outlive a regular one; shorten it or lengthen node_retention"
+            )
+        if self.schedule is not None and self.interval is not None:
+            raise ConfigError(
+                f"interval ({format_duration(self.interval)}) and schedule ({self.schedule}) "
+                "are both set; give one: the schedule runs sweeps at its times, the interval "
+                "every so long"
             )
         if self.failure_backoff > self.max_failure_backoff:
             raise ConfigError(
@@ -561,6 +615,9 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "enabled": scalar(boolean),
         "batch_size": scalar(positive_int),
         "interval": scalar(optional_interval),
+        "schedule": scalar(optional_cron),
+        "window": scalar(sweep_window),
+        "schedule_time_zone": scalar(time_zone),
         "max_rows_per_run": scalar(optional_positive_int),
         "max_seconds_per_run": scalar(optional_positive_duration),
         "retention": retentions,

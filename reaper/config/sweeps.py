@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import TypedDict
 
 from reaper.config.declare import declaration, legacy_message
+from reaper.config.schedule import Cron, Window
 from reaper.config.settings import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_ELIGIBLE_FRACTION,
@@ -41,13 +42,16 @@ EPHEMERAL_SWEEP_INTERVAL = timedelta(minutes=5)
 
 @dataclass(frozen=True)
 class Budget:
-    """When a run stops with work left: after ``max_rows`` rows or ``max_seconds`` seconds.
+    """When a run stops with work left: after ``max_rows`` rows or ``max_seconds`` seconds,
+    or ``window_seconds`` after it started, when its maintenance window closes.
 
     The batch in flight always finishes; None means no limit.
     """
 
     max_rows: int | None = None
     max_seconds: float | None = None
+    # Seconds from the run's start until its window closes (the daemon sets it per run).
+    window_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,9 @@ class Sweep:
             exist and be valid and ready). A sweep that declares none relies on the indexes
             that EXPLAIN shows its batch using; ``check`` also reports every INVALID index on
             the tables it reads.
-        interval: how often ``reaper run`` runs it.
+        interval: how often ``reaper run`` runs it (unless ``schedule`` is set).
+        schedule: the cron schedule ``reaper run`` runs it on (None: every ``interval``).
+        window: the daily window outside which no run of it starts (None: any time).
         enabled: False when the config disables it: it runs only when named explicitly.
         builtin: shipped with reaper (False: declared in the config file).
         batch_size: rows per batch.
@@ -89,6 +95,8 @@ class Sweep:
     description: str = ""
     indexes: tuple[str, ...] = ()
     interval: timedelta = DEFAULT_SWEEP_INTERVAL
+    schedule: Cron | None = None
+    window: Window | None = None
     enabled: bool = True
     builtin: bool = False
     batch_size: int = DEFAULT_BATCH_SIZE
@@ -366,6 +374,8 @@ def _own_retentions(
 
 
 class _Knobs(TypedDict):
+    schedule: Cron | None
+    window: Window | None
     enabled: bool
     batch_size: int
     strategy: Strategy
@@ -374,12 +384,40 @@ class _Knobs(TypedDict):
     budget: Budget
 
 
-def _knobs(body: SweepSettings, settings: Settings) -> _Knobs:
+def _timing(name: str, body: SweepSettings, settings: Settings) -> tuple[Cron | None,
+                                                                        Window | None]:
+    """A sweep's cron schedule and window: its own, else the global ones. Its own interval
+    wins over a global schedule (and its own schedule over a global interval).
+
+    Raises:
+        ConfigError: its table sets both interval and schedule.
+    """
+    if body.schedule is not None and body.interval is not None:
+        raise ConfigError(
+            f"[sweeps.{name}] sets both interval ({format_duration(body.interval)}) and "
+            f"schedule ({body.schedule}); give one: the schedule runs it at its times, the "
+            "interval every so long"
+        )
+    zone = body.schedule_time_zone or settings.schedule_time_zone
+    expression = body.schedule or (None if body.interval is not None else settings.schedule)
+    window = settings.window if body.window is None else body.window
+    if not isinstance(window, tuple):
+        window = None  # "any": this sweep runs at any time, whatever the global window
+    return (
+        None if expression is None else Cron(expression, zone),
+        None if window is None else Window(window[0], window[1], zone),
+    )
+
+
+def _knobs(name: str, body: SweepSettings, settings: Settings) -> _Knobs:
     """The fields a ``[sweeps.NAME]`` table may set on any sweep, each its own value, else
     the global setting's."""
     own_fraction = body.max_eligible_fraction
     max_seconds = body.max_seconds_per_run or settings.max_seconds_per_run
+    schedule, window = _timing(name, body, settings)
     return {
+        "schedule": schedule,
+        "window": window,
         "enabled": body.enabled,
         "batch_size": body.batch_size or settings.batch_size,
         "strategy": Strategy(body.strategy or settings.strategy),
@@ -401,8 +439,9 @@ def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
         raise ConfigError(
             f"[sweeps.{builtin.name}] redefines the built-in sweep {builtin.name!r} "
             f"({given[0]}); a built-in takes only enabled, retention, batch_size, interval, "
-            "strategy, partition_action, max_eligible_fraction, max_rows_per_run, "
-            "max_seconds_per_run and after: to declare a new sweep, choose another name"
+            "schedule, window, schedule_time_zone, strategy, partition_action, "
+            "max_eligible_fraction, max_rows_per_run, max_seconds_per_run and after: to "
+            "declare a new sweep, choose another name"
         )
     retentions: dict[str, timedelta] = {
         param: getattr(settings, setting)
@@ -424,7 +463,7 @@ def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
         indexes=builtin.indexes,
         interval=body.interval or settings.interval or builtin.interval,
         builtin=True,
-        **_knobs(body, settings),
+        **_knobs(builtin.name, body, settings),
     )
 
 
@@ -455,5 +494,5 @@ def _declared(name: str, body: SweepSettings, settings: Settings) -> Sweep:
         after=body.after,
         description=body.description or "",
         interval=body.interval or settings.interval or DEFAULT_SWEEP_INTERVAL,
-        **_knobs(body, settings),
+        **_knobs(name, body, settings),
     )

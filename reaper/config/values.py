@@ -314,6 +314,8 @@ EXPECTED = {
     "HOST:PORT": 'an address in quotes, e.g. "127.0.0.1:9465"',
     "FILE": 'a file path in quotes, e.g. "/etc/reaper/web.yml"',
     "ZONE": 'an IANA time zone name in quotes, e.g. "UTC" or "Asia/Seoul"',
+    "CRON": 'a cron expression in quotes, e.g. "0 3 * * *" or "*/15 * * * mon-fri"',
+    "WINDOW": 'a window HH:MM-HH:MM in quotes, e.g. "01:00-05:00", or "any"',
     "auto|heap|index": 'one of "auto", "heap" or "index"',
     "drop|detach|off": 'one of "drop", "detach" or "off"',
     None: "true or false",

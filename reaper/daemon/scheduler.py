@@ -28,6 +28,7 @@ lifecycle; :func:`reaper.daemon.process.serve` wires signals to them.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import random
 import threading
@@ -48,8 +49,9 @@ from prometheus_client import CollectorRegistry
 from reaper import errors
 from reaper.commands import checks
 from reaper.config.connection import connection_settings
+from reaper.config.schedule import SweepTrigger
 from reaper.config.settings import Settings, changed_settings
-from reaper.config.sweeps import Sweep
+from reaper.config.sweeps import Budget, Sweep
 from reaper.config.values import format_duration
 from reaper.daemon import policy
 from reaper.daemon.gauges import GaugeRefresher
@@ -80,7 +82,15 @@ _SWEEPS_EXECUTOR, _PROBES_EXECUTOR, _HEARTBEAT_EXECUTOR = "sweeps", "probes", "h
 CHECK_RETRY_SECONDS = 30.0
 _PROBE_JOB, _GAUGE_JOB, _CHECK_JOB = "_readiness_probe", "_gauge_refresh", "_checks"
 _HEARTBEAT_JOB = "_heartbeat"
+# A cron sweep's run more than this late (the process was stopped, the machine asleep) is
+# dropped rather than run at a time the operator did not choose; the next time comes as usual.
+CRON_MISFIRE_GRACE_SECONDS = 3600
 
+
+def _timing(sweep: Sweep) -> str:
+    """When a sweep runs, for the log: ``1h``, ``0 3 * * * (UTC)``, plus its window."""
+    when = str(sweep.schedule) if sweep.schedule is not None else format_duration(sweep.interval)
+    return when + (f" in {sweep.window}" if sweep.window is not None else "")
 
 
 class Daemon:
@@ -91,6 +101,8 @@ class Daemon:
         sweeps: the sweeps to schedule (enabled ones, any order).
         registry: where the metrics live (production: prometheus-client's default registry,
             which also carries the process_* metrics; tests: a fresh one).
+        now: the wall clock (aware) by which windows open and close and a run's next time is
+            chosen (tests pin it).
 
     Raises:
         ConfigError: no sweep to run, or ``--listen`` cannot be bound.
@@ -102,12 +114,14 @@ class Daemon:
         sweeps: Sequence[Sweep],
         *,
         registry: CollectorRegistry,
+        now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         if not sweeps:
             raise errors.ConfigError(
                 "no sweep is enabled: set enabled = true in a [sweeps.NAME] table"
             )
         self._settings = settings
+        self._now = now
         self._sweeps: dict[str, Sweep] = {s.name: s for s in sweeps}
         self._statements: dict[str, SweepStatements] = {}
         self._state: dict[str, SweepState] = {s.name: SweepState() for s in sweeps}
@@ -212,7 +226,7 @@ class Daemon:
             listen=self._settings.listen,
             port=self.http.port,
             database=self.db.target,
-            sweeps={n: format_duration(self._interval(s)) for n, s in self._sweeps.items()},
+            sweeps={n: _timing(s) for n, s in self._sweeps.items()},
         )
 
     def request_stop(self) -> None:
@@ -321,7 +335,7 @@ class Daemon:
                 # The sweeps or their settings changed: check them again now.
                 self._schedule_checks(run_now=True)
         log.info("daemon_reconfigured",
-                 sweeps={n: format_duration(self._interval(s)) for n, s in new.items()})
+                 sweeps={n: _timing(s) for n, s in new.items()})
 
     def reload(self, load: Callable[[], tuple[Settings, Sequence[Sweep]]]) -> bool:
         """SIGHUP: ``load`` re-reads and validates the configuration (the TOML file under the
@@ -429,17 +443,34 @@ class Daemon:
         return sweep.interval
 
     def jitter_seconds(self, sweep: Sweep) -> float:
-        """The largest random delay added to a run of ``sweep``: ``--jitter`` x interval."""
+        """The largest random delay added to a run of ``sweep``: ``--jitter`` x interval (none
+        for a cron schedule: its times are the operator's)."""
+        if sweep.schedule is not None:
+            return 0.0
         return policy.jitter_seconds(self._interval(sweep), self._settings.jitter)
 
-    def _trigger(self, sweep: Sweep) -> IntervalTrigger:
-        return IntervalTrigger(
-            seconds=self._interval(sweep).total_seconds(), jitter=self.jitter_seconds(sweep) or None
-        )
+    def _trigger(self, sweep: Sweep) -> SweepTrigger:
+        if sweep.schedule is not None:
+            inner = sweep.schedule.trigger()
+        else:
+            inner = IntervalTrigger(
+                seconds=self._interval(sweep).total_seconds(),
+                jitter=self.jitter_seconds(sweep) or None,
+            )
+        return SweepTrigger(inner, cron=sweep.schedule, window=sweep.window)
+
+    def _in_window(self, sweep: Sweep, when: datetime) -> datetime:
+        """``when``, or the next opening of the sweep's window when it is shut then."""
+        return when if sweep.window is None else sweep.window.next_open(when)
 
     def _add_sweep_job(self, sweep: Sweep, *, first: bool) -> None:
         delay = policy.first_run_delay(self.jitter_seconds(sweep), random.uniform) if first else 0.0
         interval = self._interval(sweep).total_seconds()
+        extra: dict[str, object] = {}
+        if sweep.schedule is None:
+            # An interval sweep runs first soon after the start; a cron one at its first time.
+            start = self._now() + timedelta(seconds=delay)
+            extra["next_run_time"] = self._in_window(sweep, start)
         self._scheduler.add_job(
             self.run_sweep,
             self._trigger(sweep),
@@ -447,10 +478,13 @@ class Daemon:
             id=sweep.name,
             name=f"sweep {sweep.name}",
             executor=_SWEEPS_EXECUTOR,
-            next_run_time=datetime.now(UTC) + timedelta(seconds=delay),
-            # A run more than one interval late is dropped (coalesce folds the rest into one).
-            misfire_grace_time=max(1, int(interval)),
+            # A run more than one interval (an hour, for a cron schedule) late is dropped
+            # (coalesce folds the rest into one).
+            misfire_grace_time=(
+                max(1, int(interval)) if sweep.schedule is None else CRON_MISFIRE_GRACE_SECONDS
+            ),
             replace_existing=True,
+            **extra,
         )
 
     def _order_lock(self, name: str) -> threading.Lock:
@@ -487,8 +521,12 @@ class Daemon:
             with self._in_order(sweep) as go:
                 if not go:
                     return None
+                budget = self._run_budget(sweep)
+                if budget is None:
+                    return None
                 result = self.sweeper.run(
-                    self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop
+                    self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop,
+                    budget=budget,
                 )
             if policy.is_outage(result.error_type):
                 self._health.set(
@@ -498,6 +536,23 @@ class Daemon:
             elif result.outcome == Outcome.SUCCESS and self._health.set(True, ""):
                 self._retry_after_outage()
             return result
+
+    def _run_budget(self, sweep: Sweep) -> Budget | None:
+        """The budget of a run of ``sweep`` starting now: its own, ending when its window
+        closes; None when its window is shut (a late job, a reload that moved the window):
+        no run starts, and the job is moved to the window's opening."""
+        if sweep.window is None:
+            return sweep.budget
+        now = self._now()
+        closes = sweep.window.closes_at(now)
+        if closes is None:
+            opens = sweep.window.next_open(now)
+            log.info("sweep_outside_window", sweep=sweep.name, window=str(sweep.window),
+                     opens_at=opens.isoformat())
+            self._reschedule(sweep.name, (opens - now).total_seconds())
+            return None
+        return dataclasses.replace(sweep.budget,
+                                   window_seconds=(closes - now).total_seconds())
 
     def _job_done(self, event: JobExecutionEvent) -> None:
         """After a sweep's run (scheduler thread or executor thread, after the job's instance
@@ -541,10 +596,13 @@ class Daemon:
             self._reschedule(later, 0.0)
 
     def _reschedule(self, name: str, delay: float) -> None:
+        """Run ``name`` ``delay`` seconds from now, or when its window next opens after that."""
+        sweep = self._sweeps.get(name)
+        when = self._now() + timedelta(seconds=delay)
+        if sweep is not None:
+            when = self._in_window(sweep, when)
         with contextlib.suppress(JobLookupError, SchedulerNotRunningError):
-            self._scheduler.modify_job(
-                name, next_run_time=datetime.now(UTC) + timedelta(seconds=delay)
-            )
+            self._scheduler.modify_job(name, next_run_time=when)
 
     # -- housekeeping --------------------------------------------------------------------
 

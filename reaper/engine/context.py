@@ -120,9 +120,8 @@ class Run:
         if stopped is not None or self.pace is None:
             return stopped
         last = self.result.batch_seconds[-1] if self.result.batches else None
-        deadline = None
-        if self.budget.max_seconds is not None:
-            deadline = self._started() + self.budget.max_seconds
+        ends = [s for s in (self.budget.max_seconds, self.budget.window_seconds) if s is not None]
+        deadline = self._started() + min(ends) if ends else None
         return self.pace(last, deadline) or self._limits()
 
     def _started(self) -> float:
@@ -137,4 +136,6 @@ class Run:
         elapsed = self.clock() - self._started()
         if self.budget.max_seconds is not None and elapsed >= self.budget.max_seconds:
             return StopReason.MAX_SECONDS
+        if self.budget.window_seconds is not None and elapsed >= self.budget.window_seconds:
+            return StopReason.WINDOW_CLOSED
         return None

@@ -22,8 +22,8 @@ class SweepResult:
         outcome: ``success``, ``failure`` or ``skipped``.
         strategies: the strategy of each heap, in the order first used (empty for a dry run
             or a failure before the choice); :attr:`strategy` joins them.
-        stopped_by: why the loop ended: ``done``, ``max_rows``, ``max_seconds``, ``stop`` or
-            ``replica_lag``.
+        stopped_by: why the loop ended: ``done``, ``max_rows``, ``max_seconds``, ``stop``,
+            ``replica_lag`` or ``window_closed``.
         cutoffs: parameter name -> cutoff timestamp used.
         error: the failure's one-line message (no password).
         error_type: the failure's exception class name (e.g. ``ConnectionFailed``).

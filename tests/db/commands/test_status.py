@@ -106,3 +106,38 @@ def test_a_declared_sweep_on_an_expression_index(capsys, pg_server: str) -> None
         }
     finally:
         devserver.drop_database(dsn)
+
+
+def test_status_shows_each_sweeps_next_run_and_window(
+    dsn: str, capsys, tmp_path
+) -> None:
+    """The config's schedule and windows as `reaper status --json` reports them, against the
+    wall clock: a window a few hours ahead is shut, one around now is open."""
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC)
+    shut = f"{now + timedelta(hours=3):%H}:00-{now + timedelta(hours=4):%H}:00"
+    around = f"{now - timedelta(hours=1):%H}:00-{now + timedelta(hours=2):%H}:00"
+    config = tmp_path / "reaper.toml"
+    config.write_text(
+        f'window = "{shut}"\n'
+        '[sweeps.router_leases]\nschedule = "0 3 * * *"\nschedule_time_zone = "Asia/Seoul"\n'
+        f'[sweeps.nodes_silent]\nwindow = "{around}"\n'
+    )
+    code, status = run_json(capsys, "status", "--dsn", dsn, "--config", str(config))
+    assert code == 0
+    by = {r["sweep"]: r for r in status}
+    silent, leases, session = by["nodes_silent"], by["router_leases"], by["nodes_session"]
+    assert (silent["window"], silent["window_open"], silent["next_run"]) == (around, True, None)
+    assert session["window_open"] is False and session["schedule"] == "every 1h"
+    opens = datetime.fromisoformat(session["next_run"])
+    assert opens == datetime.fromisoformat(session["window_changes"])
+    assert timedelta(hours=2) < opens - now <= timedelta(hours=3)
+    # Its own zone reads the global window too: 03:00 on Seoul's clock, or the window's
+    # opening on Seoul's clock when 03:00 falls outside it.
+    from zoneinfo import ZoneInfo
+
+    assert leases["schedule"] == "0 3 * * *" and leases["zone"] == "Asia/Seoul"
+    assert leases["window"] == shut
+    seoul = datetime.fromisoformat(leases["next_run"]).astimezone(ZoneInfo("Asia/Seoul"))
+    assert seoul > now and f"{seoul:%H:%M}" in ("03:00", shut[:5])

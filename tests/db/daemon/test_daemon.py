@@ -360,7 +360,7 @@ def test_apply_swaps_settings_and_reschedules(make_daemon) -> None:
     assert daemon.next_run_time("nodes_session") is None
     assert daemon.next_run_time("nodes_ephemeral") is not None
     job = daemon._scheduler.get_job("router_leases")
-    assert job.trigger.interval == timedelta(hours=2)
+    assert job.trigger.inner.interval == timedelta(hours=2)
 
 
 @pytest.mark.fresh_db
@@ -384,7 +384,7 @@ def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
     assert audit.since  # the first age column dates the backlog's oldest row
     daemon = Daemon(settings, [audit], registry=CollectorRegistry())
     try:
-        assert daemon._trigger(audit).interval == timedelta(minutes=10)
+        assert daemon._trigger(audit).inner.interval == timedelta(minutes=10)
         daemon.db.open()
         daemon.gauges.refresh()
         assert value(daemon, "reaper_backlog_rows", sweep="audit_log") == 6

@@ -56,3 +56,29 @@ def test_a_port_out_of_range_says_so_and_a_flag_needs_no_quotes() -> None:
     assert run.code == 2
     (line,) = run.stderr.strip().splitlines()
     assert "port 99999 is out of range (0 to 65535)" in line and "in quotes" not in line
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "toml", "words"),
+    [
+        (["--schedule", "0 3 * * 0"], {}, "", ["--schedule", "day of the week by name"]),
+        ([], {"REAPER_WINDOW": "01:00-01:00"}, "", ["REAPER_WINDOW", "empty window"]),
+        ([], {}, 'schedule_time_zone = "CET+1"\n', ["schedule_time_zone", "IANA"]),
+        ([], {}, '[sweeps.router_leases]\nschedule = "0 0 30 2 *"\n',
+         ["[sweeps.router_leases]", "never fires"]),
+        ([], {}, 'schedule = "0 3 * * *"\ninterval = "1h"\n', ["interval", "schedule"]),
+    ],
+    ids=["flag", "variable", "zone", "sweep", "both"],
+)
+def test_a_bad_schedule_window_or_zone_stops_reaper_run_in_one_line(
+    args: list[str], env: dict[str, str], toml: str, words: list[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "reaper.toml"
+    config.write_text(toml)
+    run = run_reaper("run", "--config", str(config), *args,
+                     env={"REAPER_DSN": UNREACHABLE, **env}, timeout=30)
+    assert run.code == 2, run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith("reaper: ")
+    for w in words:
+        assert w in line, line

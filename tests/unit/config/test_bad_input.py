@@ -48,6 +48,10 @@ TOML_BAD = {
     "drop|detach|off": ['"truncate"', "0", "false", '"delete"', "1", "true"],
     "FILE": ["5", "true"],
     "ZONE": ['"+09"', '"Mars/Base"', "9"],
+    "CRON": ['"0 3 * *"', '"61 * * * *"', '"0 25 * * *"', '"0 0 30 2 *"', '"0 3 * * 0"',
+             '"0 3 * * 1-5"', '"0 3 * * */2"', '"@daily"', '"x * * * *"', "3", "true"],
+    "WINDOW": ['"01:00"', '"25:00-05:00"', '"01:00-01:00"', '"1-5"', '"01:00-05:00 Mars"',
+               '"01:60-02:00"', '"1:00-5:00"', "5", "true"],
     "SCHEMA": ["5", "true", '""', '"pg_catalog"', '"information_schema"', '"pg_toast"',
                '"a\\nb"', '"' + "x" * 64 + '"'],
     None: ['"maybe"', "2", "1.5"],
@@ -64,6 +68,9 @@ TEXT_BAD = {
     "drop|detach|off": ["truncate", "DROP TABLE", "delete", "DROP"],
     "FILE": [],
     "ZONE": ["+09", "Mars/Base", "UTC+1"],
+    "CRON": ["0 3 * *", "0 3 * * * *", "60 * * * *", "0 0 31 4 *", "0 3 * * 7", "daily",
+             "0 3 * * mon-fri/x", "0 3 * jan-mar/2 *", "0 3 * * mon#2"],
+    "WINDOW": ["01:00", "01:00-24:00", "05:00-05:00", "01:00 - ", "1am-5am", "-01:00-05:00"],
     "SCHEMA": ["pg_catalog", "information_schema", "pg_temp_3", "x" * 64],
     None: ["maybe", "2"],
 }
@@ -241,7 +248,9 @@ def test_zero_is_refused_where_it_means_nothing(
     [("batch_size", "2.7"), ("batch_size", "nan"), ("interval", "2024-01-01"),
      ("retention", "[1]"), ("retention", '{ cutoff = 2024-01-01 }'), ("enabled", '"maybe"'),
      ("strategy", "inf"), ("table", '"a\\u0000b"'), ("after", '["x\\u0007"]'),
-     ("max_seconds_per_run", "07:00:00")],
+     ("max_seconds_per_run", "07:00:00"), ("schedule", '"0 3 * * 0"'),
+     ("schedule", '"0 0 30 2 *"'), ("window", '"01:00-01:00"'), ("window", "01:00:00"),
+     ("schedule_time_zone", '"Mars/Base"'), ("schedule_time_zone", '"+02"')],
 )
 def test_a_bad_sweep_table_value_is_one_line_and_exit_2(
     key: str, toml_value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
