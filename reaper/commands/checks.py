@@ -417,9 +417,8 @@ def index_statements(sweep: Sweep) -> str:
     predicate = sweep.predicate
     if sweep.builtin or not predicate.age_columns:
         return "reaper indexes ensure"
-    table = ".".join(_ident(n) for n in (predicate.schema, predicate.table) if n)
     return "; ".join(
-        f"CREATE INDEX CONCURRENTLY ON {table} ({_ident(column)})"
+        f"CREATE INDEX CONCURRENTLY ON {predicate.table.sql_text} ({_ident(column)})"
         for column in predicate.age_columns
     )
 

@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
-import bcrypt
 import pytest
 from prometheus_client import CollectorRegistry, Counter, make_wsgi_app
 
@@ -44,7 +43,9 @@ def _no_process_left() -> Iterator[None]:
 
 
 
-HASH4 = bcrypt.hashpw(b"scrape-pw", bcrypt.gensalt(rounds=4)).decode()
+# Fixed (bcrypt.hashpw(b"scrape-pw", bcrypt.gensalt(rounds=4))): the test ids that show it
+# are then the same in every pytest-xdist worker.
+HASH4 = "$2b$04$Y9X1jOLsCQ/pMA8vfcTzUeSOA2h.WRkecvsnja5ydF6hOK4eJ0.sC"
 
 
 @pytest.mark.parametrize(
