@@ -123,7 +123,9 @@ def _plant_decoys(dsn: str) -> None:
 
 
 def _decoys_untouched(dsn: str) -> None:
-    with psycopg.connect(dsn, autocommit=True, options="-c search_path=pg_catalog") as conn:
+    with psycopg.connect(
+        dsn, autocommit=True, options="-c search_path=pg_catalog -c statement_timeout=0"
+    ) as conn:
         conn.execute("SET ROLE NONE")
         for table in KEYS:
             copy, real = (

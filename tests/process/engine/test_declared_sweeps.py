@@ -343,15 +343,15 @@ CREATE VIEW public.member_refs AS SELECT key FROM public.members WHERE public.sp
 # (case, [sweeps.m] keys, what the one line names)
 USER_TYPE_DECLARATIONS = [
     # A composite column meets pg_catalog.< through the user's implicit cast.
-    ("implicit cast of a composite", {"age": "c"}, "column c is of type wrap"),
+    ("implicit cast of a composite", {"age": "c"}, "column c is of type public.wrap"),
     # An enum compared with a text literal, where the user's = (mood, text) waits.
     ("enum literal", {"age": "created_at", "where": {"mood": "happy"}},
-     "column mood is of type mood"),
+     "column mood is of type public.mood"),
     # A view runs its owner's code for every row it is read for.
     ("a view as the referencing table", {
         "age": "created_at",
         "keep_referenced": {"table": "public.member_refs", "column": "key", "key": "key"},
-    }, "table public.member_refs is not a table"),
+    }, "table member_refs is not a table"),
 ]
 
 

@@ -60,7 +60,7 @@ def test_a_view_is_refused(
     )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith(
-        "reaper: sweep events: table public.events")
+        "reaper: sweep events: table events")
     assert ages(conn, "events_base") == (10, 10)
 
 

@@ -133,7 +133,7 @@ def test_a_dry_run_judges_a_sweep_after_the_ones_before_it_as_a_run_would(
     assert by_name["half_b"]["rows"] == 1900
     assert by_name["half_b"]["outcome"] == "refused"
     refusal = by_name["half_b"]["refusal"]
-    assert "950 rows that the sweeps before it would delete from public.big" in refusal
+    assert "950 rows that the sweeps before it would delete from big" in refusal
     assert "100.0% would be gone" in refusal
     # Under the table, the figures add up: its 950 and half_a's 950 are the table's 1,900.
     table = run_reaper(*[a for a in args if a != "--json"], "--dry-run",
@@ -181,7 +181,7 @@ def test_halves_in_one_invocation_are_judged_together(
     assert by_name["half_a"]["outcome"] == "success" and by_name["half_a"]["rows"] == 950
     assert by_name["half_b"]["outcome"] == "failure" and by_name["half_b"]["rows"] == 0
     error = by_name["half_b"]["error"]
-    assert "950 rows already deleted from public.big" in error, error
+    assert "950 rows already deleted from big" in error, error
     assert "100.0% would be gone" in error, error
     assert "max_eligible_fraction 0.95" in error and "\n" not in error
     assert _big(conn) == 950
