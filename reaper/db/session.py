@@ -212,6 +212,16 @@ class Session(Catalog, AdvisoryLocks):
                 pass
         return self._batch(hs, hs.heap_batch, p, stmts)
 
+    def empty_batch(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any]
+    ) -> None:
+        """One heap-walk batch of heap ``hs`` over no block (heap_range_batch.sql on an empty
+        tuple-id range): it deletes nothing and costs what every batch costs whatever its
+        rows (its round trips, the table's lock, the batch settings, the table's
+        statement-level triggers, the commit). Raises as :meth:`delete_heap_batch`."""
+        p = dict(params, first_tid=tid_text((0, 0)), end_tid=tid_text((0, 0)), skip=[])
+        self._batch(hs, hs.heap_range_batch, p, stmts)
+
     def delete_index_batch(
         self,
         stmts: SweepStatements,

@@ -42,6 +42,13 @@ RANGE_FILL = 0.8
 # While the database is busy, a batch's limit follows busy_batch_seconds, but never below
 # this many rows: fewer would cost more in round trips than they delete.
 MIN_BUSY_ROWS = 100
+# A heap walk's batch spends at most about this share of its time on what every batch costs
+# whatever its rows (round trips, statement-level triggers, a slow link): where that fixed
+# part alone exceeds the batch time target, ranges aim at that part divided by FIXED_SHARE.
+FIXED_SHARE = 0.25
+# The fixed part is measured this many times before a walk (the least counts: the first may
+# pay for a plan or a cold cache).
+FIXED_PROBES = 2
 
 
 class Deleter:
@@ -85,6 +92,21 @@ class Deleter:
         kept = run.undeletable.still_undeletable(oid, versions, run.clock())
         run.result.known_undeletable += len(kept)
         return sorted(kept)
+
+    def fixed_seconds(self) -> float:
+        """What one heap-walk batch of this heap costs whatever its rows, in seconds: the
+        least of FIXED_PROBES batches over no block (:meth:`reaper.db.Session.empty_batch`);
+        0 when such a batch fails (the walk's own batches then meet the failure)."""
+        run = self.run
+        least = math.inf
+        for _ in range(FIXED_PROBES):
+            t0 = run.clock()
+            try:
+                run.session.empty_batch(run.statements, self.hs, run.params)
+            except errors.DatabaseError:
+                return 0.0
+            least = min(least, run.clock() - t0)
+        return max(least, 0.0)
 
     def obstacles(self) -> list[DeleteObstacle]:
         """What the catalog says can keep this heap's deletes from removing the rows they
@@ -317,26 +339,34 @@ def first_span(deleter: Deleter, estimated_fraction: float | None) -> int:
 
 def next_span(
     span: int, limit: int, want: float, selected: int, covered: int, seconds: float,
-    target: float,
+    target: float, fixed: float = 0.0,
 ) -> int:
     """The next range of a heap walk, in blocks, after a batch of ``limit`` rows that
     selected ``selected`` garbage rows over ``covered`` blocks of its ``span`` in ``seconds``:
     toward ``want`` rows (RANGE_FILL of the next limit) and ``target`` seconds.
+
+    A batch's seconds are a ``fixed`` part, which every batch pays whatever its rows
+    (:meth:`Deleter.fixed_seconds`), and a part that grows with its blocks and rows; only
+    the second scales with the range. So the range is scaled by the time left after the
+    fixed part, and where the fixed part alone is more than FIXED_SHARE of ``target`` the
+    batch aims at ``fixed / FIXED_SHARE`` instead: a fixed cost makes ranges larger, never
+    smaller, and a walk crosses the live part of a table in a few statements.
 
     At most 2x either way per step, so one odd range (a run of live rows, a checkpoint)
     cannot swing it wildly; a range without garbage grows when it was quick and never
     shrinks. A capped batch (``selected >= limit``) knows the density from where it stopped:
     the next range is sized by it at once (no damping: a range far too large for the garbage
     in it would be deleted and rolled back again, heap_range_batch.sql)."""
+    goal = max(target, fixed / FIXED_SHARE)
     if selected >= limit:
         return min(max(math.ceil(want * covered / selected), MIN_BLOCKS_PER_BATCH),
                    MAX_BLOCKS_PER_BATCH)
     if selected:
         scale = want * covered / selected / max(span, 1)
-        if seconds > 0:
-            scale = min(scale, target / seconds)
+        if seconds > fixed:
+            scale = min(scale, (goal - fixed) / (seconds - fixed))
     else:
-        scale = 2.0 if seconds < target else 1.0
+        scale = 2.0 if seconds < goal else 1.0
     span = int(span * min(max(scale, 0.5), 2.0))
     return min(max(span, MIN_BLOCKS_PER_BATCH), MAX_BLOCKS_PER_BATCH)
 
@@ -358,6 +388,7 @@ def walk_heap(
     session, stmts, params = run.session, run.statements, run.params
     end = hs.heap.stats.blocks
     span = first_span(deleter, estimated_fraction)
+    fixed = deleter.fixed_seconds() if end > 0 else 0.0
     pos = (0, 0)
     while pos[0] < end:
         stopped = run.should_stop()
@@ -397,7 +428,7 @@ def walk_heap(
             # out of it).
             continue
         span = next_span(span, limit, deleter.limit() * RANGE_FILL, rows.selected, covered,
-                         seconds, target)
+                         seconds, target, fixed)
     return StopReason.DONE
 
 

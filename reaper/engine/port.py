@@ -50,6 +50,13 @@ class BatchSession(Protocol):
         ``end_block`` (excluded), in tuple-id order, minus ``skip``."""
         ...
 
+    def empty_batch(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+    ) -> None:
+        """One heap-walk batch of ``hs`` over no block: what every batch costs whatever its
+        rows."""
+        ...
+
     def delete_index_batch(
         self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
         limit: int, skip: Sequence[tuple[int, int]] = (),

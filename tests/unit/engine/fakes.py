@@ -188,6 +188,10 @@ class FakeSession:
         n = self._delete(heap, victims)
         return BatchRows(n, len(victims), victims[-1] if victims else None)
 
+    def empty_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any]) -> None:
+        self._call("empty_batch")
+        self.clock.advance(hs.fake.batch_seconds)
+
     def delete_index_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any], limit: int,
                            skip: Sequence[Tid] = ()) -> BatchRows:
         self._call("delete_index_batch")
