@@ -7,6 +7,7 @@ and so is a policy that hides the rows from reaper's role."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -22,7 +23,8 @@ from reaper.engine.result import SweepResult
 from reaper.engine.run import run_sweep
 from reaper.metrics import Metrics
 from tests.support import enabled
-from tests.support.ops import apply_grants
+from tests.support.checks import findings_of
+from tests.support.ops import apply_grants, run_cli, run_json
 
 STRATEGIES = pytest.mark.parametrize("strategy", ["heap", "index"])
 STALE = "logged_at < now() - interval '30 days'"
@@ -194,3 +196,25 @@ def test_a_table_without_obstacles_passes_the_check(
     assert finding.status == "pass"
     result, _, _ = sweep(settings)
     assert (result.outcome, result.rows) == ("success", 3000)
+
+
+@pytest.mark.fresh_db
+def test_run_once_fails_with_the_cause_and_check_warns_first(
+    dsn: str, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    seed(conn)
+    soft_delete(conn)
+    config = tmp_path / "reaper.toml"
+    config.write_text(
+        '[sweeps.events]\ntable = "public.events"\nreason = "old"\nage = "logged_at"\n'
+        'retention = "30d"\nmax_eligible_fraction = "1"\nstrategy = "index"\n'
+    )
+    common = ("--dsn", dsn, "--config", str(config), "--sweep", "events")
+    code, doc = run_json(capsys, "check", *common)
+    (finding,) = findings_of(doc, check="deletes")
+    assert finding["status"] == "warn" and "soft_delete" in finding["subject"]
+    code, out, err = run_cli(capsys, "run-once", *common, "--busy-share", "1")
+    assert code == 1
+    assert "BEFORE DELETE row trigger soft_delete on public.events" in out + err
+    assert stale(conn) == 3000
