@@ -98,6 +98,12 @@ class LockNotHeld(DatabaseError):
     transaction to any server session. Connect reaper directly or through a session-mode pool."""
 
 
+class BatchStalled(ReaperError):
+    """A batch removed none, or again and again far fewer, of the rows it named: something
+    turns its deletes into nothing (a trigger, a rule, a row-level security policy). The run
+    stopped rather than repeat it."""
+
+
 class FullTableRefused(ReaperError):
     """A run would delete all, or nearly all, of a table; it stopped before its first delete."""
 

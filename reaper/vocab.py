@@ -112,6 +112,9 @@ class CheckName(_Word):
     FOREIGN_KEY_INDEX = "foreign_key_index"
     PLAN = "plan"
     PARTITIONS = "partitions"
+    # Whether a batch's DELETE removes the rows it names (a trigger, a rule, row-level
+    # security) and whether the role sees the rows at all.
+    DELETES = "deletes"
 
 
 SERVER_CHECKS = (
@@ -127,6 +130,7 @@ SWEEP_CHECKS = (
     CheckName.FOREIGN_KEY_INDEX,
     CheckName.PLAN,
     CheckName.PARTITIONS,
+    CheckName.DELETES,
 )
 
 
@@ -142,6 +146,19 @@ class SkipReason(_Word):
     FOREIGN_KEY = "foreign_key"
     # Another error (a trigger that raises, a check in a cascade).
     ERROR = "error"
+
+
+@unique
+class ObstacleKind(_Word):
+    """What the catalog says can keep a DELETE from removing the rows it names
+    (``sql/engine/delete_obstacles.sql``)."""
+
+    # A BEFORE DELETE row trigger: one that returns NULL keeps the row (a soft delete).
+    TRIGGER = "trigger"
+    # A rule ON DELETE: it rewrites the DELETE into other statements.
+    RULE = "rule"
+    # Row-level security whose DELETE policies let the role reach fewer rows than it reads.
+    POLICY = "policy"
 
 
 @unique

@@ -43,7 +43,7 @@ from reaper.engine import pacing, partitions
 from reaper.engine.run import compute_cutoffs
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.sqltext import sqlinfo
-from reaper.vocab import CheckName, CheckStatus
+from reaper.vocab import CheckName, CheckStatus, ObstacleKind
 
 log = structlog.get_logger("reaper.checks")
 
@@ -273,6 +273,7 @@ def _sweep_checks(
     guarded(CheckName.TIME_ZONE, sweep.table,
             lambda: _wall_times(session, sweep, settings, finding))
     guarded(CheckName.PRIVILEGES, sweep.table, lambda: _privileges(session, stmts, finding))
+    guarded(CheckName.DELETES, sweep.table, lambda: _deletes(session, stmts, finding))
 
     plan: dict[str, Any] | None = None
     params: dict[str, Any] = {}
@@ -381,6 +382,68 @@ def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -
                       f"{owner[0].owner}): it may alter, truncate or drop it, whatever the "
                       "grants say",
                       f"connect as the role of {sqltext.where('grants.sql')}")
+
+
+# Row-level security that lets the role read fewer than this fraction of a heap's rows (by
+# the catalog's estimate) hides rows from the sweep: a failure. A stale estimate errs by less.
+MIN_VISIBLE_FRACTION = 0.5
+
+
+def _deletes(session: Session, stmts: SweepStatements, finding: _FindingFn) -> Iterator[Finding]:
+    """What can keep a batch's DELETE from removing the rows it names, per heap, as the
+    catalog tells it (the causes a run that stops for lack of progress names:
+    ``engine/delete_obstacles.sql``), and row-level security that hides rows from the role
+    (a count of a block sample under the role, against ``pg_class.reltuples``)."""
+    role = session.scalar(sqltext.ops("current_role"))
+    bypass = (f"ALTER ROLE {role} BYPASSRLS, or a policy for {role} that lets it read and "
+              "delete every row the sweep may delete")
+    clean = True
+    for hs in stmts.heaps:
+        heap = hs.heap.table
+        obstacles = session.delete_obstacles(hs)
+        for o in obstacles:
+            clean = False
+            if o.kind == ObstacleKind.TRIGGER:
+                # Whether a trigger ever returns NULL cannot be read from the catalog.
+                yield finding(
+                    CheckName.DELETES, WARN, f"trigger {o.name} on {heap}",
+                    f"{o.detail}: where it returns NULL (a soft delete) the row stays, and a "
+                    "run whose batch removes none of its rows stops as a failure",
+                    "let the trigger return OLD for the rows reaper deletes, or do not sweep "
+                    "this table")
+            elif o.kind == ObstacleKind.RULE:
+                yield finding(CheckName.DELETES, FAIL, f"rule {o.name} on {heap}",
+                              f"{o.detail}: it rewrites every batch's DELETE",
+                              "drop the rule ON DELETE")
+            else:
+                yield finding(
+                    CheckName.DELETES, FAIL, f"row-level security on {heap}",
+                    f"{o.detail}: batches select rows their DELETE cannot reach, remove "
+                    "none of them, and the run stops as a failure", bypass)
+        seen, visible = session.visible_rows(hs)
+        if not seen.filtered:
+            continue
+        clean = False
+        if seen.estimated_rows < 0:
+            yield finding(
+                CheckName.DELETES, WARN, f"row-level security on {heap}",
+                f"row-level security filters what role {role} reads of {heap}, which was never "
+                "analyzed: whether it hides rows from the sweep cannot be known", f"ANALYZE {heap}")
+        elif visible is not None and visible < seen.estimated_rows * MIN_VISIBLE_FRACTION:
+            yield finding(
+                CheckName.DELETES, FAIL, f"row-level security on {heap}",
+                f"row-level security hides rows of {heap} from role {role}: it reads about "
+                f"{visible:,} of about {seen.estimated_rows:,} rows (pg_class.reltuples); the "
+                "rows it cannot read are never deleted, and the backlog gauges do not count "
+                f"them (if {heap} shrank since it was last analyzed: ANALYZE {heap})", bypass)
+        elif not obstacles:
+            shown = "" if visible is None else f" (about {visible:,} of {seen.estimated_rows:,})"
+            yield finding(CheckName.DELETES, PASS, f"row-level security on {heap}",
+                          f"role {role} reads the rows of {heap}{shown}")
+    if clean:
+        yield finding(CheckName.DELETES, PASS, stmts.table,
+                      "no BEFORE DELETE row trigger, rule ON DELETE or row-level security "
+                      "keeps a batch's DELETE from removing the rows it names")
 
 
 def _shipped(name: str) -> sqlinfo.IndexSpec | None:

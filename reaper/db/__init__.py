@@ -23,6 +23,7 @@ from reaper.db.pinning import ConnectionSettings
 from reaper.db.pool import Database
 from reaper.db.rows import (
     BrokenIndex,
+    DeleteObstacle,
     ForeignKey,
     IndexLookup,
     IndexState,
@@ -33,6 +34,7 @@ from reaper.db.rows import (
     TableLeaf,
     TableOwner,
     TableStatus,
+    VisibleRows,
     WhoAmI,
 )
 from reaper.db.session import Session
@@ -53,6 +55,7 @@ __all__ = [
     "BrokenIndex",
     "ConnectionSettings",
     "Database",
+    "DeleteObstacle",
     "ForeignKey",
     "Heap",
     "HeapStatements",
@@ -68,6 +71,7 @@ __all__ = [
     "TableLeaf",
     "TableOwner",
     "TableStatus",
+    "VisibleRows",
     "WhoAmI",
     "_Redactor",
     "advisory_lock_key",

@@ -151,6 +151,28 @@ class Relation:
 
 
 @dataclass(frozen=True)
+class DeleteObstacle:
+    """What can keep a DELETE on a heap from removing the rows it names
+    (``engine/delete_obstacles.sql``): ``kind`` is ``trigger``, ``rule`` or ``policy``
+    (:class:`reaper.vocab.ObstacleKind`); ``name`` the trigger's, rule's or policies' names;
+    ``detail`` one line that names it and its table."""
+
+    kind: str
+    name: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class VisibleRows:
+    """Whether row-level security filters what the role reads of a heap, the catalog's
+    estimate of its rows (-1: never analyzed) and its blocks now (``ops/visible_rows.sql``)."""
+
+    filtered: bool
+    estimated_rows: int
+    blocks: int
+
+
+@dataclass(frozen=True)
 class DeclaredRead:
     """A (relation, column) a declared sweep's predicate reads, as the catalog describes it
     (``engine/declared_reads.sql``)."""

@@ -17,11 +17,12 @@ from reaper.db.catalog import Catalog
 from reaper.db.connection import utc_instant
 from reaper.db.locks import AdvisoryLocks
 from reaper.db.pinning import APPLICATION_NAME
-from reaper.db.rows import Sample, Standby
+from reaper.db.rows import DeleteObstacle, Sample, Standby, VisibleRows
 from reaper.db.statements import (
     BatchRows,
     HeapStatements,
     SweepStatements,
+    compose_relations,
     parse_tid,
     tid_text,
 )
@@ -30,6 +31,9 @@ from reaper.db.statements import (
 # session's lock_timeout): then it fails, and the runner splits it until the held row is
 # alone. Far below deadlock_timeout (1 s by default), so reaper always gives up first.
 BATCH_LOCK_TIMEOUT_MS = 5
+# reaper check counts the rows a role can read under row-level security in a sample of about
+# this many heap blocks (a few milliseconds; every block of a smaller heap).
+VISIBLE_SAMPLE_BLOCKS = 300
 
 
 class _OverLimit(Exception):
@@ -208,6 +212,16 @@ class Session(Catalog, AdvisoryLocks):
                 pass
         return self._batch(hs, hs.heap_batch, p, stmts)
 
+    def empty_batch(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any]
+    ) -> None:
+        """One heap-walk batch of heap ``hs`` over no block (heap_range_batch.sql on an empty
+        tuple-id range): it deletes nothing and costs what every batch costs whatever its
+        rows (its round trips, the table's lock, the batch settings, the table's
+        statement-level triggers, the commit). Raises as :meth:`delete_heap_batch`."""
+        p = dict(params, first_tid=tid_text((0, 0)), end_tid=tid_text((0, 0)), skip=[])
+        self._batch(hs, hs.heap_range_batch, p, stmts)
+
     def delete_index_batch(
         self,
         stmts: SweepStatements,
@@ -257,6 +271,43 @@ class Session(Catalog, AdvisoryLocks):
         1 row). One transaction; raises as :meth:`delete_heap_batch`."""
         rows = self._batch(hs, hs.delete_row, dict(params, tid=tid_text(tid)), stmts)
         return max(rows.deleted, 0)
+
+    def row_versions(
+        self, stmts: SweepStatements, hs: HeapStatements, tids: Sequence[tuple[int, int]],
+    ) -> dict[tuple[int, int], str]:
+        """The version (``xmin``, as text) of each row of heap ``hs`` at the tuple ids
+        ``tids`` that holds one now; a tuple id that names no row is left out. Reads only."""
+        if not tids:
+            return {}
+        with self._sweep_errors(stmts), self._conn.cursor() as cur:
+            cur.execute(hs.row_versions, {"tids": [tid_text(t) for t in tids]})
+            return {parse_tid(str(tid)): str(xmin) for tid, xmin in cur.fetchall()}
+
+    def delete_obstacles(self, hs: HeapStatements) -> list[DeleteObstacle]:
+        """What the catalog says can keep a DELETE on heap ``hs`` from removing the rows it
+        names, for this role (``engine/delete_obstacles.sql``): BEFORE DELETE row triggers,
+        rules ON DELETE, row-level security whose DELETE policies differ from its SELECT
+        ones. Reads only."""
+        return self.fetch(DeleteObstacle, sqltext.engine("delete_obstacles"),
+                          {"heap": hs.heap.oid}, context=hs.heap.table)
+
+    def visible_rows(self, hs: HeapStatements) -> tuple[VisibleRows, int | None]:
+        """Whether row-level security filters what this role reads of heap ``hs``, with the
+        catalog's estimate of its rows; and when it does and the heap was analyzed, the rows
+        the role can read, estimated from a block sample of about VISIBLE_SAMPLE_BLOCKS blocks
+        (every block of a small heap: then exact). Reads only."""
+        seen = self.fetch(VisibleRows, sqltext.ops("visible_rows"), {"heap": hs.heap.oid},
+                          context=hs.heap.table)[0]
+        if not seen.filtered or seen.estimated_rows < 0 or seen.blocks == 0:
+            return seen, None
+        percent = min(100.0, 100.0 * VISIBLE_SAMPLE_BLOCKS / seen.blocks)
+        query = compose_relations(sqltext.ops("sampled_rows"),
+                                  heap=(hs.heap.schema, hs.heap.name))
+        with self._errors(hs.heap.table), self._conn.cursor() as cur:
+            cur.execute(query, {"percent": percent})
+            row = cur.fetchone()
+        assert row is not None
+        return seen, round(int(row[0]) * 100.0 / percent)
 
     def _batch(
         self,

@@ -126,6 +126,7 @@ class HeapStatements:
         self.heap_first_victim = compose("heap_first_victim")
         self.index_first_victim = compose("index_first_victim")
         self.delete_row = compose("delete_row")
+        self.row_versions = compose("row_versions")
         self.count_eligible = compose("heap_count_eligible")
         self.count_rows = compose("heap_count_rows")
         self.sample_eligible = compose("sample_eligible")

@@ -1,8 +1,10 @@
 """The batches of one heap: the deleter that splits a failing batch and skips the row that
 fails alone, and the two ways of finding a batch's victims (the heap walk, the index path).
 
-Never repeats a failing batch unchanged: each retry has half the rows, or leaves out the row
-that failed alone (docs/engine.md, "Rows that cannot be deleted").
+Never repeats a failing batch unchanged: each retry is a half of it, or leaves out the row
+that failed alone; a row found undeletable is left out of the process's later runs too
+(docs/engine.md, "Rows that cannot be deleted"). Never repeats a batch that removed nothing:
+the run stops (docs/engine.md, "A run ends").
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ import structlog
 
 from reaper import errors
 from reaper.config.settings import Settings
-from reaper.db import BatchRows, HeapStatements
+from reaper.db import BatchRows, DeleteObstacle, HeapStatements
 from reaper.engine.context import Run
 from reaper.engine.failures import held_row, isolable, run_failure, skip_reason
 from reaper.engine.sizing import BatchSizer, Splitter
+from reaper.engine.stalls import StallGuard
 from reaper.engine.strategy import FIRST_BLOCKS_UNKNOWN
-from reaper.vocab import SkipReason, StopReason, Strategy
+from reaper.vocab import ObstacleKind, SkipReason, StopReason, Strategy
 
 log = structlog.get_logger("reaper.runner")
 
@@ -39,13 +42,23 @@ RANGE_FILL = 0.8
 # While the database is busy, a batch's limit follows busy_batch_seconds, but never below
 # this many rows: fewer would cost more in round trips than they delete.
 MIN_BUSY_ROWS = 100
+# A heap walk's batch spends at most about this share of its time on what every batch costs
+# whatever its rows (round trips, statement-level triggers, a slow link): where that fixed
+# part alone exceeds the batch time target, ranges aim at that part divided by FIXED_SHARE.
+FIXED_SHARE = 0.25
+# The fixed part is measured this many times before a walk (the least counts: the first may
+# pay for a plan or a cold cache).
+FIXED_PROBES = 2
 
 
 class Deleter:
-    """One heap's batches: row limits from the sizer, a failing batch split until the row
-    that fails is alone, that row skipped (its tuple id left out of every later batch of the
-    run). Never repeats a failing batch unchanged: each retry has half the rows, or leaves
-    out the row that failed alone.
+    """One heap's batches: row limits from the sizer, a failing batch split in halves until
+    the row that fails is alone, that row skipped (its tuple id left out of every later
+    batch of the run, and of the process's later runs while it stands unchanged:
+    :mod:`reaper.engine.undeletable`). Never repeats a failing batch unchanged: each retry is
+    a half of it, or leaves out the row that failed alone. Stops the run when its batches
+    remove none, or again and again far fewer, of the rows they name
+    (:class:`reaper.engine.stalls.StallGuard`), naming the cause when the catalog can.
 
     Args:
         run: the run whose batches these are.
@@ -56,11 +69,51 @@ class Deleter:
     def __init__(self, run: Run, hs: HeapStatements, sizer: BatchSizer) -> None:
         self.run, self.hs, self.sizer = run, hs, sizer
         self.splitter = Splitter()
+        self.guard = StallGuard()
         # The row limit while the database is busy (None: not busy, or not measured yet).
         self.busy_limit: int | None = None
-        self.skip: list[tuple[int, int]] = []
+        self.skip: list[tuple[int, int]] = self._known_undeletable()
         # Why the last attempt failed, None after a success.
         self.last_failure: SkipReason | None = None
+        # What the catalog says can keep this heap's deletes from removing their rows (None:
+        # not asked yet; asked once, when a choice or a stalled batch needs it).
+        self._obstacles: list[DeleteObstacle] | None = None
+
+    def _known_undeletable(self) -> list[tuple[int, int]]:
+        """The rows of this heap that an earlier run of the process found undeletable and
+        that still stand unchanged: left out of every batch of this run, unattempted."""
+        run, oid = self.run, self.hs.heap.oid
+        if run.undeletable is None:
+            return []
+        known = run.undeletable.recall(oid, run.clock())
+        if not known:
+            return []
+        versions = run.session.row_versions(run.statements, self.hs, sorted(known))
+        kept = run.undeletable.still_undeletable(oid, versions, run.clock())
+        run.result.known_undeletable += len(kept)
+        return sorted(kept)
+
+    def fixed_seconds(self) -> float:
+        """What one heap-walk batch of this heap costs whatever its rows, in seconds: the
+        least of FIXED_PROBES batches over no block (:meth:`reaper.db.Session.empty_batch`);
+        0 when such a batch fails (the walk's own batches then meet the failure)."""
+        run = self.run
+        least = math.inf
+        for _ in range(FIXED_PROBES):
+            t0 = run.clock()
+            try:
+                run.session.empty_batch(run.statements, self.hs, run.params)
+            except errors.DatabaseError:
+                return 0.0
+            least = min(least, run.clock() - t0)
+        return max(least, 0.0)
+
+    def obstacles(self) -> list[DeleteObstacle]:
+        """What the catalog says can keep this heap's deletes from removing the rows they
+        name (read once per run of the heap)."""
+        if self._obstacles is None:
+            self._obstacles = self.run.session.delete_obstacles(self.hs)
+        return self._obstacles
 
     def limit(self) -> int:
         """The next batch's row limit: the sizer's (or the splitter's while a batch fails),
@@ -79,7 +132,16 @@ class Deleter:
         size after a timeout, nor while a failing batch is being split. Deletes that cost
         that much (a cascade, a trigger) would time out in the range form every time, and each
         batch would cost a whole statement_timeout before its limited retry."""
-        return self.sizer.size >= self.sizer.ceiling and self.splitter.limit is None
+        return (self.sizer.size >= self.sizer.ceiling and self.splitter.limit is None
+                and self.ranges_tell())
+
+    def ranges_tell(self) -> bool:
+        """Whether a range deleted in place (heap_range_batch.sql) says what it removed against
+        what it named. It returns only the rows it removed: where the catalog names something
+        that may keep a row a DELETE names (a BEFORE DELETE row trigger, row-level security),
+        a range is never deleted in place, so that every batch knows both numbers
+        (:class:`reaper.engine.stalls.StallGuard`)."""
+        return not self.obstacles()
 
     def _measured(self, limit: int, seconds: float) -> None:
         """While busy, the next limit: this batch's ``limit`` scaled toward the busy target
@@ -108,11 +170,47 @@ class Deleter:
             self._failed(exc, limit)
             return None
         seconds = self.run.clock() - t0
-        self.splitter.succeeded()
+        self.splitter.succeeded(limit, rows.selected)
         self.sizer.succeeded(seconds)
         self._measured(limit, seconds)
         self.run.batch(rows.deleted, seconds)
+        self._progressed(rows.selected, rows.deleted)
         return rows
+
+    def _progressed(self, selected: int, deleted: int) -> None:
+        """Stop the run (raise) when the batches stopped removing the rows they name."""
+        if not self.guard.observe(selected, deleted):
+            return
+        obstacles = self.obstacles()
+        if self.guard.stalled(bool(obstacles)):
+            raise errors.BatchStalled(self._stalled(selected, deleted, obstacles))
+
+    def _stalled(self, selected: int, deleted: int, obstacles: list[DeleteObstacle]) -> str:
+        """The run's one line when its batches stopped removing rows: what the last batch
+        did, the cause the catalog names (or that it names none), and the fix."""
+        heap = self.hs.heap.table
+        what = (f"a batch of {heap} named {selected:,} rows and removed "
+                f"{'none' if deleted == 0 else f'{deleted:,}'}")
+        if self.guard.short > 1:
+            what += f" ({self.guard.short} such batches in a row)"
+        if not obstacles:
+            return (f"{what}, and the catalog names no cause (no BEFORE DELETE row trigger, "
+                    "rule ON DELETE or row-level security policy keeps them); the run stopped "
+                    "rather than repeat it: find what keeps the rows (a trigger of another "
+                    "table, a concurrent writer)")
+        causes = "; ".join(o.detail for o in obstacles)
+        fixes = []
+        kinds = {o.kind for o in obstacles}
+        if ObstacleKind.TRIGGER in kinds:
+            fixes.append("a trigger that returns NULL keeps its row (a soft delete): let it "
+                         "return OLD for the rows reaper deletes, or do not sweep this table")
+        if ObstacleKind.RULE in kinds:
+            fixes.append("drop the rule ON DELETE")
+        if ObstacleKind.POLICY in kinds:
+            fixes.append("ALTER ROLE ... BYPASSRLS for reaper's role, or give it a DELETE "
+                         "policy that reaches every row its SELECT policies show")
+        return (f"{what}: {causes}; the run stopped rather than repeat it: "
+                f"{'; '.join(fixes)}")
 
     def _fail_run(self, exc: errors.DatabaseError) -> None:
         """Raise ``exc`` as the run's failure when it is not a row's fault, or when a stop
@@ -155,17 +253,32 @@ class Deleter:
             deleted = run.session.delete_row(run.statements, self.hs, run.params, tid)
         except errors.DatabaseError as exc:
             self._fail_run(exc)
-            if skip_reason(exc) == SkipReason.TIMEOUT:
+            reason = skip_reason(exc)
+            if reason == SkipReason.TIMEOUT:
                 run.result.timed_out_batches += 1
             self.skip.append(tid)
             run.skipped(self.hs.heap.table, tid, exc)
-            self.splitter.succeeded()
+            if reason != SkipReason.LOCKED:
+                self._remember(tid, reason)
+            self.splitter.succeeded(1)
             return BatchRows(0, 1, tid)
         seconds = run.clock() - t0
-        self.splitter.succeeded()
+        self.splitter.succeeded(1)
         self.sizer.succeeded(seconds)
         run.batch(deleted, seconds)
+        self._progressed(1, deleted)
         return BatchRows(deleted, 1, tid)
+
+    def _remember(self, tid: tuple[int, int], reason: SkipReason) -> None:
+        """Keep the row at ``tid``, whose delete failed alone, as undeletable for the
+        process's later runs, in the version it has now (a row a writer held is busy, not
+        undeletable: never remembered)."""
+        run = self.run
+        if run.undeletable is None:
+            return
+        xmin = run.session.row_versions(run.statements, self.hs, [tid]).get(tid)
+        if xmin is not None:
+            run.undeletable.remember(self.hs.heap.oid, tid, xmin, reason, run.clock())
 
 
 class BatchStrategy(Protocol):
@@ -226,26 +339,34 @@ def first_span(deleter: Deleter, estimated_fraction: float | None) -> int:
 
 def next_span(
     span: int, limit: int, want: float, selected: int, covered: int, seconds: float,
-    target: float,
+    target: float, fixed: float = 0.0,
 ) -> int:
     """The next range of a heap walk, in blocks, after a batch of ``limit`` rows that
     selected ``selected`` garbage rows over ``covered`` blocks of its ``span`` in ``seconds``:
     toward ``want`` rows (RANGE_FILL of the next limit) and ``target`` seconds.
+
+    A batch's seconds are a ``fixed`` part, which every batch pays whatever its rows
+    (:meth:`Deleter.fixed_seconds`), and a part that grows with its blocks and rows; only
+    the second scales with the range. So the range is scaled by the time left after the
+    fixed part, and where the fixed part alone is more than FIXED_SHARE of ``target`` the
+    batch aims at ``fixed / FIXED_SHARE`` instead: a fixed cost makes ranges larger, never
+    smaller, and a walk crosses the live part of a table in a few statements.
 
     At most 2x either way per step, so one odd range (a run of live rows, a checkpoint)
     cannot swing it wildly; a range without garbage grows when it was quick and never
     shrinks. A capped batch (``selected >= limit``) knows the density from where it stopped:
     the next range is sized by it at once (no damping: a range far too large for the garbage
     in it would be deleted and rolled back again, heap_range_batch.sql)."""
+    goal = max(target, fixed / FIXED_SHARE)
     if selected >= limit:
         return min(max(math.ceil(want * covered / selected), MIN_BLOCKS_PER_BATCH),
                    MAX_BLOCKS_PER_BATCH)
     if selected:
         scale = want * covered / selected / max(span, 1)
-        if seconds > 0:
-            scale = min(scale, target / seconds)
+        if seconds > fixed:
+            scale = min(scale, (goal - fixed) / (seconds - fixed))
     else:
-        scale = 2.0 if seconds < target else 1.0
+        scale = 2.0 if seconds < goal else 1.0
     span = int(span * min(max(scale, 0.5), 2.0))
     return min(max(span, MIN_BLOCKS_PER_BATCH), MAX_BLOCKS_PER_BATCH)
 
@@ -267,6 +388,7 @@ def walk_heap(
     session, stmts, params = run.session, run.statements, run.params
     end = hs.heap.stats.blocks
     span = first_span(deleter, estimated_fraction)
+    fixed = deleter.fixed_seconds() if end > 0 else 0.0
     pos = (0, 0)
     while pos[0] < end:
         stopped = run.should_stop()
@@ -300,8 +422,13 @@ def walk_heap(
         else:
             pos = (last_block, 0)
             covered = last_block - start[0]
+        if deleter.splitter.limit is not None:
+            # Splitting a failing batch: its next part is the next victims from here, so the
+            # range keeps its size (a range sized to a part would leave the part's victims
+            # out of it).
+            continue
         span = next_span(span, limit, deleter.limit() * RANGE_FILL, rows.selected, covered,
-                         seconds, target)
+                         seconds, target, fixed)
     return StopReason.DONE
 
 

@@ -24,6 +24,7 @@ from reaper.engine.failures import skip_reason
 from reaper.engine.pacing import Pacer
 from reaper.engine.port import BatchSession
 from reaper.engine.result import SweepResult
+from reaper.engine.undeletable import UndeletableRows
 from reaper.metrics import Metrics
 from reaper.vocab import SkipReason, StopReason
 
@@ -50,6 +51,8 @@ class Run:
         pace: called before each batch (:mod:`reaper.engine.pacing`): waits while the
             database asks to (None: pacing off).
         busy_batch_seconds: while the pacer sees live traffic, what a batch aims at.
+        undeletable: the rows the process found undeletable, remembered across its runs
+            (None: none kept, as for a dry run).
     """
 
     sweep: Sweep
@@ -66,6 +69,7 @@ class Run:
     started: float | None = None
     pace: Pacer | None = None
     busy_batch_seconds: float | None = None
+    undeletable: UndeletableRows | None = None
 
     def __post_init__(self) -> None:
         if self.started is None:

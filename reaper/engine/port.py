@@ -2,7 +2,8 @@
 
 :class:`BatchSession` is the narrow interface through which the batches, the strategy choice
 and the full-table interlock reach the database: measure a heap, count, delete one batch,
-find or delete one row. :class:`reaper.db.Session` satisfies it (mypy checks that where the
+find or delete one row, read a row's version and what can keep a delete from removing
+its rows. :class:`reaper.db.Session` satisfies it (mypy checks that where the
 runner hands its session to a run); a test can hand an in-memory fake instead and drive the
 engine's decisions in milliseconds (tests/unit/engine/fakes.py).
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from reaper.db import BatchRows, HeapStatements, SweepStatements
+from reaper.db import BatchRows, DeleteObstacle, HeapStatements, SweepStatements
 
 
 class BatchSession(Protocol):
@@ -49,6 +50,13 @@ class BatchSession(Protocol):
         ``end_block`` (excluded), in tuple-id order, minus ``skip``."""
         ...
 
+    def empty_batch(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+    ) -> None:
+        """One heap-walk batch of ``hs`` over no block: what every batch costs whatever its
+        rows."""
+        ...
+
     def delete_index_batch(
         self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
         limit: int, skip: Sequence[tuple[int, int]] = (),
@@ -71,4 +79,15 @@ class BatchSession(Protocol):
         tid: tuple[int, int],
     ) -> int:
         """Delete the row at ``tid`` if the predicate still holds for it (0 or 1)."""
+        ...
+
+    def row_versions(
+        self, stmts: SweepStatements, hs: HeapStatements, tids: Sequence[tuple[int, int]],
+    ) -> dict[tuple[int, int], str]:
+        """The version (xmin) of the row at each of ``tids`` that holds one now."""
+        ...
+
+    def delete_obstacles(self, hs: HeapStatements) -> list[DeleteObstacle]:
+        """What the catalog says can keep a DELETE on ``hs`` from removing the rows it
+        names (triggers, rules, row-level security)."""
         ...

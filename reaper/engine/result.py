@@ -32,6 +32,8 @@ class SweepResult:
         contended_batches: batches that met a row a writer held and were split.
         timed_out_batches: batches that ran past statement_timeout and were retried smaller.
         skipped: rows skipped by reason (``locked``, ``timeout``, ``foreign_key``, ``error``).
+        known_undeletable: rows left out untried, unchanged since an earlier run of this
+            process found them undeletable (:mod:`reaper.engine.undeletable`).
         lock_holders: for a skipped run, the pids of the sessions that held its locks.
         holders: for a skipped run, who held its locks (pid, user, application, client).
         partitions: partitions removed whole before the batches (reaper.engine.partitions), each
@@ -65,6 +67,7 @@ class SweepResult:
     contended_batches: int = 0
     timed_out_batches: int = 0
     skipped: dict[SkipReason, int] = field(default_factory=dict)
+    known_undeletable: int = 0
     lock_holders: list[int] = field(default_factory=list)
     holders: list[LockHolder] = field(default_factory=list)
     locked_at: float | None = None
@@ -106,6 +109,7 @@ class SweepResult:
             "lock_holders": [h.as_dict() for h in self.holders],
             "partitions": self.partitions,
             "skipped": dict(self.skipped),
+            "known_undeletable": self.known_undeletable,
             **({"refusal": self.refusal, "note": self.note} if self.dry_run else {}),
         }
 

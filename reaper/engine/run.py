@@ -10,7 +10,8 @@ returned as a result: the next sweep runs as if nothing happened.
 
 One :class:`Sweeper` per process (run-once makes one, the daemon one) runs the sweeps and
 keeps what outlives a run: per database, the rows deleted per table (the full-table
-interlock's ledger) and the WAL positions the pacer dates a standby's lag by.
+interlock's ledger), the WAL positions the pacer dates a standby's lag by, and the rows found
+undeletable (:mod:`reaper.engine.undeletable`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from reaper.engine.interlock import (
 from reaper.engine.result import SweepResult
 from reaper.engine.sizing import BatchSizer
 from reaper.engine.strategy import choose_strategy
+from reaper.engine.undeletable import UndeletableRows
 from reaper.metrics import Metrics
 from reaper.vocab import Outcome, StopReason
 
@@ -66,14 +68,16 @@ class _DatabaseMemory:
     projected: DeletionLedger = field(default_factory=DeletionLedger)
     pacing: pacing.Memory = field(default_factory=pacing.Memory)
     clock: clock.ClockHistory = field(default_factory=clock.ClockHistory)
+    undeletable: UndeletableRows = field(default_factory=UndeletableRows)
 
 
 class Sweeper:
     """The process's engine: runs sweeps (:meth:`run`) and keeps, per :class:`Database` (as
     long as it lives), what the runs on it share: the :class:`DeletionLedger` of the
-    full-table interlock (a dry run's projected one apart) and the pacer's
-    :class:`reaper.engine.pacing.Memory`. Made once per process: by ``run-once`` for its
-    invocation, by the daemon for its life (a reload's new Database starts afresh).
+    full-table interlock (a dry run's projected one apart), the pacer's
+    :class:`reaper.engine.pacing.Memory` and the rows found undeletable. Made once per
+    process: by ``run-once`` for its invocation, by the daemon for its life (a reload's new
+    Database starts afresh).
     Thread-safe: the daemon's sweeps run in parallel.
     """
 
@@ -173,6 +177,7 @@ class Sweeper:
                                 self.pacing(db), session, settings, sweep.name, metrics, stop
                             )
                             run.busy_batch_seconds = settings.busy_batch_seconds.total_seconds()
+                            run.undeletable = self._of(db).undeletable
                         if refusal is None:
                             _sweep_batches(session, run, self.ledger(db, projected=dry_run))
                         else:
@@ -268,6 +273,7 @@ def _log_result(bound: Any, result: SweepResult, bug: Exception | None) -> None:
         contended_batches=result.contended_batches,
         timed_out_batches=result.timed_out_batches,
         skipped=result.skipped,
+        known_undeletable=result.known_undeletable,
         dry_run=result.dry_run,
     )
     if result.outcome == FAILURE:

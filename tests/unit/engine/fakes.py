@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reaper import errors
-from reaper.db import BatchRows
+from reaper.db import BatchRows, DeleteObstacle
 from reaper.db.statements import TableStats
 from reaper.sqltext.names import TableName
 
@@ -41,6 +41,7 @@ class FakeHeapRef:
     schema: str
     name: str
     stats: TableStats
+    oid: int = 0
 
     @property
     def table(self) -> TableName:
@@ -53,8 +54,10 @@ class FakeHeap:
     delete of one waits past lock_timeout; the error names the row).
     ``held_in``: the relation the error names instead (a row of another table that a
     cascade reaches), so that the heap's own row is not named. ``refused``: rows a foreign
-    key keeps (SQLSTATE 23503). Costs: seconds per block a
-    range scans, per row a batch deletes, and per batch."""
+    key keeps (SQLSTATE 23503). ``kept``: rows a delete names and does not remove, without
+    an error (a trigger that returns NULL, a policy). ``obstacles``: what the catalog says
+    of it (:meth:`FakeSession.delete_obstacles`). ``versions``: each row's xmin (0 unless
+    set). Costs: seconds per block a range scans, per row a batch deletes, and per batch."""
 
     name: str
     rows: dict[Tid, bool]
@@ -63,6 +66,10 @@ class FakeHeap:
     held: set[Tid] = field(default_factory=set)
     held_in: str | None = None
     refused: set[Tid] = field(default_factory=set)
+    kept: set[Tid] = field(default_factory=set)
+    obstacles: list[DeleteObstacle] = field(default_factory=list)
+    versions: dict[Tid, int] = field(default_factory=dict)
+    oid: int = 16384
     block_seconds: float = 0.0
     row_seconds: float = 0.0
     batch_seconds: float = 0.0
@@ -82,7 +89,7 @@ class FakeHeap:
     def ref(self) -> FakeHeapRef:
         """As the catalog describes the heap (analyzed: reltuples and relpages known)."""
         return FakeHeapRef(self.schema, self.name, TableStats(len(self.rows), self.blocks,
-                                                             self.blocks))
+                                                             self.blocks), self.oid)
 
 
 @dataclass
@@ -119,6 +126,8 @@ class FakeSession:
     samples: dict[str, tuple[int, int]] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
     ranges: list[tuple[int, int]] = field(default_factory=list)
+    # Statements that failed (each rolled back).
+    failed: int = 0
 
     def _call(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -151,16 +160,19 @@ class FakeSession:
                 exc.sqlstate = "55P03"
                 exc.server_context = (f'while deleting tuple ({tid[0]},{tid[1]}) in '
                                       f'relation "{heap.held_in or heap.name}"')
+                self.failed += 1
                 raise exc
             if tid in heap.refused:
                 exc = errors.ForeignKeyConflict(
                     f'update or delete on table "{heap.name}" violates foreign key constraint')
                 exc.sqlstate = "23503"
+                self.failed += 1
                 raise exc
-        for tid in victims:
+        gone = [t for t in victims if t not in heap.kept]
+        for tid in gone:
             del heap.rows[tid]
         self.clock.advance(heap.row_seconds * len(victims))
-        return len(victims)
+        return len(gone)
 
     def delete_heap_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any],
                           first: Tid, end_block: int, limit: int,
@@ -176,6 +188,10 @@ class FakeSession:
         victims = victims[:limit]
         n = self._delete(heap, victims)
         return BatchRows(n, len(victims), victims[-1] if victims else None)
+
+    def empty_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any]) -> None:
+        self._call("empty_batch")
+        self.clock.advance(hs.fake.batch_seconds)
 
     def delete_index_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any], limit: int,
                            skip: Sequence[Tid] = ()) -> BatchRows:
@@ -204,3 +220,13 @@ class FakeSession:
         if not heap.rows.get(tid, False):
             return 0
         return self._delete(heap, [tid])
+
+    def row_versions(self, stmts: Any, hs: Any, tids: Sequence[Tid]) -> dict[Tid, str]:
+        self._call("row_versions")
+        heap: FakeHeap = hs.fake
+        return {t: str(heap.versions.get(t, 0)) for t in tids if t in heap.rows}
+
+    def delete_obstacles(self, hs: Any) -> list[DeleteObstacle]:
+        self._call("delete_obstacles")
+        heap: FakeHeap = hs.fake
+        return list(heap.obstacles)
