@@ -44,7 +44,7 @@ def test_a_batch_that_removes_none_of_its_rows_ends_the_run_naming_the_cause(
         _sweep_heap(run, strategy, fraction=0.4, batch_size=100)
     message = str(caught.value)
     assert "\n" not in message
-    assert "public.nodes named 100 rows and removed none" in message
+    assert "nodes named 100 rows and removed none" in message
     assert obstacle.detail in message
     # Not repeated: one batch, and the catalog asked once.
     assert session.calls.get("delete_index_batch", 0) + session.calls.get(
