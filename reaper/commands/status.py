@@ -15,9 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from reaper import errors, sqltext
+from reaper.commands import space
+from reaper.commands.space import Space
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Sweep
-from reaper.db import Database, LockHolder, Session, TableStatus, regclass_text
+from reaper.db import Database, LockHolder, Session, TableStatus, XminHolder, regclass_text
 from reaper.engine.run import compute_cutoffs, lock_keys
 
 # Count the backlog up to this many rows. Counting 1M index entries takes ~0.1-0.3 s on these
@@ -41,6 +43,10 @@ class SweepStatus:
         last_vacuum, last_autovacuum: from ``pg_stat_user_tables`` (None: never).
         lock_holders: the sessions holding the sweep's advisory locks now (a running
             replica, or a squatter: every run is skipped while one holds them).
+        space: whether the table's dead rows are being reclaimed, and what holds them when
+            they are not (None when it could not be read: ``space_error`` says why).
+        now: the database clock when the status was read (the holders' ages are measured
+            by it).
     """
 
     sweep: str
@@ -59,6 +65,9 @@ class SweepStatus:
     last_autovacuum: datetime | None = None
     error: str | None = None
     lock_holders: list[LockHolder] = field(default_factory=list)
+    space: Space | None = None
+    space_error: str | None = None
+    now: datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601."""
@@ -85,6 +94,8 @@ class SweepStatus:
             "last_autovacuum": iso(self.last_autovacuum),
             "error": self.error,
             "lock_holders": [h.as_dict() for h in self.lock_holders],
+            "space": self.space.as_dict() if self.space is not None else None,
+            "space_error": self.space_error,
         }
 
 
@@ -107,7 +118,15 @@ def sweep_status(
         ConnectionFailed: the database cannot be reached.
     """
     with db.session(read_only=True) as session:
-        return [_one(session, s, settings, cap, now) for s in sweeps]
+        held_by: list[XminHolder] | str
+        try:
+            held_by = space.holders(session)
+        except errors.DatabaseError as exc:
+            held_by = str(exc)
+        # The holders' ages are measured by the database clock as it is, whatever ``now``
+        # pins for the cutoffs.
+        clock = session.now()
+        return [_one(session, s, settings, cap, now, held_by, clock) for s in sweeps]
 
 
 def backlog(
@@ -125,7 +144,13 @@ def backlog(
 
 
 def _one(
-    session: Session, sweep: Sweep, settings: Settings, cap: int, now: datetime | None
+    session: Session,
+    sweep: Sweep,
+    settings: Settings,
+    cap: int,
+    now: datetime | None,
+    held_by: list[XminHolder] | str,
+    clock: datetime,
 ) -> SweepStatus:
     st = SweepStatus(sweep.name, sweep.table, sweep.reason)
     try:
@@ -155,4 +180,13 @@ def _one(
             st.oldest_eligible_age_seconds = (db_now - st.oldest_eligible).total_seconds()
     except (errors.DatabaseError, errors.ConfigError) as exc:
         st.error = str(exc)
+        return st
+    st.now = clock
+    try:
+        if isinstance(held_by, str):
+            raise errors.DatabaseError(held_by)
+        st.space = space.table_space(session, sweep.table, held_by)
+    except errors.DatabaseError as exc:
+        # The backlog stands without it.
+        st.space_error = str(exc)
     return st

@@ -32,8 +32,10 @@ from reaper.db.rows import (
     TableColumn,
     TableLeaf,
     TableOwner,
+    TableSpace,
     TableStatus,
     WhoAmI,
+    XminHolder,
 )
 from reaper.db.session import Session
 from reaper.db.statements import (
@@ -67,8 +69,10 @@ __all__ = [
     "TableColumn",
     "TableLeaf",
     "TableOwner",
+    "TableSpace",
     "TableStatus",
     "WhoAmI",
+    "XminHolder",
     "_Redactor",
     "advisory_lock_key",
     "compose_relations",
