@@ -31,12 +31,12 @@ def held_snapshot(dsn: str, application_name: str = "monthly-report") -> Iterato
         conn.rollback()
 
 
-def sweep_routers(capsys: pytest.CaptureFixture[str], dsn: str) -> None:
-    """Seed :data:`GARBAGE` expired router leases and :data:`KEEP` live ones, let ``reaper
-    run-once`` delete the expired ones, then VACUUM the table as its owner would (a fresh
-    vacuum)."""
+def sweep_routers(capsys: pytest.CaptureFixture[str], dsn: str, prefix: str = "") -> None:
+    """Seed :data:`GARBAGE` expired router leases and :data:`KEEP` live ones (their keys
+    starting with ``prefix``), let ``reaper run-once`` delete the expired ones, then VACUUM
+    the table as its owner would (a fresh vacuum)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        seed_routers(conn, garbage=GARBAGE, keep=KEEP)
+        seed_routers(conn, garbage=GARBAGE, keep=KEEP, prefix=prefix)
         conn.execute("ANALYZE public.routers")
     code, results = run_json(capsys, "run-once", "--dsn", dsn, "--sweep", "router_leases")
     assert code == 0, results
