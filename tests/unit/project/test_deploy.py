@@ -46,6 +46,7 @@ ALERTS = {
     "ReaperBacklogGrowing",
     "ReaperDeletingNothing",
     "ReaperClockSkew",
+    "ReaperSpaceNotReclaimed",
 }
 SEVERITIES = {"critical", "warning", "info"}
 
@@ -193,9 +194,12 @@ def test_every_alert_has_for_severity_annotations_and_a_runbook() -> None:
     )
 
 
-# Exported by the daemon from a scrape-time collector, not by reaper.metrics.Metrics in
-# every build: the rules may name them before they exist here.
-DAEMON_METRICS = {"reaper_backlog_rows", "reaper_backlog_oldest_seconds"}
+# Exported by the daemon once its gauge refresh has measured them, not created by
+# reaper.metrics.Metrics up front: the rules may name them before they exist here.
+DAEMON_METRICS = {
+    "reaper_backlog_rows", "reaper_backlog_oldest_seconds",
+    "reaper_dead_rows", "reaper_autovacuum_threshold_rows",
+}
 
 
 def test_rules_use_the_metrics_and_labels_reaper_exports() -> None:
