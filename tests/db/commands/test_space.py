@@ -4,16 +4,18 @@ a replication slot and a prepared transaction in tests/process/commands/test_spa
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
+from psycopg import sql
 
 from reaper.config.settings import build_settings
 from reaper.daemon.scheduler import Daemon
-from tests.support import sweeps_of
+from tests.support import login_as, sweeps_of
 from tests.support.daemon import seed_routers
 from tests.support.ops import run_cli, run_json
 from tests.support.space import (
@@ -127,3 +129,37 @@ def test_dead_rows_that_no_vacuum_has_seen_are_autovacuums_to_take(
             assert "RESET (autovacuum_enabled)" in line
     finally:
         conn.execute("ALTER TABLE routers RESET (autovacuum_enabled)")
+
+
+@pytest.mark.fresh_db
+def test_a_role_without_pg_read_all_stats_is_told_what_it_cannot_see(
+    dsn: str, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PostgreSQL shows any role another role's session's pid, user, application and xmin,
+    but not when its transaction began nor its state: status names the session and says
+    what is hidden, and how to see it."""
+    role = f"space_reader_{uuid.uuid4().hex[:6]}"
+    conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        conn.execute(sql.SQL("GRANT SELECT ON public.routers TO {}").format(sql.Identifier(role)))
+        assert conn.execute("SELECT pg_has_role(%s, 'pg_read_all_stats', 'USAGE')",
+                            (role,)).fetchone() == (False,)
+        with held_snapshot(dsn) as pid:
+            sweep_routers(capsys, dsn)
+            reader = login_as(dsn, role)
+            code, status = run_json(capsys, "status", "--dsn", reader, "--sweep", "router_leases")
+            assert code == 0, status
+            space = space_of(status)
+            holder = space["horizon_holder"]
+            assert (holder["kind"], holder["name"], holder["user"]) == (
+                "transaction", str(pid), "postgres")
+            assert holder["application_name"] == "monthly-report"
+            assert (holder["since"], holder["state"]) == (None, None)
+            assert space["verdict"] == "held"
+            _, out, _ = run_cli(capsys, "status", "--dsn", reader, "--sweep", "router_leases")
+            line = next(ln for ln in out.splitlines() if ln.startswith("space: routers:"))
+            assert f"the transaction of pid {pid} (user postgres" in line
+            assert "its start and state are hidden from this role: grant it pg_monitor" in line
+    finally:
+        conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
