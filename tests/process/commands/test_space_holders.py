@@ -1,7 +1,7 @@
 """Deleted is not freed, on a throwaway primary and its streaming standby: a replication slot
-that carries the standby's hot_standby_feedback, then a prepared transaction, each named by
-``status`` and ``check`` as what keeps the rows reaper deleted (an open transaction:
-tests/db/commands/test_space.py)."""
+that carries the standby's hot_standby_feedback, then a prepared transaction, and the feedback
+of a standby without a slot, each named by ``status`` and ``check`` as what keeps the rows
+reaper deleted (an open transaction: tests/db/commands/test_space.py)."""
 
 from __future__ import annotations
 
@@ -102,3 +102,36 @@ def test_a_replication_slot_and_a_prepared_transaction_are_named_as_the_holders(
             assert f"ROLLBACK PREPARED '{GID}'" in found[0]["fix"]
             with psycopg.connect(dsn, autocommit=True) as tm:
                 tm.execute(sql.SQL("ROLLBACK PREPARED {}").format(sql.Literal(GID)))
+
+
+@pytest.mark.slow
+def test_a_standbys_feedback_without_a_slot_is_named_as_the_holder(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    reason = replica.why_unavailable()
+    if reason:
+        pytest.skip(reason)
+    with replica.primary_and_standby(hot_standby_feedback="on", fsync="off") as pair:
+        name = f"reaper_space_{uuid.uuid4().hex[:6]}"
+        dsn = devserver.create_database(pair.primary, name)
+        devserver.load_schema(dsn)
+        replica.wait_streaming(pair.primary)
+        with psycopg.connect(pair.primary, autocommit=True) as primary, \
+                psycopg.connect(devserver.with_dbname(pair.standby, name)) as reader:
+            reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            reader.execute("SELECT count(*) FROM public.routers").fetchone()
+            # Without a slot the feedback sits on the standby's WAL sender.
+            wait_for("the WAL sender's xmin", lambda: primary.execute(
+                "SELECT backend_xmin IS NOT NULL FROM pg_stat_replication "
+                "WHERE application_name = %s", (replica.STANDBY_NAME,)).fetchone() == (True,))
+
+            sweep_routers(capsys, dsn)
+            code, status = run_json(capsys, "status", "--dsn", dsn, "--sweep", "router_leases")
+            assert code == 0
+            space = space_of(status)
+            assert (space["dead_rows"], space["verdict"]) == (GARBAGE, "held")
+            holder = space["horizon_holder"]
+            assert (holder["kind"], holder["name"]) == ("standby", replica.STANDBY_NAME)
+            found = _findings(capsys, dsn)
+            assert f"standby '{replica.STANDBY_NAME}'" in found[0]["detail"]
+            assert "hot_standby_feedback off" in found[0]["fix"]
