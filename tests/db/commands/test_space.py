@@ -13,8 +13,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 from psycopg import sql
 
+from reaper.commands import space
 from reaper.config.settings import build_settings
 from reaper.daemon.scheduler import Daemon
+from reaper.db import Database
+from reaper.sqltext.names import TableName
 from tests.support import login_as, sweeps_of
 from tests.support.daemon import seed_routers
 from tests.support.ops import run_cli, run_json
@@ -163,3 +166,37 @@ def test_a_role_without_pg_read_all_stats_is_told_what_it_cannot_see(
     finally:
         conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
         conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+@pytest.mark.fresh_db
+def test_a_partitioned_table_sums_its_partitions_each_with_its_own_settings(
+    dsn: str, conn: psycopg.Connection[Any], database: Database
+) -> None:
+    conn.execute("CREATE TABLE public.logs (at int NOT NULL) PARTITION BY RANGE (at)")
+    conn.execute("CREATE TABLE public.logs_a PARTITION OF public.logs FOR VALUES FROM (0) TO "
+                 "(1000) WITH (autovacuum_vacuum_threshold = 10, "
+                 "autovacuum_vacuum_scale_factor = 0)")
+    conn.execute("CREATE TABLE public.logs_b PARTITION OF public.logs "
+                 "FOR VALUES FROM (1000) TO (2000)")
+    conn.execute("INSERT INTO public.logs SELECT generate_series(0, 1999)")
+    logs = TableName("public", "logs")
+    with held_snapshot(dsn):
+        conn.execute("DELETE FROM public.logs WHERE at < 300 OR at >= 1900")
+        conn.execute("VACUUM public.logs")
+        with database.session(read_only=True) as session:
+            found = space.table_space(session, logs, space.holders(session))
+        row = conn.execute(
+            "SELECT current_setting('autovacuum_vacuum_threshold')::float8 "
+            "+ current_setting('autovacuum_vacuum_scale_factor')::float8 * reltuples "
+            "FROM pg_class WHERE oid = 'public.logs_b'::regclass").fetchone()
+    assert row is not None
+    # logs_a by its own settings (10 + 0 x its rows), logs_b by the server's.
+    assert abs(found.autovacuum_threshold - (10 + row[0])) <= 1
+    assert found.dead_rows == 400
+    assert found.last_vacuum is not None
+    assert found.verdict == "held"
+    # A leaf that was never vacuumed makes the table's last vacuum unknown.
+    conn.execute("CREATE TABLE public.logs_c PARTITION OF public.logs "
+                 "FOR VALUES FROM (2000) TO (3000)")
+    with database.session(read_only=True) as session:
+        assert space.table_space(session, logs, []).last_vacuum is None

@@ -135,3 +135,10 @@ def test_a_standbys_feedback_without_a_slot_is_named_as_the_holder(
             found = _findings(capsys, dsn)
             assert f"standby '{replica.STANDBY_NAME}'" in found[0]["detail"]
             assert "hot_standby_feedback off" in found[0]["fix"]
+
+            # Autovacuum runs on this server, unless a table's own setting says otherwise.
+            assert space["autovacuum_enabled"] is True
+            with psycopg.connect(dsn, autocommit=True) as owner:
+                owner.execute("ALTER TABLE public.routers SET (autovacuum_enabled = false)")
+            _, status = run_json(capsys, "status", "--dsn", dsn, "--sweep", "router_leases")
+            assert space_of(status)["autovacuum_enabled"] is False
