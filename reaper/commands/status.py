@@ -118,11 +118,11 @@ def sweep_status(
         ConnectionFailed: the database cannot be reached.
     """
     with db.session(read_only=True) as session:
-        held_by: list[XminHolder] | str
+        held_by: list[XminHolder] | errors.DatabaseError
         try:
             held_by = space.holders(session)
         except errors.DatabaseError as exc:
-            held_by = str(exc)
+            held_by = exc
         # The holders' ages are measured by the database clock as it is, whatever ``now``
         # pins for the cutoffs.
         clock = session.now()
@@ -149,7 +149,7 @@ def _one(
     settings: Settings,
     cap: int,
     now: datetime | None,
-    held_by: list[XminHolder] | str,
+    held_by: list[XminHolder] | errors.DatabaseError,
     clock: datetime,
 ) -> SweepStatus:
     st = SweepStatus(sweep.name, sweep.table, sweep.reason)
@@ -183,8 +183,8 @@ def _one(
         return st
     st.now = clock
     try:
-        if isinstance(held_by, str):
-            raise errors.DatabaseError(held_by)
+        if isinstance(held_by, errors.DatabaseError):
+            raise held_by
         st.space = space.table_space(session, sweep.table, held_by)
     except errors.DatabaseError as exc:
         # The backlog stands without it.

@@ -62,7 +62,9 @@ class GaugeRefresher:
         """Set reaper_storage_rows (catalog estimate) and, per sweep, reaper_backlog_rows (an
         index-served count up to --backlog-limit) and reaper_backlog_oldest_seconds. A sweep
         whose query fails keeps its last values; the failure is logged (``backlog_failed``;
-        ``gauges_failed`` when the database cannot be reached)."""
+        ``gauges_failed`` when the database cannot be reached). Before the backlogs, the dead
+        rows and xmin horizon gauges (:meth:`_refresh_space`; ``space_failed`` when they cannot
+        be read)."""
         # Not counted as work in flight: a refresh holds nothing a shutdown must wait for.
         if self._stop.is_set():
             return
