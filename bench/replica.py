@@ -92,10 +92,12 @@ def _conf(datadir: Path, port: int, socket_dir: Path, extra: dict[str, str]) -> 
 
 
 @contextlib.contextmanager
-def primary_and_standby(**settings: str) -> Iterator[Pair]:
+def primary_and_standby(*, slot: str | None = None, **settings: str) -> Iterator[Pair]:
     """Start a primary and a streaming standby of it; stop both and remove them afterwards.
 
     Args:
+        slot: stream through a physical replication slot of this name, created by the base
+            backup (None: no slot).
         settings: extra postgresql.conf lines for both (e.g. ``fsync="off"``).
 
     Raises:
@@ -120,6 +122,7 @@ def primary_and_standby(**settings: str) -> Iterator[Pair]:
         run("pg_ctl", "-D", str(primary), "-l", str(root / "primary.log"), "-w", "start")
         started.append(primary)
         run("pg_basebackup", "-D", str(standby), "-R", "-X", "stream", "-c", "fast",
+            *(("-C", "-S", slot) if slot else ()),
             "-d", f"host=127.0.0.1 port={p_port} user=postgres "
                   f"application_name={STANDBY_NAME}")
         _conf(standby, s_port, root, settings)

@@ -7,6 +7,7 @@ created at 0 up front, so ``increase()`` and absent-series alerts work from the 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from reaper.vocab import (
     SERVER_CHECKS,
     SWEEP_CHECKS,
     ClockCheck,
+    HorizonHolder,
     Outcome,
     SkipReason,
     ThrottleReason,
@@ -129,6 +131,46 @@ class Metrics:
             ["sweep"],
             registry=registry,
         )
+        # Whether deleted rows' space is reclaimed (reaper.commands.space), refreshed with the
+        # backlog gauges and, like them, absent until first measured.
+        self.dead_rows = Gauge(
+            "reaper_dead_rows",
+            "Dead rows in a swept table (pg_stat_user_tables.n_dead_tup, summed over its "
+            "partitions): deleted, their space not yet reusable until a vacuum removes them.",
+            ["table"],
+            registry=registry,
+        )
+        self.autovacuum_threshold = Gauge(
+            "reaper_autovacuum_threshold_rows",
+            "Dead rows past which autovacuum vacuums a swept table (autovacuum_vacuum_threshold "
+            "+ autovacuum_vacuum_scale_factor x its estimated rows; the table's own settings "
+            "where it has them).",
+            ["table"],
+            registry=registry,
+        )
+        self.last_vacuum = Gauge(
+            "reaper_last_vacuum_timestamp_seconds",
+            "Unix time of the latest VACUUM or autovacuum of a swept table (0: never; a "
+            "partitioned table: its least recently vacuumed partition's).",
+            ["table"],
+            registry=registry,
+        )
+        self.horizon_age_transactions = Gauge(
+            "reaper_xmin_horizon_age_transactions",
+            "How many transactions old the xmin of the oldest holder of each kind of the "
+            "database's xmin horizon is (0: none of that kind): transaction, "
+            "prepared_transaction, replication_slot, standby. A vacuum removes no row deleted "
+            "after it.",
+            ["holder"],
+            registry=registry,
+        )
+        self.horizon_age_seconds = Gauge(
+            "reaper_xmin_horizon_age_seconds",
+            "How long the oldest transaction (or prepared transaction) holding the xmin horizon "
+            "has been open, where reaper's role may see its start (0: none of that kind).",
+            ["holder"],
+            registry=registry,
+        )
         # The clock check (reaper.engine.clock): the skew appears with the first reading.
         self.clock_skew = Gauge(
             "reaper_clock_skew_seconds",
@@ -229,6 +271,31 @@ class Metrics:
         self.backlog_rows.labels(sweep=sweep).set(rows)
         if oldest_seconds is not None:
             self.backlog_oldest.labels(sweep=sweep).set(oldest_seconds)
+
+    def set_table_space(
+        self, table: str, dead_rows: int, threshold: int, last_vacuum: float | None
+    ) -> None:
+        """Set a swept table's ``reaper_dead_rows``, ``reaper_autovacuum_threshold_rows`` (rows)
+        and ``reaper_last_vacuum_timestamp_seconds`` (Unix time; None: never, shown as 0)."""
+        self.dead_rows.labels(table=table).set(dead_rows)
+        self.autovacuum_threshold.labels(table=table).set(threshold)
+        self.last_vacuum.labels(table=table).set(last_vacuum or 0)
+
+    def set_horizon(self, held: Mapping[HorizonHolder, tuple[int, float | None]]) -> None:
+        """Set ``reaper_xmin_horizon_age_transactions`` and ``..._seconds`` from the oldest
+        holder of each kind: ``held`` maps a kind to ``(xmin age in transactions, seconds open
+        or None where unknown)``. A kind absent from ``held`` goes to 0; a seconds figure that
+        is unknown leaves that series out (a 0 would read as "released")."""
+        for kind in HorizonHolder:
+            xmin_age, seconds = held.get(kind, (0, 0.0))
+            self.horizon_age_transactions.labels(holder=kind).set(xmin_age)
+            if kind not in (HorizonHolder.TRANSACTION, HorizonHolder.PREPARED_TRANSACTION):
+                continue
+            if seconds is None:
+                with contextlib.suppress(KeyError):
+                    self.horizon_age_seconds.remove(kind)
+            else:
+                self.horizon_age_seconds.labels(holder=kind).set(seconds)
 
     def write_textfile(self, path: Path) -> None:
         """Write every metric in the Prometheus text format to ``path``, atomically (a temporary

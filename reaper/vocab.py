@@ -115,13 +115,15 @@ class CheckName(_Word):
     # Whether a batch's DELETE removes the rows it names (a trigger, a rule, row-level
     # security) and whether the role sees the rows at all.
     DELETES = "deletes"
+    # Whether the space of deleted rows is reclaimed (reaper.commands.space): it only warns.
+    SPACE = "space"
 
 
 SERVER_CHECKS = (
     CheckName.SERVER_VERSION, CheckName.ROLE, CheckName.ADVISORY_LOCK, CheckName.PACING,
 )
 # The per-sweep checks whose reaper_check_failures series exist at 0 from the start.
-# time_zone is not among them: it only ever warns, so it never counts as a failure.
+# time_zone and space are not among them: they only ever warn, so they never count as failures.
 SWEEP_CHECKS = (
     CheckName.TABLE,
     CheckName.COLUMNS,
@@ -242,3 +244,34 @@ class ClockCheck(_Word):
     HOST = "host"
     # The database clock's last reading by this process, advanced by its monotonic clock.
     HISTORY = "history"
+
+
+@unique
+class HorizonHolder(_Word):
+    """What holds back the xmin horizon: a VACUUM removes no row deleted after the oldest
+    snapshot still needed began (the ``holder`` label of ``reaper_xmin_horizon_age_*``)."""
+
+    # A session of the database in a transaction (or running a statement).
+    TRANSACTION = "transaction"
+    # A PREPARE TRANSACTION not yet committed or rolled back.
+    PREPARED_TRANSACTION = "prepared_transaction"
+    # A replication slot's xmin (a standby's feedback through a physical slot).
+    REPLICATION_SLOT = "replication_slot"
+    # A standby's hot_standby_feedback without a slot.
+    STANDBY = "standby"
+
+
+@unique
+class SpaceVerdict(_Word):
+    """Whether a table's dead rows are being reclaimed (``reaper status``, ``reaper check``)."""
+
+    # At most the dead rows past which autovacuum vacuums the table.
+    OK = "ok"
+    # A vacuum ran since the oldest snapshot began and left them: that snapshot holds them.
+    HELD = "held"
+    # Autovacuum may not run on the table (the server's autovacuum or track_counts is off, or
+    # the table's autovacuum_enabled is false).
+    AUTOVACUUM_OFF = "autovacuum_off"
+    # Past the threshold, and no vacuum ran since what holds the horizon began: autovacuum
+    # has not come to the table yet (or is vacuuming it now).
+    AUTOVACUUM_BEHIND = "autovacuum_behind"

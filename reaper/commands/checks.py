@@ -23,6 +23,7 @@ from typing import Any
 import structlog
 
 from reaper import errors, sqltext
+from reaper.commands import space
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Sweep
 from reaper.db import (
@@ -37,13 +38,14 @@ from reaper.db import (
     TableLeaf,
     TableOwner,
     WhoAmI,
+    XminHolder,
     regclass_text,
 )
 from reaper.engine import pacing, partitions
 from reaper.engine.run import compute_cutoffs
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.sqltext import sqlinfo
-from reaper.vocab import CheckName, CheckStatus, ObstacleKind
+from reaper.vocab import CheckName, CheckStatus, ObstacleKind, SpaceVerdict
 
 log = structlog.get_logger("reaper.checks")
 
@@ -118,8 +120,13 @@ def run_checks(
         findings += _server_checks(session)
         findings.append(_advisory_lock_check(db))
         findings.append(_pacing_check(session, settings))
+        held_by: list[XminHolder] | errors.DatabaseError
+        try:
+            held_by = space.holders(session)
+        except errors.DatabaseError as exc:
+            held_by = exc
         for sweep in sweeps:
-            findings += _sweep_checks(session, sweep, settings, now)
+            findings += _sweep_checks(session, sweep, settings, now, held_by)
     return findings
 
 
@@ -214,7 +221,7 @@ def _pacing_check(session: Session, settings: Settings) -> Finding:
             ALL_SWEEPS, CheckName.PACING, WARN, subject,
             f"role {role} cannot read the standbys' replay positions (standbys: {standbys}) "
             "nor other roles' sessions: batches will not pause for replica lag or live traffic",
-            f"GRANT pg_monitor TO {role}",
+            f"GRANT pg_read_all_stats TO {role}",
         )
     return Finding(ALL_SWEEPS, CheckName.PACING, PASS, subject,
                    f"standbys and sessions visible (standbys: {standbys})")
@@ -241,7 +248,11 @@ def _advisory_lock_check(db: Database) -> Finding:
 
 
 def _sweep_checks(
-    session: Session, sweep: Sweep, settings: Settings, now: datetime | None
+    session: Session,
+    sweep: Sweep,
+    settings: Settings,
+    now: datetime | None,
+    held_by: list[XminHolder] | errors.DatabaseError,
 ) -> list[Finding]:
     def finding(check: CheckName, status: CheckStatus, subject: str, detail: str,
                 fix: str | None = None) -> Finding:
@@ -302,7 +313,30 @@ def _sweep_checks(
             finding(CheckName.PARTITIONS, *f)
             for f in partitions.check(session, sweep, settings, params)
         ))
+    out.extend(_space(session, sweep, held_by, finding))
     return out
+
+
+def _space(
+    session: Session,
+    sweep: Sweep,
+    held_by: list[XminHolder] | errors.DatabaseError,
+    finding: _FindingFn,
+) -> Iterator[Finding]:
+    """Whether the space of the rows the sweep deletes is reclaimed (:mod:`.space`): a
+    warning, never a failure, naming what holds the dead rows and how to free them."""
+    try:
+        if isinstance(held_by, errors.DatabaseError):
+            raise held_by
+        found = space.table_space(session, sweep.table, held_by)
+        text = found.describe(session.now())
+    except errors.DatabaseError as exc:
+        yield finding(CheckName.SPACE, WARN, sweep.table, f"dead rows not examined: {exc}")
+        return
+    if found.verdict == SpaceVerdict.OK:
+        yield finding(CheckName.SPACE, PASS, sweep.table, text)
+    else:
+        yield finding(CheckName.SPACE, WARN, sweep.table, text, found.fix())
 
 
 _FindingFn = Callable[..., Finding]

@@ -27,7 +27,14 @@ from rich.table import Table
 from rich.text import Text
 
 from reaper.config.values import format_duration
-from reaper.vocab import CheckStatus, IndexOutcome, Outcome, PartitionAction, Projection
+from reaper.vocab import (
+    CheckStatus,
+    IndexOutcome,
+    Outcome,
+    PartitionAction,
+    Projection,
+    SpaceVerdict,
+)
 
 if TYPE_CHECKING:
     from reaper.commands.checks import Finding
@@ -330,8 +337,9 @@ def print_status(
     rows: Sequence[SweepStatus], *, wide: bool = False, sweeps: Sequence[Sweep] = ()
 ) -> None:
     """``reaper status``: one row per sweep (backlog, oldest eligible age, table rows, size,
-    dead tuples, vacuum, next run, and its window when a sweep has one), then the lock holders
-    and what the backlog counts leave out."""
+    dead tuples, vacuum, next run, and its window when a sweep has one), then the lock holders,
+    what the backlog counts leave out, and, once per table whose dead rows are not being
+    reclaimed, why (a ``space:`` line naming what holds them, and the fix)."""
     cells: list[list[Cell]] = []
     # The window column only when a sweep has a window: most configurations have none.
     windows = any(r.window is not None for r in rows)
@@ -371,6 +379,20 @@ def print_status(
     counts = {r.sweep: r.backlog_rows for r in rows if r.backlog_rows is not None}
     for note in dependants_notes(sweeps, counts).values():
         console.print(f"note: {note}")
+    # Deleted is not freed: once per table whose dead rows wait, why, and what frees them.
+    seen: set[str] = set()
+    for r in rows:
+        if r.table in seen:
+            continue
+        seen.add(r.table)
+        if r.space_error:
+            console.print(Text.assemble((f"{r.table}: ", "yellow"),
+                                        f"dead rows not examined: {r.space_error}"),
+                          soft_wrap=True)
+        elif r.space is not None and r.now is not None and r.space.verdict != SpaceVerdict.OK:
+            fix = r.space.fix()
+            console.print(Text.assemble(("space: ", "yellow"), r.space.describe(r.now),
+                                        f". Fix: {fix}" if fix else ""), soft_wrap=True)
 
 
 def print_findings(findings: Sequence[Finding], *, wide: bool = False) -> None:

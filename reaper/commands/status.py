@@ -15,11 +15,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reaper import errors, sqltext
+from reaper.commands import space
+from reaper.commands.space import Space
 from reaper.config.schedule import next_run
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Sweep
 from reaper.config.values import format_duration
-from reaper.db import Database, LockHolder, Session, TableStatus, regclass_text
+from reaper.db import Database, LockHolder, Session, TableStatus, XminHolder, regclass_text
 from reaper.engine.run import compute_cutoffs, lock_keys
 
 # Count the backlog up to this many rows. Counting 1M index entries takes ~0.1-0.3 s on these
@@ -51,6 +53,10 @@ class SweepStatus:
         window: its window (``01:00-05:00``), None when it has none.
         window_open: whether that window is open now (None: no window).
         window_changes: when the window next closes (open) or opens (shut).
+        space: whether the table's dead rows are being reclaimed, and what holds them when
+            they are not (None when it could not be read: ``space_error`` says why).
+        now: the database clock when the status was read (the holders' ages are measured
+            by it).
     """
 
     sweep: str
@@ -75,6 +81,9 @@ class SweepStatus:
     window: str | None = None
     window_open: bool | None = None
     window_changes: datetime | None = None
+    space: Space | None = None
+    space_error: str | None = None
+    now: datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601."""
@@ -107,6 +116,8 @@ class SweepStatus:
             "window": self.window,
             "window_open": self.window_open,
             "window_changes": iso(self.window_changes),
+            "space": self.space.as_dict() if self.space is not None else None,
+            "space_error": self.space_error,
         }
 
 
@@ -130,7 +141,15 @@ def sweep_status(
         ConnectionFailed: the database cannot be reached.
     """
     with db.session(read_only=True) as session:
-        return [_one(session, s, settings, cap, now) for s in sweeps]
+        held_by: list[XminHolder] | errors.DatabaseError
+        try:
+            held_by = space.holders(session)
+        except errors.DatabaseError as exc:
+            held_by = exc
+        # The holders' ages are measured by the database clock as it is, whatever ``now``
+        # pins for the cutoffs.
+        clock = session.now()
+        return [_one(session, s, settings, cap, now, held_by, clock) for s in sweeps]
 
 
 def backlog(
@@ -148,7 +167,13 @@ def backlog(
 
 
 def _one(
-    session: Session, sweep: Sweep, settings: Settings, cap: int, now: datetime | None
+    session: Session,
+    sweep: Sweep,
+    settings: Settings,
+    cap: int,
+    now: datetime | None,
+    held_by: list[XminHolder] | errors.DatabaseError,
+    clock: datetime,
 ) -> SweepStatus:
     st = SweepStatus(sweep.name, sweep.table, sweep.reason)
     timing(st, sweep, now or datetime.now(UTC))
@@ -179,6 +204,15 @@ def _one(
             st.oldest_eligible_age_seconds = (db_now - st.oldest_eligible).total_seconds()
     except (errors.DatabaseError, errors.ConfigError) as exc:
         st.error = str(exc)
+        return st
+    st.now = clock
+    try:
+        if isinstance(held_by, errors.DatabaseError):
+            raise held_by
+        st.space = space.table_space(session, sweep.table, held_by)
+    except errors.DatabaseError as exc:
+        # The backlog stands without it.
+        st.space_error = str(exc)
     return st
 
 

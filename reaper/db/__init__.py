@@ -33,9 +33,11 @@ from reaper.db.rows import (
     TableColumn,
     TableLeaf,
     TableOwner,
+    TableSpace,
     TableStatus,
     VisibleRows,
     WhoAmI,
+    XminHolder,
 )
 from reaper.db.session import Session
 from reaper.db.statements import (
@@ -70,9 +72,11 @@ __all__ = [
     "TableColumn",
     "TableLeaf",
     "TableOwner",
+    "TableSpace",
     "TableStatus",
     "VisibleRows",
     "WhoAmI",
+    "XminHolder",
     "_Redactor",
     "advisory_lock_key",
     "compose_relations",

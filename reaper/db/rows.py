@@ -71,6 +71,47 @@ class TableStatus:
 
 
 @dataclass(frozen=True)
+class TableSpace:
+    """Whether a table's dead rows are being reclaimed, summed over its leaves
+    (``ops/table_space.sql``).
+
+    ``dead_rows`` is ``n_dead_tup`` (None: no statistics); ``autovacuum_threshold`` the dead
+    rows past which autovacuum vacuums it; ``autovacuum_enabled`` False when the server's
+    ``autovacuum`` or ``track_counts`` is off or the table's ``autovacuum_enabled`` is false;
+    ``last_vacuum`` the latest VACUUM or autovacuum (None: never)."""
+
+    dead_rows: int | None
+    autovacuum_threshold: int
+    autovacuum_enabled: bool
+    last_vacuum: datetime | None
+    autovacuum_count: int | None
+
+
+@dataclass(frozen=True)
+class XminHolder:
+    """The oldest holder of one kind of the database's xmin horizon
+    (``ops/xmin_holders.sql``).
+
+    Attributes:
+        kind: a :class:`reaper.vocab.HorizonHolder` value.
+        name: a session's pid, a prepared transaction's gid, a slot's or a standby's name.
+        xmin_age: how many transactions old its xmin is (``age(xmin)``).
+        since: when its transaction began (a session: ``xact_start``; a prepared
+            transaction: ``prepared``); None for a slot or a standby, and for a session whose
+            details this role may not read (another role's, without pg_read_all_stats).
+        user_name, application_name, state: where known.
+    """
+
+    kind: str
+    name: str
+    xmin_age: int
+    since: datetime | None
+    user_name: str | None
+    application_name: str | None
+    state: str | None
+
+
+@dataclass(frozen=True)
 class IndexState:
     """An index named by a sweep (``ops/index_state.sql``); the other fields are None when
     it is not ``present``."""

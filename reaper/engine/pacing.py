@@ -193,13 +193,15 @@ class Pacer:
             self._once(
                 "replica_lag_unknown",
                 standbys=[sb.name for sb in s.standbys if not sb.visible],
-                fix=f"GRANT pg_monitor TO the reaper role ({sqltext.where('grants.sql')})",
+                fix=f"as a superuser: GRANT pg_read_all_stats TO the reaper role "
+                    f"(see {sqltext.where('grants.sql')})",
             )
         if self.busy_share < 1.0 and s.hidden_sessions:
             self._once(
                 "load_unknown",
                 hidden_sessions=s.hidden_sessions,
-                fix=f"GRANT pg_monitor TO the reaper role ({sqltext.where('grants.sql')})",
+                fix=f"as a superuser: GRANT pg_read_all_stats TO the reaper role "
+                    f"(see {sqltext.where('grants.sql')})",
             )
         return s
 

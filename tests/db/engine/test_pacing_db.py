@@ -108,7 +108,8 @@ def test_check_warns_when_the_role_cannot_see_standbys_and_sessions(
         settings = build_settings({"dsn": login_as(dsn, role)})
         with Database(connection_settings(settings)) as db:
             found = [f for f in checks.run_checks(db, [], settings) if f.check == "pacing"]
-        assert [(f.status, f.fix) for f in found] == [("warn", f"GRANT pg_monitor TO {role}")]
+        fix = f"GRANT pg_read_all_stats TO {role}"
+        assert [(f.status, f.fix) for f in found] == [("warn", fix)]
         conn.execute(f"GRANT pg_monitor TO {role}")
         with Database(connection_settings(settings)) as db:
             found = [f for f in checks.run_checks(db, [], settings) if f.check == "pacing"]
