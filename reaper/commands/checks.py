@@ -492,9 +492,11 @@ def missing_indexes(db: Database, sweeps: Sequence[Sweep]) -> list[tuple[str, st
     names = sorted({name for s in sweeps for name in s.indexes})
     if not names:
         return []
+    # An index lives in its table's schema: looked up among the indexes of the sweeps' tables.
+    tables = sorted({regclass_text(t) for s in sweeps for t in s.predicate.tables_read})
     with db.session(read_only=True) as session:
-        states = {r.name: r for r in session.fetch(IndexState, sqltext.ops("index_state"),
-                                                    {"names": names})}
+        states = {r.name: r for r in session.fetch(
+            IndexState, sqltext.ops("index_state"), {"names": names, "tables": tables})}
     out = []
     for sweep in sweeps:
         for name in sweep.indexes:

@@ -79,7 +79,7 @@ def failures(metrics: Metrics) -> float | None:
 def soft_delete(conn: psycopg.Connection[Any]) -> None:
     conn.execute(
         "CREATE FUNCTION soft_delete() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$ BEGIN UPDATE events SET deleted_at = now() WHERE id = OLD.id; RETURN NULL; END $$;"
+        " $$ BEGIN UPDATE public.events SET deleted_at = now() WHERE id = OLD.id; RETURN NULL; END $$;"
         "CREATE TRIGGER soft_delete BEFORE DELETE ON events FOR EACH ROW"
         " EXECUTE FUNCTION soft_delete();"
     )
@@ -111,7 +111,7 @@ def test_a_soft_delete_trigger_stops_the_run_at_its_first_batch(
     assert line["error_type"] == "BatchStalled"
     # reaper check said so before any run.
     (finding,) = check(settings)
-    assert (finding.status, finding.subject) == ("warn", "trigger soft_delete on public.events")
+    assert (finding.status, finding.subject) == ("warn", "trigger soft_delete on events")
 
 
 @pytest.mark.fresh_db
@@ -138,7 +138,7 @@ def test_a_delete_policy_narrower_than_the_select_policy_stops_the_run(
     )
     settings = declared(reaper_dsn, strategy="index", batch_size=500)
     (finding,) = check(settings)
-    assert (finding.status, finding.subject) == ("fail", "row-level security on public.events")
+    assert (finding.status, finding.subject) == ("fail", "row-level security on events")
     assert "BYPASSRLS" in (finding.fix or "")
     result, metrics, _ = sweep(settings)
     assert result.outcome == "failure" and result.error_type == "BatchStalled"
@@ -168,7 +168,7 @@ def test_a_policy_that_hides_the_rows_is_a_check_failure(
     # ... and reaper check is not silent about it.
     (finding,) = check(settings)
     assert finding.status == "fail"
-    assert "hides rows of public.events from role reaper: it reads about 0 of about 3,100" in (
+    assert "hides rows of events from role reaper: it reads about 0 of about 3,100" in (
         finding.detail)
     # With BYPASSRLS (or a policy that shows every row), the rows go.
     conn.execute("CREATE POLICY reaper_all ON events TO reaper USING (true)")

@@ -76,7 +76,7 @@ def test_held_rows_are_paid_for_once(
 
     def skipped() -> float | None:
         return metrics.registry.get_sample_value(
-            "reaper_skipped_rows_total", {"table": "public.events", "reason": "error"})
+            "reaper_skipped_rows_total", {"table": "events", "reason": "error"})
 
     with structlog.testing.capture_logs(), Database(connection_settings(settings)) as db:
         first, logs = run()
