@@ -3,10 +3,11 @@ that keeps readiness current.
 
 /healthz is the process: no fatal error, the scheduler runs and its heartbeat (a job that
 touches no database, on an executor of its own) is recent. It never depends on the database:
-a database outage is /readyz's business, and a restart would not help. /readyz is the work:
-the database answered the last probe within its bound, every swept table exists, reaper's
-role holds the privileges the batches need, and the server accepts writes (not a standby, not
-read-only).
+a database outage is /readyz's business, and a restart would not help. /readyz is what every
+sweep needs: the database answered the last probe within its bound and accepts writes (not a
+standby, not read-only), and not every swept table is missing or out of reaper's privileges. A
+failure of one sweep or its table (a missing table of its own, a serialization failure, a
+table state that refuses its deletes) fails that sweep's runs only.
 
 :class:`Health` is written by the probe and the sweeps' runs (scheduler threads) and read by
 HTTP threads; :func:`probe` asks the database.
@@ -119,9 +120,10 @@ def probe(
     *,
     check_locks: bool,
 ) -> ProbeAnswer:
-    """Ask the database whether the sweeps can work: it answers, every table of ``tables``
-    exists, reaper's role holds every ``(table, privilege)`` that ``privileges(session)``
-    names, and the server accepts writes. Each statement waits at most
+    """Ask the database whether the sweeps can work: it answers, the server accepts writes,
+    and at least one table of ``tables`` exists with every ``(table, privilege)`` that
+    ``privileges(session)`` names of it held by reaper's role (a table missing or out of
+    reach stops its own sweeps only, not the daemon). Each statement waits at most
     :data:`PROBE_BOUND_SECONDS`. Pooled connections are renewed when the database's
     read-only default changed since they connected.
 
@@ -136,7 +138,11 @@ def probe(
         with db.session(bound=PROBE_BOUND_SECONDS) as session:
             missing = session.missing_tables(tables)
             refusal, stale = session.write_refusal()
-            lacking = [] if missing else session.missing_privileges(privileges(session))
+            present = set(tables) - set(missing)
+            lacking = [
+                (t, p) for t, p in session.missing_privileges(privileges(session))
+                if t in present
+            ] if present else []
         if stale:
             # An ALTER DATABASE/ROLE ... SET default_transaction_read_only since the pool
             # connected: its sessions keep the old value, new ones get the new one.
@@ -157,13 +163,20 @@ def probe(
         return ProbeAnswer(reason, locks_checked=False)
     except errors.DatabaseError as exc:
         return ProbeAnswer(str(exc), locks_checked=False)
+    # Readiness is what stops every sweep: a table missing or out of reach stops the sweeps
+    # of that table only (their runs fail and say why; `reaper check` too), unless every
+    # swept table is.
+    unworkable = set(missing) | {t for t, _ in lacking}
     if refusal is not None:
         problem: str | None = refusal
-    elif missing:
-        problem = f"missing tables: {', '.join(missing)}"
-    elif lacking:
-        what = ", ".join(f"{p} on table {t}" for t, p in lacking)
-        problem = f"reaper's role lacks {what} (see {sqltext.where('grants.sql')})"
-    else:
+    elif not tables or unworkable < set(tables):
         problem = None
+    elif missing and not lacking:
+        problem = f"missing tables: {', '.join(missing)}"
+    else:
+        what = ", ".join(f"{p} on table {t}" for t, p in lacking)
+        problem = (
+            (f"missing tables: {', '.join(missing)}; " if missing else "")
+            + f"reaper's role lacks {what} (see {sqltext.where('grants.sql')})"
+        )
     return ProbeAnswer(problem, locks_checked=check_locks)

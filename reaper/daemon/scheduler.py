@@ -482,7 +482,7 @@ class Daemon:
                 result = self.sweeper.run(
                     self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop
                 )
-            if policy.is_outage(result.error_type):
+            if policy.stops_every_sweep(result.error_type):
                 self._health.set(False, result.error or "database unreachable")
             elif result.outcome == Outcome.SUCCESS and self._health.set(True, ""):
                 self._retry_after_outage()
@@ -572,7 +572,8 @@ class Daemon:
         """Every ``(table, privilege)`` the scheduled sweeps' batches need (no duplicates)."""
         needed: dict[tuple[str, str], None] = {}
         for sweep in list(self._sweeps.values()):
-            with contextlib.suppress(errors.ConfigError):
+            # A sweep whose table is gone has no statements: the probe reports the table.
+            with contextlib.suppress(errors.ConfigError, errors.ObjectMissing):
                 needed.update(
                     dict.fromkeys(self._statements_for(session, sweep).required_privileges())
                 )
