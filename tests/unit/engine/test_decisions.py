@@ -261,3 +261,27 @@ def test_a_window_refuses_the_run_that_would_finish_the_table() -> None:
     with pytest.raises(FullTableRefused, match="950 rows already deleted"):
         judge_table(session, SWEEP, stmts, {},  # type: ignore[arg-type]
                     EligibleMeasure({}, 950.0, 950.0), 0.95, TableWindow(0.0, 1900.0, 950))
+
+
+@pytest.mark.parametrize(("rows", "sampled_rows", "deleted"), [
+    (0, 0.0, 1900),  # the process emptied the table
+    (40, 0.0, 1860),  # a few rows left, none eligible, the heap's sample empty
+    (40, 40.0, 1860),  # the sample sees them, none eligible
+    (900, 900.0, 1000),  # the window's figures alone would refuse: 47% left, but none go
+])
+def test_a_run_with_nothing_to_delete_is_never_refused(
+    rows: int, sampled_rows: float, deleted: int
+) -> None:
+    """Once this process deleted most of a table in the window, a run that counts 0 eligible
+    rows goes on (it deletes nothing), however little of the table is left."""
+    session, stmts = _table(rows, 0)
+    judge_table(session, SWEEP, stmts, {},  # type: ignore[arg-type]
+                EligibleMeasure({}, sampled_rows, 0.0), 0.5,
+                TableWindow(0.0, 1900.0, deleted))
+    assert "count_eligible" in session.calls  # judged on counts, not on the sample
+    # One eligible row left of a (nearly) emptied table is still refused.
+    session, stmts = _table(max(rows, 10), 1)
+    with pytest.raises(FullTableRefused, match="already deleted"):
+        judge_table(session, SWEEP, stmts, {},  # type: ignore[arg-type]
+                    EligibleMeasure({}, float(max(rows, 10)), 1.0), 0.5,
+                    TableWindow(0.0, 1900.0, deleted))
