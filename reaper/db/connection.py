@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors
+from psycopg import capabilities, pq
 from psycopg.abc import PQGen
 from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 
@@ -111,8 +114,7 @@ class BoundedConnection(psycopg.Connection[Any]):
             "watchdog: no answer from the server for %.0f s (statement_timeout + %.0f s); "
             "cancelling", bound, WATCHDOG_MARGIN_SECONDS,
         )
-        with contextlib.suppress(Exception):
-            self.cancel_safe(timeout=WATCHDOG_CANCEL_SECONDS)
+        self.cancel_within(WATCHDOG_CANCEL_SECONDS)
         try:
             # The server answered the cancel: the statement ends with its error (QueryCanceled).
             return super().wait(gen, interval, timeout=WATCHDOG_CANCEL_SECONDS)
@@ -124,6 +126,48 @@ class BoundedConnection(psycopg.Connection[Any]):
             f"no answer from the server for {waited:.0f} s, not even to a cancel request: "
             "the network or a middlebox went silent; reaper's watchdog closed the connection"
         )
+
+
+    def cancel_within(self, seconds: float) -> bool:
+        """Send a cancel request for the running statement, waiting at most ``seconds`` for
+        the server to take it. True when it did. The cancel request's own connection is
+        closed whatever happens: one left open on a silent network (psycopg's
+        ``cancel_safe`` leaves it to the garbage collector) is a socket the daemon never
+        gets back, one per watchdog firing."""
+        if not capabilities.has_cancel_safe():
+            try:
+                self.cancel()  # libpq before 17: a blocking cancel, bounded by connect_timeout
+            except Exception:
+                return False
+            return True
+        try:
+            cancel = self.pgconn.cancel_conn()
+        except Exception:
+            return False  # the connection is gone: nothing to cancel
+        try:
+            cancel.start()
+            deadline = time.monotonic() + seconds
+            while True:
+                status = cancel.poll()
+                if status == pq.PollingStatus.OK:
+                    return True
+                if status == pq.PollingStatus.FAILED:
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                sock = cancel.socket
+                if status == pq.PollingStatus.READING:
+                    ready = select.select([sock], [], [], left)[0]
+                else:
+                    ready = select.select([], [sock], [], left)[1]
+                if not ready:
+                    return False
+        except Exception:
+            return False
+        finally:
+            with contextlib.suppress(Exception):
+                cancel.finish()
 
 
 @contextlib.contextmanager
