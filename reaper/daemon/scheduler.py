@@ -37,7 +37,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import structlog
-from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_EXECUTED,
+    EVENT_JOB_SUBMITTED,
+    JobExecutionEvent,
+    JobSubmissionEvent,
+)
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers import SchedulerNotRunningError
@@ -135,6 +141,11 @@ class Daemon:
             job_defaults={"max_instances": 1, "coalesce": True},
         )
         self._scheduler.add_listener(self._job_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
+        self._scheduler.add_listener(self._job_submitted, EVENT_JOB_SUBMITTED)
+        # When each sweep's job was handed to the executor (time.monotonic()): a run that
+        # waited for a worker thread behind others counts its wait for the database from
+        # then, so it fails with them in an outage instead of a connect timeout later.
+        self._submitted: dict[str, float] = {}
         self.gauges = GaugeRefresher(
             self.metrics,
             lambda: (self.db, list(self._sweeps.values()), self._settings),
@@ -480,7 +491,8 @@ class Daemon:
                 if not go:
                     return None
                 result = self.sweeper.run(
-                    self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop
+                    self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop,
+                    waiting_since=self._submitted.pop(name, None),
                 )
             if policy.stops_every_sweep(result.error_type):
                 self._health.set(False, result.error or "database unreachable")
@@ -488,10 +500,16 @@ class Daemon:
                 self._retry_after_outage()
             return result
 
+    def _job_submitted(self, event: JobSubmissionEvent) -> None:
+        if event.job_id in self._state:
+            self._submitted[event.job_id] = time.monotonic()
+
     def _job_done(self, event: JobExecutionEvent) -> None:
         """After a sweep's run (scheduler thread or executor thread, after the job's instance
         count went down): ask the policy for the next run and schedule it."""
         name = event.job_id
+        # A run that started before its submission was recorded leaves it: not the next's.
+        self._submitted.pop(name, None)
         if name not in self._state or self._stop.is_set():
             return
         result: SweepResult | None = getattr(event, "retval", None)

@@ -33,6 +33,7 @@ from reaper.db.rows import (
     TableLeaf,
     TableOwner,
     TableStatus,
+    WalMark,
     WhoAmI,
 )
 from reaper.db.session import Session
@@ -68,6 +69,7 @@ __all__ = [
     "TableLeaf",
     "TableOwner",
     "TableStatus",
+    "WalMark",
     "WhoAmI",
     "_Redactor",
     "advisory_lock_key",

@@ -152,6 +152,7 @@ class Database:
         # attempts have failed: a checkout waiting for a connection ends on a failure.
         self._connect_lock = threading.Lock()
         self._connect_error: str | None = None
+        self._connect_failed_at = 0.0  # time.monotonic() of the last failed attempt
         self._connect_failures = 0
         self._pool: ConnectionPool[BoundedConnection] = _Pool(
             self._conninfo,
@@ -230,14 +231,20 @@ class Database:
                     f"cannot connect to {self.target}: {self._redact(_first_line(exc))}"
                 )
                 self._connect_failures += 1
+                self._connect_failed_at = time.monotonic()
             now = self._connect_error
         if exc is not None and was is None:
             _events.warning("database_connect_failed", database=self.target, error=now)
         elif exc is None and was is not None:
             _events.info("database_connect_recovered", database=self.target)
 
-    def _checkout(self, timeout: float) -> BoundedConnection:
+    def _checkout(self, timeout: float, since: float | None = None) -> BoundedConnection:
         """A connection of the pool within ``timeout`` seconds.
+
+        Args:
+            since: when the caller started waiting for the database (``time.monotonic()``),
+                if before this call: a connection attempt that failed since then, with none
+                succeeding after it, fails this checkout at once.
 
         Raises:
             PoolTimeout: none came in time, and no connection attempt failed meanwhile.
@@ -246,6 +253,9 @@ class Database:
         deadline = time.monotonic() + timeout
         with self._connect_lock:
             failures = self._connect_failures
+            if (since is not None and self._connect_error is not None
+                    and self._connect_failed_at >= since):
+                raise errors.ConnectionFailed(self._connect_error)
         while True:
             left = deadline - time.monotonic()
             try:
@@ -262,8 +272,10 @@ class Database:
                     ) from None
 
     @contextlib.contextmanager
-    def _borrowed(self, timeout: float) -> Iterator[BoundedConnection]:
-        conn = self._checkout(timeout)
+    def _borrowed(
+        self, timeout: float, since: float | None = None
+    ) -> Iterator[BoundedConnection]:
+        conn = self._checkout(timeout, since)
         try:
             with conn:  # a pooled connection's exit ends its transaction, never closes it
                 yield conn
@@ -358,8 +370,8 @@ class Database:
         with self._lent_lock:
             lent = list(self._lent)
         for conn in lent:
-            with contextlib.suppress(Exception):
-                conn.cancel_safe(timeout=2.0)
+            if isinstance(conn, BoundedConnection):
+                conn.cancel_within(2.0)
         return len(lent)
 
     def check_connection(self) -> int:
@@ -416,7 +428,8 @@ class Database:
 
     @contextlib.contextmanager
     def session(
-        self, *, bound: float | None = None, read_only: bool = False
+        self, *, bound: float | None = None, read_only: bool = False,
+        since: float | None = None,
     ) -> Iterator[Session]:
         """Borrow a connection for one sweep run.
 
@@ -427,15 +440,21 @@ class Database:
                 any write with :class:`reaper.errors.ReadOnlyDatabase`): for what must only
                 read (dry runs, status, gauges, checks). Pinned as the other settings are;
                 the connection is pinned back when it returns to the pool.
+            since: when the run started waiting (``time.monotonic()``; the daemon: when its
+                job was handed to the executor): a connection attempt that failed since
+                then, unless one succeeded after it, fails the checkout at once, so that a
+                run that waited its turn behind others fails with them, not a connect
+                timeout later.
 
         Raises:
-            ConnectionFailed: no connection within connect_timeout.
+            ConnectionFailed: no connection within connect_timeout, or (``since``) the
+                attempts made since the run started waiting failed.
         """
         if self._pool.closed:
             self.open()
         with (
             translate_errors(self._redact, f"cannot connect to {self.target}"),
-            self._borrowed(self._connect_timeout.total_seconds()) as conn,
+            self._borrowed(self._connect_timeout.total_seconds(), since) as conn,
             _bounded(conn, bound),
         ):
             if read_only:

@@ -17,7 +17,7 @@ from reaper.db.catalog import Catalog
 from reaper.db.connection import utc_instant
 from reaper.db.locks import AdvisoryLocks
 from reaper.db.pinning import APPLICATION_NAME
-from reaper.db.rows import Sample, Standby
+from reaper.db.rows import Sample, Standby, WalMark
 from reaper.db.statements import (
     BatchRows,
     HeapStatements,
@@ -100,6 +100,13 @@ class Session(Catalog, AdvisoryLocks):
             index=sql.Identifier(schema, name)
         )
         self.execute(query)
+
+    def wal_mark(self, earlier: str | None = None) -> WalMark:
+        """A WAL mark past every commit this session made so far, and whether ``earlier`` (a
+        mark this returned before) is durable: flushed on the server, and on its physical
+        standbys (what a crash or a failover keeps). Batches commit with
+        synchronous_commit off; their rows are counted once a mark past them is durable."""
+        return self.fetch(WalMark, sqltext.engine("wal_mark"), {"lsn": earlier})[0]
 
     def now(self, pinned: datetime | None = None) -> datetime:
         """The database clock's now(), or ``pinned`` as the database reads it (tests), as a

@@ -29,6 +29,16 @@ from reaper.vocab import SkipReason, StopReason
 
 log = structlog.get_logger("reaper.runner")
 
+# Batches commit with synchronous_commit off (a batch need not wait for its WAL flush), so a
+# crash or a failover to a standby can undo the last ones. Their rows are counted in
+# reaper_deleted_rows_total once a WAL mark past them is flushed on the server and its
+# standbys: checked after a batch at most this often (seconds; the WAL writer flushes within
+# wal_writer_delay, 200 ms by default), and at the end of the run, waiting up to
+# DURABLE_WAIT_SECONDS, polling every DURABLE_POLL_SECONDS.
+DURABLE_CHECK_SECONDS = 1.0
+DURABLE_WAIT_SECONDS = 10.0
+DURABLE_POLL_SECONDS = 0.02
+
 
 @dataclass
 class Run:
@@ -66,6 +76,13 @@ class Run:
     started: float | None = None
     pace: Pacer | None = None
     busy_batch_seconds: float | None = None
+    sleep: Callable[[float], None] = time.sleep
+    # Rows committed but not yet counted: those under the last WAL mark (counted once it is
+    # durable) and those since it.
+    _mark: str | None = field(default=None, init=False)
+    _marked: int = field(default=0, init=False)
+    _unmarked: int = field(default=0, init=False)
+    _checked_at: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if self.started is None:
@@ -94,10 +111,44 @@ class Run:
         r.batches += 1
         r.batch_seconds.append(seconds)
         if self.metrics is not None:
-            self.metrics.batch_finished(r.sweep, r.table, r.reason, rows, seconds)
+            self.metrics.batch_finished(r.sweep, seconds)
+            self._unmarked += rows
+            if self._checked_at is None or self.clock() - self._checked_at >= DURABLE_CHECK_SECONDS:
+                self.count_durable()
         log.debug("batch_deleted", sweep=r.sweep, rows=rows, seconds=round(seconds, 4))
         if self.on_batch is not None:
             self.on_batch(r)
+
+    def count_durable(self, wait: float = 0.0) -> int:
+        """Count in the metrics the rows of the committed batches whose deletes are durable
+        now (flushed on the server and its standbys: :meth:`BatchSession.wal_mark`); with
+        ``wait``, poll up to that many seconds until every committed batch's are. Rows whose
+        durability is not known (the connection is gone: a crash, a failover) are never
+        counted. Returns the rows left uncounted; never raises for the database."""
+        if self.metrics is None:
+            return 0
+        deadline = self.clock() + wait
+        try:
+            while self._marked or self._unmarked:
+                got = self.session.wal_mark(self._mark)
+                self._checked_at = self.clock()
+                if got.durable:
+                    if self._marked:
+                        self.metrics.rows_deleted(self.result.table, self.result.reason,
+                                                  self._marked)
+                    self._mark, self._marked, self._unmarked = got.mark, self._unmarked, 0
+                    if self._marked and wait > 0:
+                        continue  # the new mark is checked at once: often flushed already
+                if wait <= 0 or self.clock() >= deadline:
+                    break
+                self.sleep(DURABLE_POLL_SECONDS)
+        except errors.DatabaseError as exc:
+            log.warning("deleted_rows_not_counted", sweep=self.result.sweep,
+                        rows=self._marked + self._unmarked, error=str(exc),
+                        reason="their durability is unknown: the connection failed")
+            self._marked = self._unmarked = 0
+            return 0
+        return self._marked + self._unmarked
 
     def skipped(self, heap: str, tid: tuple[int, int], exc: errors.DatabaseError) -> None:
         """A row whose delete failed alone: logged once (with the SQLSTATE) and counted."""

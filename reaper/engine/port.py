@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from reaper.db import BatchRows, HeapStatements, SweepStatements
+from reaper.db import BatchRows, HeapStatements, SweepStatements, WalMark
 
 
 class BatchSession(Protocol):
@@ -71,4 +71,9 @@ class BatchSession(Protocol):
         tid: tuple[int, int],
     ) -> int:
         """Delete the row at ``tid`` if the predicate still holds for it (0 or 1)."""
+        ...
+
+    def wal_mark(self, earlier: str | None = None) -> WalMark:
+        """A WAL mark past every commit so far, and whether ``earlier`` is durable (flushed
+        on the server and its standbys)."""
         ...

@@ -38,7 +38,7 @@ from reaper.db import (
 )
 from reaper.engine import clock, pacing, partitions
 from reaper.engine.batches import Deleter, batch_strategy
-from reaper.engine.context import Run
+from reaper.engine.context import DURABLE_WAIT_SECONDS, Run
 from reaper.engine.interlock import (
     DeletionLedger,
     EligibleMeasure,
@@ -118,6 +118,7 @@ class Sweeper:
         stop: threading.Event | None = None,
         on_batch: Callable[[SweepResult], None] | None = None,
         lock: bool = True,
+        waiting_since: float | None = None,
     ) -> SweepResult:
         """Run one sweep to completion, budget or stop. Never raises for a sweep's failure.
 
@@ -135,6 +136,9 @@ class Sweeper:
             lock: first take the sweep's session-level advisory locks (:func:`lock_keys`) on
                 the connection that runs the batches, released at the end; when another
                 session holds one, the run is ``skipped``. A dry run takes no lock.
+            waiting_since: when the run started waiting for its turn (``time.monotonic()``):
+                its wait for the database counts from then (``since`` of
+                :meth:`reaper.db.Database.session`).
 
         Returns:
             The run's :class:`SweepResult`; ``outcome`` is ``skipped`` when another session
@@ -149,7 +153,7 @@ class Sweeper:
         keys = lock_keys(sweep) if lock and not dry_run else []
         bug: Exception | None = None
         try:
-            with db.session(read_only=dry_run) as session:
+            with db.session(read_only=dry_run, since=waiting_since) as session:
                 if keys and not session.try_advisory_locks(keys):
                     result.outcome = SKIPPED
                     result.holders = session.advisory_lock_holders(keys)
@@ -384,6 +388,12 @@ def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
         _delete(session, run, measure)
     finally:
         ledger.record(key, result.rows - before)
+        # The run's rows are counted once durable (docs/metrics.md): wait for the last ones.
+        left = run.count_durable(wait=DURABLE_WAIT_SECONDS)
+        if left:
+            log.warning("deleted_rows_not_counted", sweep=sweep.name, rows=left,
+                        reason=f"not flushed on the server and its standbys within "
+                               f"{DURABLE_WAIT_SECONDS:.0f} s")
 
 
 def _table_key(session: Session, sweep: Sweep) -> str:

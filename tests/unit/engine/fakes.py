@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reaper import errors
-from reaper.db import BatchRows
+from reaper.db import BatchRows, WalMark
 from reaper.db.statements import TableStats
 
 Tid = tuple[int, int]
@@ -196,6 +196,11 @@ class FakeSession:
                 continue
             return t
         return None
+
+    def wal_mark(self, earlier: str | None = None) -> WalMark:
+        """Every commit durable at once (an in-memory table has no WAL)."""
+        self._call("wal_mark")
+        return WalMark("0/0", True)
 
     def delete_row(self, stmts: Any, hs: Any, params: Mapping[str, Any], tid: Tid) -> int:
         self._call("delete_row")

@@ -14,13 +14,14 @@ from prometheus_client import CollectorRegistry
 
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep, by_name, configured_sweeps
+from reaper.db import WalMark
 from reaper.engine.batches import Deleter, batch_strategy
 from reaper.engine.context import Run
 from reaper.engine.interlock import EXACT_MARGIN, EligibleMeasure, TableWindow, judge_table
 from reaper.engine.result import SweepResult
 from reaper.engine.sizing import BatchSizer
 from reaper.engine.strategy import choose_strategy
-from reaper.errors import FullTableRefused
+from reaper.errors import ConnectionFailed, FullTableRefused
 from reaper.metrics import Metrics
 from reaper.vocab import SkipReason, StopReason, Strategy
 from tests.unit.engine.fakes import FakeHeap, FakeSession, statements
@@ -78,6 +79,8 @@ def test_a_row_a_foreign_key_keeps_is_isolated_and_only_it_is_skipped(
     table = SWEEP.table
     assert _metric(run, "reaper_skipped_rows_total", table=table, reason="foreign_key") == 1
     assert _metric(run, "reaper_skipped_rows_total", table=table, reason="locked") == 0
+    # Deleted rows are counted once durable: at the latest when the run ends.
+    assert run.count_durable(wait=1.0) == 0
     assert _metric(run, "reaper_deleted_rows_total", table=table, reason=SWEEP.reason) == 11
 
 
@@ -285,3 +288,58 @@ def test_a_run_with_nothing_to_delete_is_never_refused(
         judge_table(session, SWEEP, stmts, {},  # type: ignore[arg-type]
                     EligibleMeasure({}, float(max(rows, 10)), 1.0), 0.5,
                     TableWindow(0.0, 1900.0, deleted))
+
+
+# -- the deleted-rows counter counts durable deletes only --------------------------------------
+
+
+class _WalSession(FakeSession):
+    """A session whose WAL marks are 1, 2, 3 ... and flushed up to ``flushed``; ``gone``:
+    the connection fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_mark = 0
+        self.flushed = 0
+        self.gone = False
+
+    def wal_mark(self, earlier: str | None = None) -> WalMark:
+        if self.gone:
+            raise ConnectionFailed("server closed the connection unexpectedly")
+        self.next_mark += 1
+        return WalMark(str(self.next_mark), earlier is None or int(earlier) <= self.flushed)
+
+
+def test_rows_are_counted_once_durable_and_never_when_unknown() -> None:
+    session = _WalSession()
+    run = _run(session, FakeHeap.of("nodes", blocks=1, per_block=1, garbage=[]))
+    run.sleep = lambda seconds: session.clock.advance(seconds)
+
+    def counted() -> float | None:
+        return _metric(run, "reaper_deleted_rows_total", table=SWEEP.table, reason=SWEEP.reason)
+
+    run.batch(100, 0.1)  # the first batch sets mark 1 over its rows
+    assert counted() == 0
+    session.clock.advance(0.5)
+    run.batch(50, 0.1)  # under a second since the last check: no round trip
+    assert session.next_mark == 1 and counted() == 0
+    session.clock.advance(1.0)
+    run.batch(25, 0.1)  # mark 1 not flushed yet: nothing counted
+    assert counted() == 0
+    session.flushed = 1
+    session.clock.advance(1.0)
+    run.batch(10, 0.1)  # mark 1 flushed: its 100 rows; the 85 since wait under mark 3
+    assert counted() == 100
+    session.flushed = 99  # the end of the run waits until every batch's rows are counted
+    assert run.count_durable(wait=5.0) == 0
+    assert counted() == 185
+    # Rows whose durability is unknown (the connection failed) are never counted.
+    run.batch(40, 0.1)
+    session.gone = True
+    assert run.count_durable(wait=5.0) == 0
+    assert counted() == 185
+    # A flush that never comes within the wait: left uncounted, and said so.
+    session.gone, session.flushed = False, 0
+    run.batch(30, 0.1)
+    assert run.count_durable(wait=0.5) == 30
+    assert counted() == 185
