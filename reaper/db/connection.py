@@ -9,7 +9,7 @@ import select
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import psycopg
 import psycopg.errors
@@ -82,6 +82,21 @@ class BoundedConnection(psycopg.Connection[Any]):
 
     bound: float | None = None
     server_pid: int | None = None
+
+    @classmethod
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
+        """psycopg's connect, whose failure lets go of its half-made connection at once.
+
+        A connection attempt that runs past connect_timeout (a silent network) raises with
+        its libpq connection still open, referenced from a cycle of the exception's frames:
+        its socket would stay open until the garbage collector ran, one per attempt of an
+        outage. The exception's frames are dropped here (its message is what reaper keeps).
+        """
+        try:
+            return super().connect(conninfo, **kwargs)
+        except psycopg.Error as exc:
+            _drop_frames(exc)
+            raise
 
     @property
     def pooled(self) -> bool:
@@ -168,6 +183,23 @@ class BoundedConnection(psycopg.Connection[Any]):
         finally:
             with contextlib.suppress(Exception):
                 cancel.finish()
+
+
+def _drop_frames(exc: BaseException) -> None:
+    """Drop the tracebacks of ``exc`` and of the exceptions chained to it (the frames they
+    hold, and whatever those reference, are freed as soon as ``exc`` is)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        todo += [e.__context__, e.__cause__]
+        e.__traceback__ = None
+        if e is not exc:
+            e.__context__ = e.__cause__ = None
+    exc.__context__ = exc.__cause__ = None
 
 
 @contextlib.contextmanager
