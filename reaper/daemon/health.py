@@ -139,10 +139,7 @@ def probe(
             missing = session.missing_tables(tables)
             refusal, stale = session.write_refusal()
             present = set(tables) - set(missing)
-            lacking = [
-                (t, p) for t, p in session.missing_privileges(privileges(session))
-                if t in present
-            ] if present else []
+            lacking = session.missing_privileges(privileges(session)) if present else []
         if stale:
             # An ALTER DATABASE/ROLE ... SET default_transaction_read_only since the pool
             # connected: its sessions keep the old value, new ones get the new one.
@@ -169,7 +166,7 @@ def probe(
     unworkable = set(missing) | {t for t, _ in lacking}
     if refusal is not None:
         problem: str | None = refusal
-    elif not tables or unworkable < set(tables):
+    elif not tables or not unworkable >= set(tables):
         problem = None
     elif missing and not lacking:
         problem = f"missing tables: {', '.join(missing)}"
