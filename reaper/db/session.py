@@ -101,12 +101,17 @@ class Session(Catalog, AdvisoryLocks):
         )
         self.execute(query)
 
-    def wal_mark(self, earlier: str | None = None) -> WalMark:
+    def wal_mark(
+        self, earlier: str | None = None, started: str | None = None
+    ) -> WalMark:
         """A WAL mark past every commit this session made so far, and whether ``earlier`` (a
-        mark this returned before) is durable: flushed on the server, and on its physical
-        standbys (what a crash or a failover keeps). Batches commit with
-        synchronous_commit off; their rows are counted once a mark past them is durable."""
-        return self.fetch(WalMark, sqltext.engine("wal_mark"), {"lsn": earlier})[0]
+        mark made before on server incarnation ``started``, by this session or another) is
+        durable: flushed on the server, and on its physical standbys (what a crash or a
+        failover keeps). Batches commit with synchronous_commit off; their rows are counted
+        once a mark past them is durable."""
+        return self.fetch(
+            WalMark, sqltext.engine("wal_mark"), {"lsn": earlier, "started": started}
+        )[0]
 
     def now(self, pinned: datetime | None = None) -> datetime:
         """The database clock's now(), or ``pinned`` as the database reads it (tests), as a

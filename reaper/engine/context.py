@@ -80,6 +80,7 @@ class Run:
     # Rows committed but not yet counted: those under the last WAL mark (counted once it is
     # durable) and those since it.
     _mark: str | None = field(default=None, init=False)
+    _incarnation: str | None = field(default=None, init=False)
     _marked: int = field(default=0, init=False)
     _unmarked: int = field(default=0, init=False)
     _checked_at: float | None = field(default=None, init=False)
@@ -119,36 +120,57 @@ class Run:
         if self.on_batch is not None:
             self.on_batch(r)
 
-    def count_durable(self, wait: float = 0.0) -> int:
+    def count_durable(self, wait: float = 0.0, session: BatchSession | None = None) -> int:
         """Count in the metrics the rows of the committed batches whose deletes are durable
         now (flushed on the server and its standbys: :meth:`BatchSession.wal_mark`); with
-        ``wait``, poll up to that many seconds until every committed batch's are. Rows whose
-        durability is not known (the connection is gone: a crash, a failover) are never
-        counted. Returns the rows left uncounted; never raises for the database."""
+        ``wait``, poll up to that many seconds until every committed batch's are. ``session``:
+        ask on another session (the run's own failed). Rows of a mark made on another server
+        incarnation (a crash, a restart, a failover since) are dropped, never counted.
+        Returns the rows left uncounted (the flush did not come in time, or the session
+        failed: the caller may ask again on another session, or :meth:`drop_uncounted`).
+
+        Raises nothing for the database."""
         if self.metrics is None:
             return 0
+        ask = session or self.session
         deadline = self.clock() + wait
         try:
             while self._marked or self._unmarked:
-                got = self.session.wal_mark(self._mark)
+                got = ask.wal_mark(self._mark, self._incarnation)
                 self._checked_at = self.clock()
+                if not got.same_server:
+                    self.drop_uncounted("the server restarted or changed since they "
+                                        "committed: a crash or a failover may have undone them")
+                    break
                 if got.durable:
                     if self._marked:
                         self.metrics.rows_deleted(self.result.table, self.result.reason,
                                                   self._marked)
-                    self._mark, self._marked, self._unmarked = got.mark, self._unmarked, 0
+                    self._mark, self._incarnation = got.mark, got.started
+                    self._marked, self._unmarked = self._unmarked, 0
                     if self._marked and wait > 0:
                         continue  # the new mark is checked at once: often flushed already
                 if wait <= 0 or self.clock() >= deadline:
                     break
                 self.sleep(DURABLE_POLL_SECONDS)
         except errors.DatabaseError as exc:
-            log.warning("deleted_rows_not_counted", sweep=self.result.sweep,
-                        rows=self._marked + self._unmarked, error=str(exc),
-                        reason="their durability is unknown: the connection failed")
-            self._marked = self._unmarked = 0
-            return 0
+            log.info("deleted_rows_durability_unknown", sweep=self.result.sweep,
+                     rows=self._marked + self._unmarked, error=str(exc),
+                     error_type=type(exc).__name__)
         return self._marked + self._unmarked
+
+    @property
+    def uncounted(self) -> int:
+        """Rows of committed batches not yet counted (their durability not yet known)."""
+        return self._marked + self._unmarked
+
+    def drop_uncounted(self, reason: str) -> None:
+        """Give up counting the rows not yet known durable: logged, never counted."""
+        rows = self._marked + self._unmarked
+        if rows:
+            log.warning("deleted_rows_not_counted", sweep=self.result.sweep,
+                        table=self.result.table, rows=rows, reason=reason)
+        self._marked = self._unmarked = 0
 
     def skipped(self, heap: str, tid: tuple[int, int], exc: errors.DatabaseError) -> None:
         """A row whose delete failed alone: logged once (with the SQLSTATE) and counted."""

@@ -73,7 +73,7 @@ class BatchSession(Protocol):
         """Delete the row at ``tid`` if the predicate still holds for it (0 or 1)."""
         ...
 
-    def wal_mark(self, earlier: str | None = None) -> WalMark:
-        """A WAL mark past every commit so far, and whether ``earlier`` is durable (flushed
-        on the server and its standbys)."""
+    def wal_mark(self, earlier: str | None = None, started: str | None = None) -> WalMark:
+        """A WAL mark past every commit so far, and whether ``earlier`` (made on server
+        incarnation ``started``) is durable (flushed on the server and its standbys)."""
         ...

@@ -152,6 +152,7 @@ class Sweeper:
         bound = log.bind(sweep=sweep.name, table=sweep.table, reason=sweep.reason)
         keys = lock_keys(sweep) if lock and not dry_run else []
         bug: Exception | None = None
+        run: Run | None = None
         try:
             with db.session(read_only=dry_run, since=waiting_since) as session:
                 if keys and not session.try_advisory_locks(keys):
@@ -192,6 +193,8 @@ class Sweeper:
             result.sqlstate = exc.sqlstate if isinstance(exc, errors.ReaperError) else None
             if not isinstance(exc, errors.ReaperError):
                 bug = exc
+        if run is not None:
+            _settle(db, run)
         result.seconds = time.monotonic() - started
         if metrics is not None and not dry_run:
             metrics.sweep_finished(result.sweep, result.outcome, result.seconds)
@@ -258,6 +261,25 @@ def run_sweeps(
     (a new one when None), so that the interlock judges them together; one failing never
     stops the next. Keyword arguments go to :meth:`Sweeper.run`."""
     return (sweeper or Sweeper()).run_all(db, sweeps, settings, **kwargs)
+
+
+def _settle(db: Database, run: Run) -> None:
+    """The rows of ``run`` not yet counted (its session failed before their durability was
+    known, or the flush did not come in time): asked once more on a session of its own (a
+    killed backend, a lost connection: the server that kept them answers), else dropped,
+    never counted, with one ``deleted_rows_not_counted`` line."""
+    if not run.uncounted:
+        return
+    try:
+        with db.session() as session:
+            if not run.count_durable(wait=DURABLE_WAIT_SECONDS, session=session):
+                return
+    except errors.ReaperError:
+        pass
+    run.drop_uncounted(
+        "their durability could not be confirmed (the connection failed, or the server or "
+        f"a standby did not flush them within {DURABLE_WAIT_SECONDS:.0f} s)"
+    )
 
 
 def _log_result(bound: Any, result: SweepResult, bug: Exception | None) -> None:
@@ -388,12 +410,9 @@ def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
         _delete(session, run, measure)
     finally:
         ledger.record(key, result.rows - before)
-        # The run's rows are counted once durable (docs/metrics.md): wait for the last ones.
-        left = run.count_durable(wait=DURABLE_WAIT_SECONDS)
-        if left:
-            log.warning("deleted_rows_not_counted", sweep=sweep.name, rows=left,
-                        reason=f"not flushed on the server and its standbys within "
-                               f"{DURABLE_WAIT_SECONDS:.0f} s")
+        # The run's rows are counted once durable (docs/metrics.md): wait for the last ones
+        # (on a session of its own when this one failed: Sweeper.run).
+        run.count_durable(wait=DURABLE_WAIT_SECONDS)
 
 
 def _table_key(session: Session, sweep: Sweep) -> str:

@@ -197,10 +197,10 @@ class FakeSession:
             return t
         return None
 
-    def wal_mark(self, earlier: str | None = None) -> WalMark:
+    def wal_mark(self, earlier: str | None = None, started: str | None = None) -> WalMark:
         """Every commit durable at once (an in-memory table has no WAL)."""
         self._call("wal_mark")
-        return WalMark("0/0", True)
+        return WalMark("0/0", "start", True, True)
 
     def delete_row(self, stmts: Any, hs: Any, params: Mapping[str, Any], tid: Tid) -> int:
         self._call("delete_row")

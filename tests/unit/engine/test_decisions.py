@@ -302,12 +302,15 @@ class _WalSession(FakeSession):
         self.next_mark = 0
         self.flushed = 0
         self.gone = False
+        self.started = "first"
 
-    def wal_mark(self, earlier: str | None = None) -> WalMark:
+    def wal_mark(self, earlier: str | None = None, started: str | None = None) -> WalMark:
         if self.gone:
             raise ConnectionFailed("server closed the connection unexpectedly")
         self.next_mark += 1
-        return WalMark(str(self.next_mark), earlier is None or int(earlier) <= self.flushed)
+        same = started in (None, self.started)
+        durable = earlier is None or (same and int(earlier) <= self.flushed)
+        return WalMark(str(self.next_mark), self.started, same, durable)
 
 
 def test_rows_are_counted_once_durable_and_never_when_unknown() -> None:
@@ -333,13 +336,23 @@ def test_rows_are_counted_once_durable_and_never_when_unknown() -> None:
     session.flushed = 99  # the end of the run waits until every batch's rows are counted
     assert run.count_durable(wait=5.0) == 0
     assert counted() == 185
-    # Rows whose durability is unknown (the connection failed) are never counted.
+    # The connection fails: the rows wait, and another session of the same server counts
+    # them (a killed backend: the server kept them).
     run.batch(40, 0.1)
     session.gone = True
-    assert run.count_durable(wait=5.0) == 0
-    assert counted() == 185
-    # A flush that never comes within the wait: left uncounted, and said so.
-    session.gone, session.flushed = False, 0
+    assert run.count_durable(wait=5.0) == 40 and counted() == 185
+    other = _WalSession()
+    other.flushed, other.next_mark = 99, session.next_mark
+    assert run.count_durable(wait=5.0, session=other) == 0
+    assert counted() == 225
+    # A server restarted (or another one, after a failover) since: never counted.
+    session.gone, session.flushed = False, 99
     run.batch(30, 0.1)
-    assert run.count_durable(wait=0.5) == 30
-    assert counted() == 185
+    session.started = "second"
+    assert run.count_durable(wait=5.0) == 0
+    assert counted() == 225
+    # A flush that never comes within the wait: left uncounted, for the caller to give up.
+    session.started, session.flushed = "first", 0
+    run.batch(20, 0.1)
+    assert run.count_durable(wait=0.5) == 20
+    assert counted() == 225
