@@ -114,8 +114,6 @@ class Run:
         if self.metrics is not None:
             self.metrics.batch_finished(r.sweep, seconds)
             self._unmarked += rows
-            if self._checked_at is None or self.clock() - self._checked_at >= DURABLE_CHECK_SECONDS:
-                self.count_durable()
         log.debug("batch_deleted", sweep=r.sweep, rows=rows, seconds=round(seconds, 4))
         if self.on_batch is not None:
             self.on_batch(r)
@@ -189,6 +187,11 @@ class Run:
         """The reason to stop before the next batch, or None to go on (after any wait the
         pacer asks for: a run still waiting for a standby when its budget ends stops with
         ``replica_lag``)."""
+        # Between batches, outside the time a batch is measured by (which sizes the next):
+        # count what became durable, at most once every DURABLE_CHECK_SECONDS.
+        if self._unmarked and (self._checked_at is None
+                               or self.clock() - self._checked_at >= DURABLE_CHECK_SECONDS):
+            self.count_durable()
         stopped = self._limits()
         if stopped is not None or self.pace is None:
             return stopped

@@ -321,17 +321,21 @@ def test_rows_are_counted_once_durable_and_never_when_unknown() -> None:
     def counted() -> float | None:
         return _metric(run, "reaper_deleted_rows_total", table=SWEEP.table, reason=SWEEP.reason)
 
-    run.batch(100, 0.1)  # the first batch sets mark 1 over its rows
+    def batch(rows: int) -> None:
+        run.batch(rows, 0.1)
+        run.should_stop()  # before the next batch: where durability is checked
+
+    batch(100)  # the first batch sets mark 1 over its rows
     assert counted() == 0
     session.clock.advance(0.5)
-    run.batch(50, 0.1)  # under a second since the last check: no round trip
+    batch(50)  # under a second since the last check: no round trip
     assert session.next_mark == 1 and counted() == 0
     session.clock.advance(1.0)
-    run.batch(25, 0.1)  # mark 1 not flushed yet: nothing counted
+    batch(25)  # mark 1 not flushed yet: nothing counted
     assert counted() == 0
     session.flushed = 1
     session.clock.advance(1.0)
-    run.batch(10, 0.1)  # mark 1 flushed: its 100 rows; the 85 since wait under mark 3
+    batch(10)  # mark 1 flushed: its 100 rows; the 85 since wait under mark 3
     assert counted() == 100
     session.flushed = 99  # the end of the run waits until every batch's rows are counted
     assert run.count_durable(wait=5.0) == 0
