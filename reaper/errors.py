@@ -47,6 +47,15 @@ class TransactionConflict(DatabaseError):
     itself is fine."""
 
 
+class TableProblem(DatabaseError):
+    """The sweep's table, or an object its statements use, refuses the statement whatever
+    the rows: it is not in the state the statement needs (SQLSTATE class 55, e.g. deletes
+    published without a replica identity), its data or files are damaged (classes 58, XX),
+    or the space it needs is exhausted (53100 disk full, 53400 a configured limit). Every
+    batch of the sweep would fail alike, so its run fails; the other sweeps go on, and the
+    daemon stays ready."""
+
+
 class PrivilegeMissing(DatabaseError):
     """reaper's role lacks a privilege it needs."""
 

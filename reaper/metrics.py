@@ -209,12 +209,15 @@ class Metrics:
             for clock in ClockCheck:
                 self.clock_refusals.labels(sweep=s.name, clock=clock)
 
-    def batch_finished(
-        self, sweep: str, table: str, reason: str, rows: int, seconds: float
-    ) -> None:
-        """Count one committed batch: ``rows`` deleted in ``seconds``."""
-        self.deleted_rows.labels(table=table, reason=reason).inc(rows)
+    def batch_finished(self, sweep: str, seconds: float) -> None:
+        """Count one committed batch that took ``seconds`` (its rows: :meth:`rows_deleted`,
+        once durable)."""
         self.batch_duration.labels(sweep=sweep).observe(seconds)
+
+    def rows_deleted(self, table: str, reason: str, rows: int) -> None:
+        """Count ``rows`` deleted from ``table`` for ``reason`` whose deletes are durable
+        (docs/metrics.md: the engine counts them once a crash or a failover cannot undo them)."""
+        self.deleted_rows.labels(table=table, reason=reason).inc(rows)
 
     def throttled(self, sweep: str, reason: ThrottleReason, seconds: float) -> None:
         """Count ``seconds`` that a run of ``sweep`` waited for ``reason`` (pacing)."""

@@ -3,10 +3,11 @@ that keeps readiness current.
 
 /healthz is the process: no fatal error, the scheduler runs and its heartbeat (a job that
 touches no database, on an executor of its own) is recent. It never depends on the database:
-a database outage is /readyz's business, and a restart would not help. /readyz is the work:
-the database answered the last probe within its bound, every swept table exists, reaper's
-role holds the privileges the batches need, and the server accepts writes (not a standby, not
-read-only).
+a database outage is /readyz's business, and a restart would not help. /readyz is what every
+sweep needs: the database answered the last probe within its bound and accepts writes (not a
+standby, not read-only), and not every swept table is missing or out of reaper's privileges. A
+failure of one sweep or its table (a missing table of its own, a serialization failure, a
+table state that refuses its deletes) fails that sweep's runs only.
 
 :class:`Health` is written by the probe and the sweeps' runs (scheduler threads) and read by
 HTTP threads; :func:`probe` asks the database.
@@ -149,9 +150,10 @@ def probe(
     *,
     check_locks: bool,
 ) -> ProbeAnswer:
-    """Ask the database whether the sweeps can work: it answers, every table of ``tables``
-    exists, reaper's role holds every ``(table, privilege)`` that ``privileges(session)``
-    names, and the server accepts writes. Each statement waits at most
+    """Ask the database whether the sweeps can work: it answers, the server accepts writes,
+    and at least one table of ``tables`` exists with every ``(table, privilege)`` that
+    ``privileges(session)`` names of it held by reaper's role (a table missing or out of
+    reach stops its own sweeps only, not the daemon). Each statement waits at most
     :data:`PROBE_BOUND_SECONDS`. Pooled connections are renewed when the database's
     read-only default changed since they connected.
 
@@ -166,7 +168,8 @@ def probe(
         with db.session(bound=PROBE_BOUND_SECONDS) as session:
             missing = session.missing_tables(tables)
             refusal, stale = session.write_refusal()
-            lacking = [] if missing else session.missing_privileges(privileges(session))
+            present = set(tables) - set(missing)
+            lacking = session.missing_privileges(privileges(session)) if present else []
         if stale:
             # An ALTER DATABASE/ROLE ... SET default_transaction_read_only since the pool
             # connected: its sessions keep the old value, new ones get the new one.
@@ -190,17 +193,24 @@ def probe(
             str(exc), locks_checked=False,
             kind=OUTAGE_KINDS.get(type(exc).__name__, NotReady.DATABASE_ERROR),
         )
+    # Readiness is what stops every sweep: a table missing or out of reach stops the sweeps
+    # of that table only (their runs fail and say why; `reaper check` too), unless every
+    # swept table is.
+    unworkable = set(missing) | {t for t, _ in lacking}
     kind = NotReady.DATABASE_ERROR
     if refusal is not None:
         problem: str | None = refusal
         kind = NotReady.READ_ONLY
-    elif missing:
+    elif not tables or not unworkable >= set(tables):
+        problem = None
+    elif missing and not lacking:
         problem = f"missing tables: {', '.join(missing)}"
         kind = NotReady.MISSING_TABLES
-    elif lacking:
-        what = ", ".join(f"{p} on table {t}" for t, p in lacking)
-        problem = f"reaper's role lacks {what} (see {sqltext.where('grants.sql')})"
-        kind = NotReady.MISSING_PRIVILEGES
     else:
-        problem = None
+        what = ", ".join(f"{p} on table {t}" for t, p in lacking)
+        problem = (
+            (f"missing tables: {', '.join(missing)}; " if missing else "")
+            + f"reaper's role lacks {what} (see {sqltext.where('grants.sql')})"
+        )
+        kind = NotReady.MISSING_PRIVILEGES if not missing else NotReady.MISSING_TABLES
     return ProbeAnswer(problem, locks_checked=check_locks, kind=kind)

@@ -33,8 +33,15 @@ from reaper.vocab import BUDGET_STOPS, Outcome
 
 # A run stopped at its budget is followed by the next one this soon: back to back.
 BACKLOG_RERUN_SECONDS = 0.0
-# Failures that say the database could not do the work (rather than one sweep's problem): they
-# make /readyz fail, and the sweeps they failed run again as soon as the probe sees it back.
+# Failures that stop every sweep, whatever its table: they make /readyz fail at once (the
+# readiness probe confirms or clears it within seconds). A table's own (a missing privilege,
+# a TableProblem, a TransactionConflict) fails its sweep's run only.
+EVERY_SWEEP_ERRORS = (
+    errors.ConnectionFailed.__name__,
+    errors.ReadOnlyDatabase.__name__,
+)
+# Failures that say the database could not do the work (rather than one sweep's problem): the
+# sweeps they failed run again as soon as the probe sees the database able to work again.
 OUTAGE_ERRORS = (
     errors.ConnectionFailed.__name__,
     errors.ReadOnlyDatabase.__name__,
@@ -196,6 +203,12 @@ def after_run(
         decision = dataclasses.replace(decision, pull_forward=tuple(dependants))
     new = SweepState(runs=runs, failures=failures, last=result, next_delay=delay)
     return new, decision
+
+
+def stops_every_sweep(error_type: str | None) -> bool:
+    """True when a run failed on what stops every sweep (the database unreachable or
+    read-only), which readiness reports; False for a failure of the sweep or its table."""
+    return error_type in EVERY_SWEEP_ERRORS
 
 
 def is_outage(error_type: str | None) -> bool:

@@ -38,7 +38,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import structlog
-from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, JobExecutionEvent
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_EXECUTED,
+    EVENT_JOB_SUBMITTED,
+    JobExecutionEvent,
+    JobSubmissionEvent,
+)
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers import SchedulerNotRunningError
@@ -157,6 +163,11 @@ class Daemon:
             job_defaults={"max_instances": 1, "coalesce": True},
         )
         self._scheduler.add_listener(self._job_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
+        self._scheduler.add_listener(self._job_submitted, EVENT_JOB_SUBMITTED)
+        # When each sweep's job was handed to the executor (time.monotonic()): a run that
+        # waited for a worker thread behind others counts its wait for the database from
+        # then, so it fails with them in an outage instead of a connect timeout later.
+        self._submitted: dict[str, float] = {}
         self.gauges = GaugeRefresher(
             self.metrics,
             lambda: (self.db, list(self._sweeps.values()), self._settings),
@@ -527,8 +538,9 @@ class Daemon:
                 result = self.sweeper.run(
                     self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop,
                     budget=budget,
+                    waiting_since=self._submitted.pop(name, None),
                 )
-            if policy.is_outage(result.error_type):
+            if policy.stops_every_sweep(result.error_type):
                 self._health.set(
                     False, result.error or "database unreachable",
                     OUTAGE_KINDS.get(result.error_type or "", NotReady.UNREACHABLE),
@@ -554,10 +566,16 @@ class Daemon:
         return dataclasses.replace(sweep.budget,
                                    window_seconds=(closes - now).total_seconds())
 
+    def _job_submitted(self, event: JobSubmissionEvent) -> None:
+        if event.job_id in self._state:
+            self._submitted[event.job_id] = time.monotonic()
+
     def _job_done(self, event: JobExecutionEvent) -> None:
         """After a sweep's run (scheduler thread or executor thread, after the job's instance
         count went down): ask the policy for the next run and schedule it."""
         name = event.job_id
+        # A run that started before its submission was recorded leaves it: not the next's.
+        self._submitted.pop(name, None)
         if name not in self._state or self._stop.is_set():
             return
         result: SweepResult | None = getattr(event, "retval", None)
@@ -641,7 +659,8 @@ class Daemon:
         """Every ``(table, privilege)`` the scheduled sweeps' batches need (no duplicates)."""
         needed: dict[tuple[TableName, str], None] = {}
         for sweep in list(self._sweeps.values()):
-            with contextlib.suppress(errors.ConfigError):
+            # A sweep whose table is gone has no statements: the probe reports the table.
+            with contextlib.suppress(errors.ConfigError, errors.ObjectMissing):
                 needed.update(
                     dict.fromkeys(self._statements_for(session, sweep).required_privileges())
                 )

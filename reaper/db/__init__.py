@@ -36,6 +36,7 @@ from reaper.db.rows import (
     TableSpace,
     TableStatus,
     VisibleRows,
+    WalMark,
     WhoAmI,
     XminHolder,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "TableSpace",
     "TableStatus",
     "VisibleRows",
+    "WalMark",
     "WhoAmI",
     "XminHolder",
     "_Redactor",

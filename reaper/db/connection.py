@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import select
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import psycopg
 import psycopg.errors
+from psycopg import capabilities, pq
 from psycopg.abc import PQGen
 from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 
@@ -80,6 +83,21 @@ class BoundedConnection(psycopg.Connection[Any]):
     bound: float | None = None
     server_pid: int | None = None
 
+    @classmethod
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
+        """psycopg's connect, whose failure lets go of its half-made connection at once.
+
+        A connection attempt that runs past connect_timeout (a silent network) raises with
+        its libpq connection still open, referenced from a cycle of the exception's frames:
+        its socket would stay open until the garbage collector ran, one per attempt of an
+        outage. The exception's frames are dropped here (its message is what reaper keeps).
+        """
+        try:
+            return super().connect(conninfo, **kwargs)
+        except psycopg.Error as exc:
+            _drop_frames(exc)
+            raise
+
     @property
     def pooled(self) -> bool:
         """True when the server process answering is not the one the server announced at
@@ -111,8 +129,7 @@ class BoundedConnection(psycopg.Connection[Any]):
             "watchdog: no answer from the server for %.0f s (statement_timeout + %.0f s); "
             "cancelling", bound, WATCHDOG_MARGIN_SECONDS,
         )
-        with contextlib.suppress(Exception):
-            self.cancel_safe(timeout=WATCHDOG_CANCEL_SECONDS)
+        self.cancel_within(WATCHDOG_CANCEL_SECONDS)
         try:
             # The server answered the cancel: the statement ends with its error (QueryCanceled).
             return super().wait(gen, interval, timeout=WATCHDOG_CANCEL_SECONDS)
@@ -124,6 +141,65 @@ class BoundedConnection(psycopg.Connection[Any]):
             f"no answer from the server for {waited:.0f} s, not even to a cancel request: "
             "the network or a middlebox went silent; reaper's watchdog closed the connection"
         )
+
+
+    def cancel_within(self, seconds: float) -> bool:
+        """Send a cancel request for the running statement, waiting at most ``seconds`` for
+        the server to take it. True when it did. The cancel request's own connection is
+        closed whatever happens: one left open on a silent network (psycopg's
+        ``cancel_safe`` leaves it to the garbage collector) is a socket the daemon never
+        gets back, one per watchdog firing."""
+        if not capabilities.has_cancel_safe():
+            try:
+                self.cancel()  # libpq before 17: a blocking cancel, bounded by connect_timeout
+            except Exception:
+                return False
+            return True
+        try:
+            cancel = self.pgconn.cancel_conn()
+        except Exception:
+            return False  # the connection is gone: nothing to cancel
+        try:
+            cancel.start()
+            deadline = time.monotonic() + seconds
+            while True:
+                status = cancel.poll()
+                if status == pq.PollingStatus.OK:
+                    return True
+                if status == pq.PollingStatus.FAILED:
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                sock = cancel.socket
+                if status == pq.PollingStatus.READING:
+                    ready = select.select([sock], [], [], left)[0]
+                else:
+                    ready = select.select([], [sock], [], left)[1]
+                if not ready:
+                    return False
+        except Exception:
+            return False
+        finally:
+            with contextlib.suppress(Exception):
+                cancel.finish()
+
+
+def _drop_frames(exc: BaseException) -> None:
+    """Drop the tracebacks of ``exc`` and of the exceptions chained to it (the frames they
+    hold, and whatever those reference, are freed as soon as ``exc`` is)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        todo += [e.__context__, e.__cause__]
+        e.__traceback__ = None
+        if e is not exc:
+            e.__context__ = e.__cause__ = None
+    exc.__context__ = exc.__cause__ = None
 
 
 @contextlib.contextmanager

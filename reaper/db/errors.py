@@ -142,29 +142,37 @@ def _connection_gone(exc: psycopg.Error) -> bool:
     )
 
 
-# SQLSTATE classes and codes that are about the connection or the server as a whole, not
-# about one statement or one table (PostgreSQL's Appendix A): the readiness probe turns 503 on
-# these, and only these (besides a read-only server and a missing privilege, which it checks
-# itself).
+# What an error says about the database, by its SQLSTATE (PostgreSQL's Appendix A). Only what
+# stops every sweep is the connection's (ConnectionFailed: the readiness probe turns 503 on it
+# besides a read-only server): the connection itself, its login, the server ending the
+# session or running out of what every session needs.
 CONNECTION_CLASSES = frozenset({
     "08",  # connection exception
     "28",  # invalid authorization specification (password, pg_hba)
-    "53",  # insufficient resources: too many connections, out of memory, disk full
-    "58",  # system error: an I/O error of the server
-    "XX",  # internal error: a corrupted server state
+    "57",  # operator intervention: shutdown, crash, database dropped, idle timeouts (not 57014)
 })
 CONNECTION_CODES = frozenset({
-    "57P01",  # admin_shutdown
-    "57P02",  # crash_shutdown
-    "57P03",  # cannot_connect_now (starting up, shutting down)
-    "57P04",  # database_dropped
-    "57P05",  # idle_session_timeout: the session was ended
+    "53000",  # insufficient_resources
+    "53200",  # out_of_memory
+    "53300",  # too_many_connections
     "25P03",  # idle_in_transaction_session_timeout: the session was ended
     "3D000",  # invalid_catalog_name: the database does not exist (at connect)
 })
-# Everything else is the statement's or its table's own: a serialization failure or a deadlock
-# (class 40), an object in use or not in the state required (55), a syntax or access rule
-# (42), an integrity constraint (23), a data exception (22), a program limit (54)...
+# A table's own: whatever its rows, the statement fails on it (TableProblem), and the
+# run of its sweep fails without splitting the batch row by row; the other sweeps go on.
+TABLE_CLASSES = frozenset({
+    "55",  # object not in prerequisite state (not 55P03, a lock wait: a row's or a table's)
+    "58",  # system error: an I/O error on the table's files
+    "XX",  # internal error: data or index corrupted
+})
+TABLE_CODES = frozenset({
+    "53100",  # disk_full: the table's tablespace or temporary files
+    "53400",  # configuration_limit_exceeded
+})
+QUERY_CANCELED, LOCK_NOT_AVAILABLE = "57014", "55P03"
+# Everything else is the statement's: a serialization failure or a deadlock (class 40,
+# TransactionConflict), a syntax or access rule (42), an integrity constraint (23), a data
+# exception (22), a program limit (54)...
 
 
 def error_kind(
@@ -174,8 +182,14 @@ def error_kind(
     for an error without one that says the connection cannot be used (libpq's own)."""
     if sqlstate is None:
         return errors.ConnectionFailed if connection_gone else errors.DatabaseError
+    if sqlstate == QUERY_CANCELED:
+        return errors.StatementCanceled
+    if sqlstate == LOCK_NOT_AVAILABLE:
+        return errors.LockTimeout
     if sqlstate in CONNECTION_CODES or sqlstate[:2] in CONNECTION_CLASSES:
         return errors.ConnectionFailed
+    if sqlstate in TABLE_CODES or sqlstate[:2] in TABLE_CLASSES:
+        return errors.TableProblem
     if sqlstate[:2] == "40":
         return errors.TransactionConflict
     return errors.DatabaseError

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
 from typing import Any
 
 import psycopg
 import psycopg.errors
+import structlog
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from reaper import errors, sqltext
 from reaper.db.connection import (
@@ -33,6 +35,34 @@ from reaper.db.errors import _first_line, _Redactor, translate_errors
 from reaper.db.locks import LOCK_NOT_HELD, LOCK_PROBE_ROUNDS, SESSION_MOVED
 from reaper.db.pinning import APPLICATION_NAME, ConnectionSettings, pin_statement
 from reaper.db.session import Session
+
+# The daemon's view of connecting: one line when connecting starts to fail (with the server's
+# or libpq's own reason), one when it works again.
+_events = structlog.get_logger("reaper.db")
+# A checkout waits in slices this long, so that it ends with the reason of a connection
+# attempt that failed while it waited, as soon as one does, not at connect_timeout.
+_CHECKOUT_SLICE_SECONDS = 0.25
+
+
+class _Pool(ConnectionPool[BoundedConnection]):
+    """psycopg_pool's pool, reporting the outcome of every connection attempt it makes
+    (``on_connect(None)`` for a success, ``on_connect(exc)`` for a failure, as it happens)."""
+
+    def __init__(
+        self, *args: Any, on_connect: Callable[[BaseException | None], None], **kwargs: Any
+    ) -> None:
+        self._on_connect = on_connect
+        super().__init__(*args, **kwargs)
+
+    def _connect(self, timeout: float | None = None) -> BoundedConnection:
+        try:
+            conn = super()._connect(timeout)
+        except Exception as exc:
+            self._on_connect(exc)
+            raise
+        self._on_connect(None)
+        return conn
+
 
 # The libpq parameters that reaper gives defaults (docs/connections.md): a DSN may set them,
 # to a whole number. libpq itself checks them only when it connects, with an error that a
@@ -118,7 +148,13 @@ class Database:
         # statement in flight (its transaction rolls back) instead of waiting for it.
         self._lent: set[psycopg.Connection[Any]] = set()
         self._lent_lock = threading.Lock()
-        self._pool: ConnectionPool[BoundedConnection] = ConnectionPool(
+        # The last failed connection attempt's reason (None once one succeeds), and how many
+        # attempts have failed: a checkout waiting for a connection ends on a failure.
+        self._connect_lock = threading.Lock()
+        self._connect_error: str | None = None
+        self._connect_failed_at = 0.0  # time.monotonic() of the last failed attempt
+        self._connect_failures = 0
+        self._pool: ConnectionPool[BoundedConnection] = _Pool(
             self._conninfo,
             connection_class=BoundedConnection,
             min_size=1,
@@ -136,6 +172,7 @@ class Database:
             open=False,
             name="reaper",
             reconnect_timeout=0,
+            on_connect=self._connect_outcome,
         )
 
     @property
@@ -180,6 +217,70 @@ class Database:
                 conn.close()
                 raise
         return conn
+
+    def _connect_outcome(self, exc: BaseException | None) -> None:
+        """Record a connection attempt's outcome; the first failure after a success (or
+        since start) is logged at once with libpq's or the server's reason, password
+        scrubbed, and the next success says the database is reachable again."""
+        with self._connect_lock:
+            was = self._connect_error
+            if exc is None:
+                self._connect_error = None
+            else:
+                self._connect_error = (
+                    f"cannot connect to {self.target}: {self._redact(_first_line(exc))}"
+                )
+                self._connect_failures += 1
+                self._connect_failed_at = time.monotonic()
+            now = self._connect_error
+        if exc is not None and was is None:
+            _events.warning("database_connect_failed", database=self.target, error=now)
+        elif exc is None and was is not None:
+            _events.info("database_connect_recovered", database=self.target)
+
+    def _checkout(self, timeout: float, since: float | None = None) -> BoundedConnection:
+        """A connection of the pool within ``timeout`` seconds.
+
+        Args:
+            since: when the caller started waiting for the database (``time.monotonic()``),
+                if before this call: a connection attempt that failed since then, with none
+                succeeding after it, fails this checkout at once.
+
+        Raises:
+            PoolTimeout: none came in time, and no connection attempt failed meanwhile.
+            ConnectionFailed: a connection attempt failed while waiting: its reason.
+        """
+        deadline = time.monotonic() + timeout
+        with self._connect_lock:
+            failures = self._connect_failures
+            if (since is not None and self._connect_error is not None
+                    and self._connect_failed_at >= since):
+                raise errors.ConnectionFailed(self._connect_error)
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return self._pool.getconn(timeout=max(min(left, _CHECKOUT_SLICE_SECONDS), 0.01))
+            except PoolTimeout:
+                with self._connect_lock:
+                    failed = self._connect_failures != failures
+                    reason = self._connect_error
+                if failed and reason is not None:
+                    raise errors.ConnectionFailed(reason) from None
+                if left <= _CHECKOUT_SLICE_SECONDS:
+                    raise PoolTimeout(
+                        f"no pooled connection within {timeout:.0f} s"
+                    ) from None
+
+    @contextlib.contextmanager
+    def _borrowed(
+        self, timeout: float, since: float | None = None
+    ) -> Iterator[BoundedConnection]:
+        conn = self._checkout(timeout, since)
+        try:
+            with conn:  # a pooled connection's exit ends its transaction, never closes it
+                yield conn
+        finally:
+            self._pool.putconn(conn)
 
     def _configure(self, conn: BoundedConnection) -> None:
         conn.bound = self.bound
@@ -269,8 +370,8 @@ class Database:
         with self._lent_lock:
             lent = list(self._lent)
         for conn in lent:
-            with contextlib.suppress(Exception):
-                conn.cancel_safe(timeout=2.0)
+            if isinstance(conn, BoundedConnection):
+                conn.cancel_within(2.0)
         return len(lent)
 
     def check_connection(self) -> int:
@@ -327,7 +428,8 @@ class Database:
 
     @contextlib.contextmanager
     def session(
-        self, *, bound: float | None = None, read_only: bool = False
+        self, *, bound: float | None = None, read_only: bool = False,
+        since: float | None = None,
     ) -> Iterator[Session]:
         """Borrow a connection for one sweep run.
 
@@ -338,15 +440,21 @@ class Database:
                 any write with :class:`reaper.errors.ReadOnlyDatabase`): for what must only
                 read (dry runs, status, gauges, checks). Pinned as the other settings are;
                 the connection is pinned back when it returns to the pool.
+            since: when the run started waiting (``time.monotonic()``; the daemon: when its
+                job was handed to the executor): a connection attempt that failed since
+                then, unless one succeeded after it, fails the checkout at once, so that a
+                run that waited its turn behind others fails with them, not a connect
+                timeout later.
 
         Raises:
-            ConnectionFailed: no connection within connect_timeout.
+            ConnectionFailed: no connection within connect_timeout, or (``since``) the
+                attempts made since the run started waiting failed.
         """
         if self._pool.closed:
             self.open()
         with (
             translate_errors(self._redact, f"cannot connect to {self.target}"),
-            self._pool.connection(timeout=self._connect_timeout.total_seconds()) as conn,
+            self._borrowed(self._connect_timeout.total_seconds(), since) as conn,
             _bounded(conn, bound),
         ):
             if read_only:

@@ -10,7 +10,11 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import class_row, dict_row
 
-from reaper.db.connection import _UtcTimestamptzBinaryLoader, _UtcTimestamptzLoader
+from reaper.db.connection import (
+    BoundedConnection,
+    _UtcTimestamptzBinaryLoader,
+    _UtcTimestamptzLoader,
+)
 from reaper.db.errors import _Redactor, translate_errors
 
 _Row = TypeVar("_Row")
@@ -113,5 +117,9 @@ class Queries:
             cur.execute(stmt, params)
 
     def cancel(self) -> None:
-        """Ask the server to cancel this session's running statement (from another thread)."""
-        self._conn.cancel_safe()
+        """Ask the server to cancel this session's running statement (from another thread);
+        waits at most 30 s for the server to take the request."""
+        if isinstance(self._conn, BoundedConnection):
+            self._conn.cancel_within(30.0)
+        else:
+            self._conn.cancel_safe()

@@ -260,3 +260,22 @@ class Sample:
     standbys: tuple[Standby, ...] = ()
     busy_sessions: int = 0
     hidden_sessions: int = 0
+
+
+@dataclass(frozen=True)
+class WalMark:
+    """A point in a session's WAL, and whether an earlier one is durable (sql/engine/wal_mark.sql).
+
+    Attributes:
+        mark: the WAL insert position now (``pg_lsn`` text), past every commit made so far.
+        started: the server incarnation it belongs to (its postmaster's start time, text).
+        same_server: the earlier mark asked about is of this incarnation (True when none
+            was asked about): WAL positions of another one are not comparable.
+        durable: the earlier mark asked about is flushed on the server and on every physical
+            standby that reports its flush position (True when none was asked about).
+    """
+
+    mark: str
+    started: str
+    same_server: bool
+    durable: bool

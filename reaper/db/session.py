@@ -17,7 +17,7 @@ from reaper.db.catalog import Catalog
 from reaper.db.connection import utc_instant
 from reaper.db.locks import AdvisoryLocks
 from reaper.db.pinning import APPLICATION_NAME
-from reaper.db.rows import DeleteObstacle, Sample, Standby, VisibleRows
+from reaper.db.rows import DeleteObstacle, Sample, Standby, VisibleRows, WalMark
 from reaper.db.statements import (
     BatchRows,
     HeapStatements,
@@ -104,6 +104,18 @@ class Session(Catalog, AdvisoryLocks):
             index=sql.Identifier(schema, name)
         )
         self.execute(query)
+
+    def wal_mark(
+        self, earlier: str | None = None, started: str | None = None
+    ) -> WalMark:
+        """A WAL mark past every commit this session made so far, and whether ``earlier`` (a
+        mark made before on server incarnation ``started``, by this session or another) is
+        durable: flushed on the server, and on its physical standbys (what a crash or a
+        failover keeps). Batches commit with synchronous_commit off; their rows are counted
+        once a mark past them is durable."""
+        return self.fetch(
+            WalMark, sqltext.engine("wal_mark"), {"lsn": earlier, "started": started}
+        )[0]
 
     def now(self, pinned: datetime | None = None) -> datetime:
         """The database clock's now(), or ``pinned`` as the database reads it (tests), as a
@@ -205,12 +217,15 @@ class Session(Catalog, AdvisoryLocks):
                  limit=limit, skip=[tid_text(t) for t in skip])
         # The whole range first (heap_range_batch.sql: the cheapest form), rolled back when it
         # held more than ``limit`` victims; then the range's first ``limit`` victims.
+        # The heap's last range: a short batch ends its sweep, and commits flushed.
+        ends = limit if end_block >= hs.heap.stats.blocks else None
         if range_first:
             try:
-                return self._batch(hs, hs.heap_range_batch, p, stmts, at_most=limit)
+                return self._batch(hs, hs.heap_range_batch, p, stmts, at_most=limit,
+                                   last_if_under=ends)
             except _OverLimit:
                 pass
-        return self._batch(hs, hs.heap_batch, p, stmts)
+        return self._batch(hs, hs.heap_batch, p, stmts, last_if_under=ends)
 
     def empty_batch(
         self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any]
@@ -233,7 +248,8 @@ class Session(Catalog, AdvisoryLocks):
         """One index-served batch: delete at most ``limit`` garbage rows of heap ``hs``, minus
         ``skip``. One transaction, no row lock; raises as :meth:`delete_heap_batch`."""
         p = dict(params, limit=limit, skip=[tid_text(t) for t in skip])
-        return self._batch(hs, hs.index_batch, p, stmts, index=True)
+        # A short batch ends the heap's sweep, and commits flushed.
+        return self._batch(hs, hs.index_batch, p, stmts, index=True, last_if_under=limit)
 
     def first_victim(
         self,
@@ -318,12 +334,15 @@ class Session(Catalog, AdvisoryLocks):
         *,
         index: bool = False,
         at_most: int | None = None,
+        last_if_under: int | None = None,
     ) -> BatchRows:
         """Run one batch statement of heap ``hs`` in its own transaction, after the heap's
         table lock (lock_heap.sql, under the session's lock_timeout) and the batch settings;
         with ``at_most``, roll it back (raising _OverLimit) when it deleted more rows than
-        that. The statement returns one row ``(deleted, selected, last_tid)``, or none (a
-        bare DELETE: its row count)."""
+        that; with ``last_if_under``, a batch that selected fewer rows ends the heap's sweep
+        and its commit waits for its WAL flush (commit_flushed.sql), so that the run's
+        deletes are known durable without waiting for the WAL writer. The statement returns
+        one row ``(deleted, selected, last_tid)``, or none (a bare DELETE: its row count)."""
         self._require_own_session()
         # In pipeline mode: BEGIN, the settings and the batch go in one round trip, COMMIT in
         # a second (four round trips otherwise; on a loaded 2-core machine they were most of
@@ -346,6 +365,8 @@ class Session(Catalog, AdvisoryLocks):
                                    parse_tid(row[2]) if row[2] else None)
             if at_most is not None and result.deleted > at_most:
                 raise _OverLimit  # rolls the transaction back: nothing was deleted
+            if last_if_under is not None and result.selected < last_if_under and result.deleted:
+                cur.execute(sql.SQL(sqltext.engine("commit_flushed")))
         return result
 
     def backlog_rows(

@@ -30,6 +30,16 @@ from reaper.vocab import SkipReason, StopReason
 
 log = structlog.get_logger("reaper.runner")
 
+# Batches commit with synchronous_commit off (a batch need not wait for its WAL flush), so a
+# crash or a failover to a standby can undo the last ones. Their rows are counted in
+# reaper_deleted_rows_total once a WAL mark past them is flushed on the server and its
+# standbys: checked after a batch at most this often (seconds; the WAL writer flushes within
+# wal_writer_delay, 200 ms by default), and at the end of the run, waiting up to
+# DURABLE_WAIT_SECONDS, polling every DURABLE_POLL_SECONDS.
+DURABLE_CHECK_SECONDS = 1.0
+DURABLE_WAIT_SECONDS = 10.0
+DURABLE_POLL_SECONDS = 0.02
+
 
 @dataclass
 class Run:
@@ -70,6 +80,14 @@ class Run:
     pace: Pacer | None = None
     busy_batch_seconds: float | None = None
     undeletable: UndeletableRows | None = None
+    sleep: Callable[[float], None] = time.sleep
+    # Rows committed but not yet counted: those under the last WAL mark (counted once it is
+    # durable) and those since it.
+    _mark: str | None = field(default=None, init=False)
+    _incarnation: str | None = field(default=None, init=False)
+    _marked: int = field(default=0, init=False)
+    _unmarked: int = field(default=0, init=False)
+    _checked_at: float | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         if self.started is None:
@@ -98,10 +116,63 @@ class Run:
         r.batches += 1
         r.batch_seconds.append(seconds)
         if self.metrics is not None:
-            self.metrics.batch_finished(r.sweep, r.table, r.reason, rows, seconds)
+            self.metrics.batch_finished(r.sweep, seconds)
+            self._unmarked += rows
         log.debug("batch_deleted", sweep=r.sweep, rows=rows, seconds=round(seconds, 4))
         if self.on_batch is not None:
             self.on_batch(r)
+
+    def count_durable(self, wait: float = 0.0, session: BatchSession | None = None) -> int:
+        """Count in the metrics the rows of the committed batches whose deletes are durable
+        now (flushed on the server and its standbys: :meth:`BatchSession.wal_mark`); with
+        ``wait``, poll up to that many seconds until every committed batch's are. ``session``:
+        ask on another session (the run's own failed). Rows of a mark made on another server
+        incarnation (a crash, a restart, a failover since) are dropped, never counted.
+        Returns the rows left uncounted (the flush did not come in time, or the session
+        failed: the caller may ask again on another session, or :meth:`drop_uncounted`).
+
+        Raises nothing for the database."""
+        if self.metrics is None:
+            return 0
+        ask = session or self.session
+        deadline = self.clock() + wait
+        try:
+            while self._marked or self._unmarked:
+                got = ask.wal_mark(self._mark, self._incarnation)
+                self._checked_at = self.clock()
+                if not got.same_server:
+                    self.drop_uncounted("the server restarted or changed since they "
+                                        "committed: a crash or a failover may have undone them")
+                    break
+                if got.durable:
+                    if self._marked:
+                        self.metrics.rows_deleted(self.result.table, self.result.reason,
+                                                  self._marked)
+                    self._mark, self._incarnation = got.mark, got.started
+                    self._marked, self._unmarked = self._unmarked, 0
+                    if self._marked and wait > 0:
+                        continue  # the new mark is checked at once: often flushed already
+                if wait <= 0 or self.clock() >= deadline:
+                    break
+                self.sleep(DURABLE_POLL_SECONDS)
+        except errors.DatabaseError as exc:
+            log.info("deleted_rows_durability_unknown", sweep=self.result.sweep,
+                     rows=self._marked + self._unmarked, error=str(exc),
+                     error_type=type(exc).__name__)
+        return self._marked + self._unmarked
+
+    @property
+    def uncounted(self) -> int:
+        """Rows of committed batches not yet counted (their durability not yet known)."""
+        return self._marked + self._unmarked
+
+    def drop_uncounted(self, reason: str) -> None:
+        """Give up counting the rows not yet known durable: logged, never counted."""
+        rows = self._marked + self._unmarked
+        if rows:
+            log.warning("deleted_rows_not_counted", sweep=self.result.sweep,
+                        table=self.result.table, rows=rows, reason=reason)
+        self._marked = self._unmarked = 0
 
     def skipped(self, heap: str, tid: tuple[int, int], exc: errors.DatabaseError) -> None:
         """A row whose delete failed alone: logged once (with the SQLSTATE) and counted."""
@@ -120,6 +191,11 @@ class Run:
         """The reason to stop before the next batch, or None to go on (after any wait the
         pacer asks for: a run still waiting for a standby when its budget ends stops with
         ``replica_lag``)."""
+        # Between batches, outside the time a batch is measured by (which sizes the next):
+        # count what became durable, at most once every DURABLE_CHECK_SECONDS.
+        if self._unmarked and (self._checked_at is None
+                               or self.clock() - self._checked_at >= DURABLE_CHECK_SECONDS):
+            self.count_durable()
         stopped = self._limits()
         if stopped is not None or self.pace is None:
             return stopped

@@ -45,7 +45,8 @@ def held_row(exc: errors.DatabaseError, heap: str) -> tuple[int, int] | None:
 def isolable(exc: errors.DatabaseError) -> bool:
     """Whether ``exc`` may be the failure of some rows of a batch (split the batch to find
     them) rather than of the whole sweep (no connection, no privilege, a missing object, a
-    read-only server, a table lock held past lock_timeout: the run fails).
+    read-only server, a table that refuses the statement whatever its rows (TableProblem), a
+    conflict with another transaction, a table lock held past lock_timeout: the run fails).
 
     A lock wait that timed out names the tuple it waited for in the server's CONTEXT (a row
     a writer holds, of the swept table or of one a cascade reaches); one that names none was

@@ -167,6 +167,10 @@ def refuse_table_window(
     """
     if threshold >= 1.0 or window.rows < FULL_TABLE_MIN_ROWS or not window.deleted:
         return
+    if measure.counted and measure.eligible <= 0:
+        # Nothing to delete: the run takes nothing from the table, however little is left
+        # of it (an emptied table's next runs are not failures). A sampled zero is no proof.
+        return
     left = max(0.0, measure.rows - measure.eligible)
     if left / window.rows > 1.0 - threshold:
         return

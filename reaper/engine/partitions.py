@@ -20,7 +20,10 @@ when its bound proves nothing; on another column, it is left to the row batches.
 Dropping is ``DETACH PARTITION ... CONCURRENTLY`` (plain DETACH before PostgreSQL 14 or
 beside a DEFAULT partition) then ``DROP TABLE``, each under the session's lock_timeout and
 statement_timeout. A detach left pending by an interrupted run is finished (``FINALIZE``) by
-the next one.
+the next one. Each partition's step fails or waits on its own: PostgreSQL allows one pending
+detach per parent, so while one waits for older snapshots (its FINALIZE, or a detach whose
+second half gave up at lock_timeout), the other partitions of that parent wait for a later
+run (``partition_detach_waiting``), their rows left to the row batches; the run goes on.
 """
 
 from __future__ import annotations
@@ -489,6 +492,8 @@ def retire(
     now_plan = plan(session, sweep, cutoffs, settings)
     if not now_plan.partitioned:
         return removed
+    # Parents with a detach still pending: none of their other partitions can be detached.
+    blocked: dict[int, str] = {}
     for p in now_plan.pending:
         if dry_run:
             removed.append(Removed(p.name, PartitionStep.FINALIZE_DETACH,
@@ -499,7 +504,9 @@ def retire(
         except errors.ConnectionFailed:
             raise
         except errors.DatabaseError as exc:
-            bound.warning("partition_detach_finalize_failed", partition=p.name, error=str(exc))
+            bound.warning("partition_detach_finalize_failed", partition=p.name, error=str(exc),
+                          error_type=type(exc).__name__)
+            blocked[p.parent] = p.name
             continue
         if action == DROP and droppable(p) and now_plan.refused is None:
             removed += _remove(
@@ -520,10 +527,31 @@ def retire(
         if dry_run:
             removed.append(Removed(p.name, step, estimated))
             continue
+        if p.parent in blocked:
+            bound.warning(
+                "partition_detach_waiting", partition=p.name, parent=p.parent_qualified,
+                pending=blocked[p.parent],
+                reason=f"the detach of {blocked[p.parent]} is pending until the snapshots "
+                       "older than it end; the next run detaches this one, the row batches "
+                       "sweep its rows meanwhile",
+            )
+            continue
         exact = now_plan.heap_bytes.get(p.relid, 0) <= EXACT_COUNT_MAX_BYTES or (
             p.kind != "p" and p.estimated_rows < 0)  # never analyzed: no estimate to give
-        removed += _remove(session, sweep, p, estimated, step, metrics, bound, exact=exact)
+        done = _remove(session, sweep, p, estimated, step, metrics, bound, exact=exact)
+        removed += done
+        if not done and _left_pending(session, p):
+            blocked[p.parent] = p.name
     return removed
+
+
+def _left_pending(session: Session, p: Partition) -> bool:
+    """Whether ``p``'s parent now has a detach pending (a failed ``DETACH ... CONCURRENTLY``
+    whose second half gave up waiting for older snapshots leaves ``p`` so)."""
+    return bool(session.values(
+        sqltext.strip_comments(sqltext.read("partitions/pending_parents.sql")),
+        {"parents": [p.parent]},
+    ))
 
 
 def _remove(

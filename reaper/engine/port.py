@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from reaper.db import BatchRows, DeleteObstacle, HeapStatements, SweepStatements
+from reaper.db import BatchRows, DeleteObstacle, HeapStatements, SweepStatements, WalMark
 
 
 class BatchSession(Protocol):
@@ -90,4 +90,9 @@ class BatchSession(Protocol):
     def delete_obstacles(self, hs: HeapStatements) -> list[DeleteObstacle]:
         """What the catalog says can keep a DELETE on ``hs`` from removing the rows it
         names (triggers, rules, row-level security)."""
+        ...
+
+    def wal_mark(self, earlier: str | None = None, started: str | None = None) -> WalMark:
+        """A WAL mark past every commit so far, and whether ``earlier`` (made on server
+        incarnation ``started``) is durable (flushed on the server and its standbys)."""
         ...

@@ -39,7 +39,7 @@ from reaper.db import (
 )
 from reaper.engine import clock, pacing, partitions
 from reaper.engine.batches import Deleter, batch_strategy
-from reaper.engine.context import Run
+from reaper.engine.context import DURABLE_WAIT_SECONDS, Run
 from reaper.engine.interlock import (
     DeletionLedger,
     EligibleMeasure,
@@ -122,6 +122,7 @@ class Sweeper:
         stop: threading.Event | None = None,
         on_batch: Callable[[SweepResult], None] | None = None,
         lock: bool = True,
+        waiting_since: float | None = None,
     ) -> SweepResult:
         """Run one sweep to completion, budget or stop. Never raises for a sweep's failure.
 
@@ -139,6 +140,9 @@ class Sweeper:
             lock: first take the sweep's session-level advisory locks (:func:`lock_keys`) on
                 the connection that runs the batches, released at the end; when another
                 session holds one, the run is ``skipped``. A dry run takes no lock.
+            waiting_since: when the run started waiting for its turn (``time.monotonic()``):
+                its wait for the database counts from then (``since`` of
+                :meth:`reaper.db.Database.session`).
 
         Returns:
             The run's :class:`SweepResult`; ``outcome`` is ``skipped`` when another session
@@ -152,8 +156,9 @@ class Sweeper:
         bound = log.bind(sweep=sweep.name, table=sweep.table, reason=sweep.reason)
         keys = lock_keys(sweep) if lock and not dry_run else []
         bug: Exception | None = None
+        run: Run | None = None
         try:
-            with db.session(read_only=dry_run) as session:
+            with db.session(read_only=dry_run, since=waiting_since) as session:
                 if keys and not session.try_advisory_locks(keys):
                     result.outcome = SKIPPED
                     result.holders = session.advisory_lock_holders(keys)
@@ -193,6 +198,8 @@ class Sweeper:
             result.sqlstate = exc.sqlstate if isinstance(exc, errors.ReaperError) else None
             if not isinstance(exc, errors.ReaperError):
                 bug = exc
+        if run is not None:
+            _settle(db, run)
         result.seconds = time.monotonic() - started
         if metrics is not None and not dry_run:
             metrics.sweep_finished(result.sweep, result.outcome, result.seconds)
@@ -259,6 +266,25 @@ def run_sweeps(
     (a new one when None), so that the interlock judges them together; one failing never
     stops the next. Keyword arguments go to :meth:`Sweeper.run`."""
     return (sweeper or Sweeper()).run_all(db, sweeps, settings, **kwargs)
+
+
+def _settle(db: Database, run: Run) -> None:
+    """The rows of ``run`` not yet counted (its session failed before their durability was
+    known, or the flush did not come in time): asked once more on a session of its own (a
+    killed backend, a lost connection: the server that kept them answers), else dropped,
+    never counted, with one ``deleted_rows_not_counted`` line."""
+    if not run.uncounted:
+        return
+    try:
+        with db.session() as session:
+            if not run.count_durable(wait=DURABLE_WAIT_SECONDS, session=session):
+                return
+    except errors.ReaperError:
+        pass
+    run.drop_uncounted(
+        "their durability could not be confirmed (the connection failed, or the server or "
+        f"a standby did not flush them within {DURABLE_WAIT_SECONDS:.0f} s)"
+    )
 
 
 def _log_result(bound: Any, result: SweepResult, bug: Exception | None) -> None:
@@ -390,6 +416,9 @@ def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
         _delete(session, run, measure)
     finally:
         ledger.record(key, result.rows - before)
+        # The run's rows are counted once durable (docs/metrics.md): wait for the last ones
+        # (on a session of its own when this one failed: Sweeper.run).
+        run.count_durable(wait=DURABLE_WAIT_SECONDS)
 
 
 def _table_key(session: Session, sweep: Sweep) -> str:

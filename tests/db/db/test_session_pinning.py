@@ -310,8 +310,8 @@ def test_a_read_only_session_refuses_writes_and_the_next_one_may_write(dsn: str)
 @pytest.mark.parametrize(("sqlstate", "kind"), [
     ("40001", errors.TransactionConflict),
     ("40P01", errors.TransactionConflict),
-    ("55000", errors.DatabaseError),
-    ("55006", errors.DatabaseError),
+    ("55000", errors.TableProblem),
+    ("55006", errors.TableProblem),
     ("42P01", errors.ObjectMissing),
     ("42883", errors.ObjectMissing),
     ("42501", errors.PrivilegeMissing),
@@ -323,16 +323,20 @@ def test_a_read_only_session_refuses_writes_and_the_next_one_may_write(dsn: str)
     ("55P03", errors.LockTimeout),
     ("08006", errors.ConnectionFailed),
     ("53300", errors.ConnectionFailed),
-    ("53100", errors.ConnectionFailed),
+    ("53200", errors.ConnectionFailed),
+    ("53100", errors.TableProblem),
+    ("57000", errors.ConnectionFailed),
     ("57P01", errors.ConnectionFailed),
     ("57P03", errors.ConnectionFailed),
-    ("58030", errors.ConnectionFailed),
+    ("58030", errors.TableProblem),
+    ("XX001", errors.TableProblem),
 ])
 def test_an_error_is_a_connection_failure_only_by_its_class(
     database: Database, sqlstate: str, kind: type[errors.DatabaseError],
 ) -> None:
     """The server raises each SQLSTATE in a statement; only the connection's and the
-    server's own classes are ConnectionFailed (which turns /readyz to 503)."""
+    server's own classes are ConnectionFailed (which turns /readyz to 503); a table's own
+    (object state, damaged files, its disk full) is a TableProblem."""
     with database.session() as session, pytest.raises(errors.DatabaseError) as caught:
         session.execute(sql.SQL(
             "DO $$ BEGIN RAISE EXCEPTION 'raised' USING ERRCODE = {}; END $$"
@@ -356,8 +360,21 @@ def test_an_error_is_a_connection_failure_only_by_its_class(
     ("57P04", errors.ConnectionFailed),
     ("57P05", errors.ConnectionFailed),
     ("25P03", errors.ConnectionFailed),
-    ("XX000", errors.ConnectionFailed),
-    ("55000", errors.DatabaseError),
+    ("57000", errors.ConnectionFailed),
+    ("57P03", errors.ConnectionFailed),
+    ("53000", errors.ConnectionFailed),
+    ("53200", errors.ConnectionFailed),
+    ("53300", errors.ConnectionFailed),
+    ("57014", errors.StatementCanceled),
+    ("55P03", errors.LockTimeout),
+    ("55000", errors.TableProblem),
+    ("55006", errors.TableProblem),
+    ("53100", errors.TableProblem),
+    ("53400", errors.TableProblem),
+    ("58030", errors.TableProblem),
+    ("XX000", errors.TableProblem),
+    ("XX001", errors.TableProblem),
+    ("XX002", errors.TableProblem),
     ("42601", errors.DatabaseError),
     ("23505", errors.DatabaseError),
 ])
@@ -366,7 +383,9 @@ def test_error_kind_by_sqlstate(sqlstate: str | None, kind: type[errors.Database
     assert error_kind(None, connection_gone=True) is errors.ConnectionFailed
 
 
-@pytest.mark.parametrize("sqlstate", ["40001", "40P01", "55000", "55006", "42P01", "23505"])
+@pytest.mark.parametrize("sqlstate", [
+    "40001", "40P01", "55000", "55006", "42P01", "42501", "23505", "53100", "58030", "XX001",
+])
 def test_a_statement_s_own_error_is_no_outage(sqlstate: str) -> None:
     """/readyz turns 503 on an outage only: one table's serialization failure, deadlock or
     object in use leaves the daemon ready."""

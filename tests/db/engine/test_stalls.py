@@ -79,7 +79,8 @@ def failures(metrics: Metrics) -> float | None:
 def soft_delete(conn: psycopg.Connection[Any]) -> None:
     conn.execute(
         "CREATE FUNCTION soft_delete() RETURNS trigger LANGUAGE plpgsql AS"
-        " $$ BEGIN UPDATE public.events SET deleted_at = now() WHERE id = OLD.id; RETURN NULL; END $$;"
+        " $$ BEGIN UPDATE public.events SET deleted_at = now() WHERE id = OLD.id;"
+        " RETURN NULL; END $$;"
         "CREATE TRIGGER soft_delete BEFORE DELETE ON events FOR EACH ROW"
         " EXECUTE FUNCTION soft_delete();"
     )

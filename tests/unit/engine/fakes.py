@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reaper import errors
-from reaper.db import BatchRows, DeleteObstacle
+from reaper.db import BatchRows, DeleteObstacle, WalMark
 from reaper.db.statements import TableStats
 from reaper.sqltext.names import TableName
 
@@ -213,6 +213,11 @@ class FakeSession:
                 continue
             return t
         return None
+
+    def wal_mark(self, earlier: str | None = None, started: str | None = None) -> WalMark:
+        """Every commit durable at once (an in-memory table has no WAL)."""
+        self._call("wal_mark")
+        return WalMark("0/0", "start", True, True)
 
     def delete_row(self, stmts: Any, hs: Any, params: Mapping[str, Any], tid: Tid) -> int:
         self._call("delete_row")

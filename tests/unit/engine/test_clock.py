@@ -187,7 +187,7 @@ class _Database:
         self.touched: list[str] = []
 
     @contextlib.contextmanager
-    def session(self, *, read_only: bool = False) -> Iterator[_Session]:
+    def session(self, *, read_only: bool = False, since: float | None = None) -> Iterator[_Session]:
         yield _Session(self)
 
 

@@ -14,13 +14,14 @@ from prometheus_client import CollectorRegistry
 
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep, by_name, configured_sweeps
+from reaper.db import WalMark
 from reaper.engine.batches import Deleter, batch_strategy
 from reaper.engine.context import Run
 from reaper.engine.interlock import EXACT_MARGIN, EligibleMeasure, TableWindow, judge_table
 from reaper.engine.result import SweepResult
 from reaper.engine.sizing import BatchSizer
 from reaper.engine.strategy import choose_strategy
-from reaper.errors import FullTableRefused
+from reaper.errors import ConnectionFailed, FullTableRefused
 from reaper.metrics import Metrics
 from reaper.vocab import SkipReason, StopReason, Strategy
 from tests.unit.engine.fakes import FakeHeap, FakeSession, statements
@@ -78,6 +79,8 @@ def test_a_row_a_foreign_key_keeps_is_isolated_and_only_it_is_skipped(
     table = SWEEP.table
     assert _metric(run, "reaper_skipped_rows_total", table=table, reason="foreign_key") == 1
     assert _metric(run, "reaper_skipped_rows_total", table=table, reason="locked") == 0
+    # Deleted rows are counted once durable: at the latest when the run ends.
+    assert run.count_durable(wait=1.0) == 0
     assert _metric(run, "reaper_deleted_rows_total", table=table, reason=SWEEP.reason) == 11
 
 
@@ -261,3 +264,99 @@ def test_a_window_refuses_the_run_that_would_finish_the_table() -> None:
     with pytest.raises(FullTableRefused, match="950 rows already deleted"):
         judge_table(session, SWEEP, stmts, {},  # type: ignore[arg-type]
                     EligibleMeasure({}, 950.0, 950.0), 0.95, TableWindow(0.0, 1900.0, 950))
+
+
+@pytest.mark.parametrize(("rows", "sampled_rows", "deleted"), [
+    (0, 0.0, 1900),  # the process emptied the table
+    (40, 0.0, 1860),  # a few rows left, none eligible, the heap's sample empty
+    (40, 40.0, 1860),  # the sample sees them, none eligible
+    (900, 900.0, 1000),  # the window's figures alone would refuse: 47% left, but none go
+])
+def test_a_run_with_nothing_to_delete_is_never_refused(
+    rows: int, sampled_rows: float, deleted: int
+) -> None:
+    """Once this process deleted most of a table in the window, a run that counts 0 eligible
+    rows goes on (it deletes nothing), however little of the table is left."""
+    session, stmts = _table(rows, 0)
+    judge_table(session, SWEEP, stmts, {},  # type: ignore[arg-type]
+                EligibleMeasure({}, sampled_rows, 0.0), 0.5,
+                TableWindow(0.0, 1900.0, deleted))
+    assert "count_eligible" in session.calls  # judged on counts, not on the sample
+    # One eligible row left of a (nearly) emptied table is still refused.
+    session, stmts = _table(max(rows, 10), 1)
+    with pytest.raises(FullTableRefused, match="already deleted"):
+        judge_table(session, SWEEP, stmts, {},  # type: ignore[arg-type]
+                    EligibleMeasure({}, float(max(rows, 10)), 1.0), 0.5,
+                    TableWindow(0.0, 1900.0, deleted))
+
+
+# -- the deleted-rows counter counts durable deletes only --------------------------------------
+
+
+class _WalSession(FakeSession):
+    """A session whose WAL marks are 1, 2, 3 ... and flushed up to ``flushed``; ``gone``:
+    the connection fails."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.next_mark = 0
+        self.flushed = 0
+        self.gone = False
+        self.started = "first"
+
+    def wal_mark(self, earlier: str | None = None, started: str | None = None) -> WalMark:
+        if self.gone:
+            raise ConnectionFailed("server closed the connection unexpectedly")
+        self.next_mark += 1
+        same = started in (None, self.started)
+        durable = earlier is None or (same and int(earlier) <= self.flushed)
+        return WalMark(str(self.next_mark), self.started, same, durable)
+
+
+def test_rows_are_counted_once_durable_and_never_when_unknown() -> None:
+    session = _WalSession()
+    run = _run(session, FakeHeap.of("nodes", blocks=1, per_block=1, garbage=[]))
+    run.sleep = lambda seconds: session.clock.advance(seconds)
+
+    def counted() -> float | None:
+        return _metric(run, "reaper_deleted_rows_total", table=SWEEP.table, reason=SWEEP.reason)
+
+    def batch(rows: int) -> None:
+        run.batch(rows, 0.1)
+        run.should_stop()  # before the next batch: where durability is checked
+
+    batch(100)  # the first batch sets mark 1 over its rows
+    assert counted() == 0
+    session.clock.advance(0.5)
+    batch(50)  # under a second since the last check: no round trip
+    assert session.next_mark == 1 and counted() == 0
+    session.clock.advance(1.0)
+    batch(25)  # mark 1 not flushed yet: nothing counted
+    assert counted() == 0
+    session.flushed = 1
+    session.clock.advance(1.0)
+    batch(10)  # mark 1 flushed: its 100 rows; the 85 since wait under mark 3
+    assert counted() == 100
+    session.flushed = 99  # the end of the run waits until every batch's rows are counted
+    assert run.count_durable(wait=5.0) == 0
+    assert counted() == 185
+    # The connection fails: the rows wait, and another session of the same server counts
+    # them (a killed backend: the server kept them).
+    run.batch(40, 0.1)
+    session.gone = True
+    assert run.count_durable(wait=5.0) == 40 and counted() == 185
+    other = _WalSession()
+    other.flushed, other.next_mark = 99, session.next_mark
+    assert run.count_durable(wait=5.0, session=other) == 0
+    assert counted() == 225
+    # A server restarted (or another one, after a failover) since: never counted.
+    session.gone, session.flushed = False, 99
+    run.batch(30, 0.1)
+    session.started = "second"
+    assert run.count_durable(wait=5.0) == 0
+    assert counted() == 225
+    # A flush that never comes within the wait: left uncounted, for the caller to give up.
+    session.started, session.flushed = "first", 0
+    run.batch(20, 0.1)
+    assert run.count_durable(wait=0.5) == 20
+    assert counted() == 225
