@@ -237,8 +237,8 @@ def print_results(
             console.print("the full-table interlock would stop these before their first delete:",
                           highlight=False)
             for r in interlocked:
-                console.print(Text.assemble((r.sweep, "yellow"), ": ", r.refusal_summary or ""),
-                              soft_wrap=True)
+                # Wrapped at the terminal's width: a long sweep name or count never runs past.
+                console.print(Text.assemble((r.sweep, "yellow"), ": ", r.refusal_summary or ""))
             console.print("(earlier: the rows the sweeps before it delete from the table); to "
                           "let one go on: max_eligible_fraction = 1 in its [sweeps.NAME]",
                           highlight=False)

@@ -285,11 +285,13 @@ def test_readiness_and_health_on_a_hot_standby(tmp_path) -> None:
         )
         _, body = wait_for(
             "/readyz 503 on a standby",
-            lambda: (r := http_get(http, "/readyz"))[0] == 503 and "standby" in r[1] and r,
+            lambda: (r := http_get(http, "/readyz"))[0] == 503 and "read-only" in r[1] and r,
         )
-        assert "in recovery" in body
+        # Anyone reads the class; the reason itself (a standby, in recovery) is logged.
+        assert "database read-only" in body
         assert http_get(http, "/healthz")[0] == 200
         assert reaper.terminate() == 0
+        assert "in recovery" in reaper.log_path.read_text()
     finally:
         subprocess.run([*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate",
                         "stop"], capture_output=True, timeout=60)
