@@ -5,6 +5,7 @@ leases that reaper deletes while it is held."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -55,3 +56,19 @@ def space_of(status: list[dict[str, Any]], sweep: str = "router_leases") -> dict
     assert row["space_error"] is None, row["space_error"]
     space: dict[str, Any] = row["space"]
     return space
+
+
+def dead_rows_counted(dsn: str, at_least: int, table: str = "routers") -> None:
+    """Wait (10 s at most) until the statistics count ``at_least`` dead rows in ``table``: a
+    backend reports its counts when it goes idle or exits, up to seconds after its commit."""
+    deadline = time.monotonic() + 10
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            row = conn.execute(
+                "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = %s::regclass",
+                (f"public.{table}",),
+            ).fetchone()
+            if (row and row[0] >= at_least) or time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
