@@ -9,13 +9,17 @@ CREATE INDEX IF NOT EXISTS nodes_bootstrap_enrolled_at_idx
 CREATE INDEX IF NOT EXISTS nodes_session_expires_at_idx
     ON nodes (expires_at) WHERE NOT banned;
 
--- enrollment_requests: when a request was resolved, or created if still pending, the very
--- expression of the sweep's predicate and of its "since". One ordered index scan serves the
--- batches and both gauges, and stops after LIMIT rows, oldest first: a BitmapOr of one index
--- per arm (resolved_at; created_at of pending requests) read every eligible entry before the
--- LIMIT applied (666,667 entries, 40 ms, for a 500-row gauge; 0.3 ms so).
-CREATE INDEX IF NOT EXISTS enrollment_requests_resolved_or_created_idx
-    ON enrollment_requests ((coalesce(resolved_at, created_at)));
+-- enrollment_requests: resolved_at < cutoff OR (resolved_at IS NULL AND created_at < cutoff),
+-- one index per arm, of the kind a control plane already has. Each arm is read as an ordered
+-- range of its own index, stopped by its LIMIT (a batch's victims, the gauges): a BitmapOr
+-- of the two read every eligible entry before the LIMIT applied (666,667 entries, 40 ms, for
+-- a 500-row gauge).
+CREATE INDEX IF NOT EXISTS enrollment_requests_resolved_at_idx
+    ON enrollment_requests (resolved_at);
+
+-- The pending requests only: the arm that reads created_at is that of resolved_at IS NULL.
+CREATE INDEX IF NOT EXISTS enrollment_requests_pending_created_at_idx
+    ON enrollment_requests (created_at) WHERE resolved_at IS NULL;
 
 -- The foreign key's referencing column first (without it every token delete scans the
 -- requests), then the age that enrollment_requests_ephemeral compares, greatest(resolved_at,

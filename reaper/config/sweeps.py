@@ -120,8 +120,11 @@ class Builtin:
         retention_settings: cutoff parameter -> the retention setting that gives it (a field
             of :class:`Settings`, e.g. ``node_retention``).
         interval: its default interval (``--interval`` and ``[sweeps.NAME] interval`` win).
-        The others: as :class:`Sweep`'s; the predicate and ``since`` are SQL files of the
-        package, reviewed with its code (``sql/sweeps/``, ``sql/since/``).
+        rule: its predicate as a declaration, compiled like a ``[sweeps.NAME]`` table's
+            (:func:`reaper.sqltext.declared.compile_declaration`, its cutoff the single
+            retention's); None: the SQL files of the package, reviewed with its code
+            (``sql/sweeps/<name>.sql``, ``sql/since/<name>.sql``).
+        The others: as :class:`Sweep`'s.
     """
 
     name: str
@@ -132,6 +135,7 @@ class Builtin:
     indexes: tuple[str, ...]
     after: tuple[str, ...] = ()
     interval: timedelta = DEFAULT_SWEEP_INTERVAL
+    rule: declared.Rule | None = None
 
 
 BUILTINS: tuple[Builtin, ...] = (
@@ -160,13 +164,21 @@ BUILTINS: tuple[Builtin, ...] = (
         ("nodes_bootstrap_enrolled_at_idx",),
         interval=EPHEMERAL_SWEEP_INTERVAL,
     ),
+    # Resolved before the cutoff, or still pending and created before it, whatever the
+    # token: resolved_at < cutoff OR (resolved_at IS NULL AND created_at < cutoff), two
+    # disjoint arms, each an ordered range of its own index (resolved_at; created_at of the
+    # pending requests). Requests of ephemeral tokens go sooner, by their own sweep; one still
+    # here past this cutoff is eligible for both, and whichever runs first deletes it.
+    # Excluding them here would cost every row a look at its token: an anti-join that made a
+    # heap walk's batch take 30-90% longer (10,000 rows, 100,000 tokens).
     Builtin(
         "enrollment_requests",
         "enrollment_requests",
         "stale",
         {"cutoff": "node_retention"},
         "requests resolved, or pending, for more than node_retention",
-        ("enrollment_requests_resolved_or_created_idx",),
+        ("enrollment_requests_resolved_at_idx", "enrollment_requests_pending_created_at_idx"),
+        rule=declared.Rule(age=("resolved_at", "created_at")),
     ),
     Builtin(
         "enrollment_requests_ephemeral",
@@ -413,11 +425,17 @@ def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
             _own_retentions(builtin.name, body.retention, list(builtin.retention_settings))
         )
     table = TableName(settings.schema, builtin.table)
+    cutoffs = tuple(builtin.retention_settings)
+    predicate = (
+        declared.builtin(builtin.name, table, cutoffs) if builtin.rule is None
+        else declared.compile_declaration(table.schema, table.name, (builtin.rule,),
+                                          cutoffs=cutoffs)
+    )
     return Sweep(
         name=builtin.name,
         table=table,
         reason=builtin.reason,
-        predicate=declared.builtin(builtin.name, table, tuple(builtin.retention_settings)),
+        predicate=predicate,
         retentions=retentions,
         after=tuple(dict.fromkeys(builtin.after + body.after)),
         description=builtin.description,

@@ -17,6 +17,44 @@ from reaper.sqltext.names import TableName
 # TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
 MIN_HEAP_WALK_VERSION = 140000
 
+# The pieces of first_eligible.sql that differ between the statements that read the first
+# eligible rows: what they select, and the tuple ids a run skipped (left out of its batches).
+_CTID = sql.SQL("ctid")
+_ONE = sql.SQL("1")
+_NOTHING = sql.SQL("")
+_NOT_SKIPPED = sql.SQL(" AND ctid <> ALL (%(skip)s::tid[])")
+_LIMIT = sql.Placeholder("limit")
+_ALL = sql.SQL("ALL")
+
+
+def first_eligible(
+    predicate: Predicate,
+    *,
+    columns: sql.Composable,
+    relation: sql.Composable,
+    limit: sql.Composable = _LIMIT,
+    also: sql.Composable = _NOTHING,
+    arm_limit: sql.Composable | None = None,
+) -> sql.Composed:
+    """``SELECT columns FROM relation WHERE predicate [also] LIMIT limit``: the first
+    ``limit`` rows the predicate matches, in no order (``first_eligible.sql``). A predicate
+    with :attr:`~reaper.sqltext.declared.Predicate.arms` is read arm by arm
+    (``first_eligible_arms.sql``): each arm's first ``limit`` rows in its age's order, an
+    ordered range of its own index that stops after ``limit`` entries, then UNION ALL (the
+    arms are disjoint), at most ``limit`` in all. ``also``: more of the WHERE clause
+    (`` AND ...``) or nothing. ``arm_limit``: each arm's own limit, when not ``limit``."""
+    parts = {"columns": columns, "relation": relation, "limit": limit, "also": also}
+    if not predicate.arms:
+        return sql.SQL(sqltext.engine("first_eligible")).format(
+            predicate=predicate.where, **parts
+        )
+    arm = sqltext.engine("first_eligible_arm")
+    each = dict(parts, limit=limit if arm_limit is None else arm_limit)
+    arms = sql.SQL(" UNION ALL ").join(
+        sql.SQL(arm).format(arm=a.where, age=a.age, **each) for a in predicate.arms
+    )
+    return sql.SQL(sqltext.engine("first_eligible_arms")).format(arms=arms, limit=limit)
+
 
 def _table(table: TableName) -> TableName:
     if not isinstance(table, TableName):
@@ -108,23 +146,31 @@ class HeapStatements:
     ``table.column`` reads the same in every heap.
     """
 
-    def __init__(self, heap: Heap, table: TableName, predicate: sql.Composable) -> None:
+    def __init__(self, heap: Heap, predicate: Predicate) -> None:
         self.heap = heap
         parts = {
             "heap": sql.Identifier(heap.schema, heap.name),
-            "alias": sql.Identifier(table.name),
-            "predicate": predicate,
+            "alias": sql.Identifier(predicate.table.name),
+            "predicate": predicate.where,
         }
 
-        def compose(name: str) -> sql.Composed:
-            return sql.SQL(sqltext.engine(name)).format(**parts)
+        def compose(name: str, **more: sql.Composable) -> sql.Composed:
+            return sql.SQL(sqltext.engine(name)).format(**parts, **more)
+
+        # The index path's victims: the first eligible rows of this heap alone, not skipped.
+        only = sql.SQL("ONLY {} AS {}").format(parts["heap"], parts["alias"])
+
+        def victims(limit: sql.Composable) -> sql.Composed:
+            return first_eligible(predicate, columns=_CTID, relation=only, limit=limit,
+                                  also=_NOT_SKIPPED)
 
         self.lock_heap = compose("lock_heap")
         self.heap_batch = compose("heap_batch")
         self.heap_range_batch = compose("heap_range_batch")
-        self.index_batch = compose("index_batch")
+        self.index_batch = compose("index_batch", victims=victims(_LIMIT))
         self.heap_first_victim = compose("heap_first_victim")
-        self.index_first_victim = compose("index_first_victim")
+        self.index_first_victim = compose("index_first_victim",
+                                          victims=victims(sql.Literal(1)))
         self.delete_row = compose("delete_row")
         self.count_eligible = compose("heap_count_eligible")
         self.count_rows = compose("heap_count_rows")
@@ -146,19 +192,30 @@ class SweepStatements:
         cutoff_param = predicate.cutoffs[0] if predicate.cutoffs else "cutoff"
         self.predicate = predicate
         self.table = table
-        self.heaps = tuple(HeapStatements(h, table, where) for h in heaps)
+        self.heaps = tuple(HeapStatements(h, predicate) for h in heaps)
         parts = {"table": table_identifier(table), "predicate": where}
         # What a batch reads, planned over the declared table (reaper check): one victims
-        # query through the predicate's index, across every heap the table covers.
-        self.index_plan = sql.SQL(sqltext.engine("index_plan")).format(**parts)
+        # query through the predicate's index (each arm's), across every heap the table covers.
+        self.index_plan = sql.SQL(sqltext.engine("index_plan")).format(
+            victims=first_eligible(predicate, columns=_CTID, relation=parts["table"],
+                                   limit=sql.Placeholder("batch_size")),
+        )
         self.count_eligible = sql.SQL(sqltext.engine("count_eligible")).format(**parts)
         self.estimate_eligible = sql.SQL(sqltext.engine("estimate_eligible")).format(**parts)
         self._parts = parts
-        self.backlog_rows = sql.SQL(sqltext.engine("backlog_rows")).format(**parts)
+        self.backlog_rows = sql.SQL(sqltext.engine("backlog_rows")).format(
+            eligible=first_eligible(predicate, columns=_ONE, relation=parts["table"]),
+        )
         self.backlog_oldest: sql.Composed | None = None
         if predicate.since is not None:
+            since = sql.SQL("({})::timestamptz AS since").format(predicate.since)
+            # Each arm's first row in its age's order is its oldest (its age is the "since"
+            # of its rows): one row per arm makes the gauge exact, whatever --backlog-limit.
+            oldest = first_eligible(predicate, columns=since, relation=parts["table"],
+                                    **({"limit": _ALL, "arm_limit": sql.Literal(1)}
+                                       if predicate.arms else {}))
             self.backlog_oldest = sql.SQL(sqltext.engine("backlog_oldest")).format(
-                since=predicate.since, cutoff=sql.Placeholder(cutoff_param), **parts
+                eligible=oldest, cutoff=sql.Placeholder(cutoff_param),
             )
         self.sample_eligible = sql.SQL(sqltext.engine("sample_eligible")).format(
             heap=parts["table"], alias=sql.Identifier(table.name),
@@ -172,15 +229,24 @@ class SweepStatements:
 
     def oldest_eligible(self) -> sql.Composed | None:
         """``SELECT least(min(age), ...) FROM table WHERE predicate`` over the expressions the
-        predicate compares with a cutoff (None when it names none)."""
+        predicate compares with a cutoff (None when it names none); with arms, the least of
+        each arm's ``min(age)`` over that arm's rows, each served by its own index."""
         if not self.predicate.ages:
             return None
-        oldest = sql.SQL("least({})").format(
-            sql.SQL(", ").join(
-                sql.SQL("min(({})::timestamptz)").format(e) for e in self.predicate.ages
+
+        def oldest_of(where: sql.Composable, ages: Sequence[sql.Composable]) -> sql.Composed:
+            mins = sql.SQL(", ").join(sql.SQL("min(({})::timestamptz)").format(e) for e in ages)
+            return sql.SQL(sqltext.engine("oldest_of")).format(
+                mins=mins, table=self._parts["table"], predicate=where
             )
+
+        sources = (
+            [oldest_of(a.where, [a.age]) for a in self.predicate.arms] if self.predicate.arms
+            else [oldest_of(self.predicate.where, self.predicate.ages)]
         )
-        return sql.SQL(sqltext.engine("oldest_eligible")).format(oldest=oldest, **self._parts)
+        return sql.SQL(sqltext.engine("oldest_eligible")).format(
+            oldest=sql.SQL(", ").join(sources)
+        )
 
     def required_privileges(self) -> list[tuple[TableName, str]]:
         """``(table, privilege)`` pairs the batches need: SELECT on every table read, DELETE on

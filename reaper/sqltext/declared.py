@@ -91,6 +91,23 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Arm:
+    """One arm of a predicate that is an OR of disjoint arms: the rows it matches are those of
+    ``where``, ordered by ``age`` (the expression it compares with its cutoff), which one
+    index serves as an ordered range.
+
+    Attributes:
+        where: the arm's predicate, whole (it holds the predicate's other conjuncts too).
+        age: the expression the arm compares with its cutoff; on the arm's rows it is the
+            predicate's ``since`` (the first age that is not NULL), so the arm's first row in
+            its order is its oldest.
+    """
+
+    where: sql.Composable
+    age: sql.Composable
+
+
+@dataclass(frozen=True)
 class Predicate:
     """A sweep's eligibility predicate, composed.
 
@@ -112,6 +129,12 @@ class Predicate:
         reads: a declaration's ``(table, column)`` pairs, every column it names, for
             :meth:`reaper.db.Session.statements` to check against the catalog (empty for
             reviewed text).
+        arms: when ``where`` is an OR of arms that no row matches two of (a rule of several
+            age columns: arm ``i`` holds ``age[j] IS NULL`` for every ``j < i`` and
+            ``age[i] < cutoff``), each arm; the statements that want the first ``n``
+            eligible rows read each arm as its own ordered index range, ``n`` at most
+            (:class:`reaper.db.SweepStatements`), where ``WHERE (a OR b) LIMIT n`` is a
+            BitmapOr that reads every eligible entry before the ``LIMIT``. Empty: one range.
     """
 
     table: TableName
@@ -125,6 +148,7 @@ class Predicate:
     key_column: str | None = None
     text: str | None = None
     reads: tuple[tuple[TableName, str], ...] = ()
+    arms: tuple[Arm, ...] = ()
 
 
 def cutoff_name(rule: int) -> str:
@@ -164,8 +188,12 @@ def _or(parts: Sequence[sql.Composable]) -> sql.Composable:
     return sql.SQL(" OR ").join(sql.SQL("({})").format(p) for p in parts)
 
 
-def _rule(rule: Rule, cutoff: str) -> tuple[sql.Composable, list[sql.Composable]]:
-    """A rule's predicate and the expressions it compares with its cutoff."""
+def _rule(
+    rule: Rule, cutoff: str
+) -> tuple[sql.Composable, list[sql.Composable], list[sql.Composable]]:
+    """A rule's predicate, the expressions it compares with its cutoff, and its arms (one
+    per age column, disjoint: arm ``i`` holds every earlier age ``IS NULL``, and its own
+    age ``< cutoff``, which no NULL satisfies), the rule's ``where`` in none of them."""
     when = _and([_filter(f) for f in rule.age_when]) if rule.age_when else None
 
     def age(column: str) -> sql.Composable:
@@ -181,7 +209,7 @@ def _rule(rule: Rule, cutoff: str) -> tuple[sql.Composable, list[sql.Composable]
     out = arms[0] if len(arms) == 1 else _or(arms)
     if rule.where:
         out = _and([out, *(_filter(f) for f in rule.where)])
-    return out, ages
+    return out, ages, arms
 
 
 def _reference(ref: Reference, key_table: str) -> sql.Composable:
@@ -203,11 +231,18 @@ def _reference(ref: Reference, key_table: str) -> sql.Composable:
 
 
 def compile_declaration(
-    schema: str, table: str, rules: Sequence[Rule], references: Sequence[Reference] = ()
+    schema: str,
+    table: str,
+    rules: Sequence[Rule],
+    references: Sequence[Reference] = (),
+    *,
+    cutoffs: Sequence[str] = (),
 ) -> Predicate:
     """The predicate of a declared sweep over ``schema.table``:
     ``(rule 1) OR (rule 2) ... AND NOT EXISTS (reference 1) AND ...``, rule ``n`` bounded by
-    the cutoff parameter :func:`cutoff_name` (n).
+    the cutoff parameter ``cutoffs[n - 1]`` (default :func:`cutoff_name` (n)). A single rule
+    of several age columns has :attr:`Predicate.arms`: its arms, each with the rule's
+    ``where`` and the references.
 
     Raises:
         ValueError: no rule, a rule without an age column, a filter without a value, a
@@ -215,9 +250,12 @@ def compile_declaration(
     """
     if not rules:
         raise ValueError("a declared sweep needs at least one rule")
+    if cutoffs and len(cutoffs) != len(rules):
+        raise ValueError(f"{len(rules)} rule(s) need as many cutoff names, not {len(cutoffs)}")
+    names = list(cutoffs) or [cutoff_name(n) for n in range(1, len(rules) + 1)]
     arms: list[sql.Composable] = []
     ages: list[sql.Composable] = []
-    cutoffs: list[str] = []
+    rule_arms: list[sql.Composable] = []
     columns: list[str] = []
     age_columns: list[str] = []
     for n, rule in enumerate(rules, 1):
@@ -226,8 +264,7 @@ def compile_declaration(
         for f in (*rule.age_when, *rule.where):
             if f.op in ("eq", "ne") and not f.values:
                 raise ValueError(f"rule {n}: column {f.column} is compared with no value")
-        cutoffs.append(cutoff_name(n))
-        arm, rule_ages = _rule(rule, cutoffs[-1])
+        arm, rule_ages, rule_arms = _rule(rule, names[n - 1])
         arms.append(arm)
         ages += rule_ages
         age_columns += rule.age
@@ -237,8 +274,17 @@ def compile_declaration(
             raise ValueError(f"a reference key may not be named {_REF_COLUMN}")
         columns.append(ref.key)
     where = arms[0] if len(arms) == 1 else _or(arms)
+    guards = [_reference(r, table) for r in references]
     if references:
-        where = _and([where, *(_reference(r, table) for r in references)])
+        where = _and([where, *guards])
+    # Several rules may match one row (no disjoint arms); one rule of one age is one range.
+    disjoint: tuple[Arm, ...] = ()
+    if len(rules) == 1 and len(rule_arms) > 1:
+        conditions = [_filter(f) for f in rules[0].where] + guards
+        disjoint = tuple(
+            Arm(where=_and([arm, *conditions]) if conditions else arm, age=age)
+            for arm, age in zip(rule_arms, ages, strict=True)
+        )
     first_ages = ages[: len(rules[0].age)]
     since = (
         first_ages[0] if len(first_ages) == 1
@@ -254,7 +300,7 @@ def compile_declaration(
     return Predicate(
         table=swept,
         where=where,
-        cutoffs=tuple(cutoffs),
+        cutoffs=tuple(names),
         since=since,
         ages=tuple(ages),
         columns=tuple(dict.fromkeys(columns)),
@@ -267,6 +313,7 @@ def compile_declaration(
             [(swept, c) for c in columns]
             + [(TableName(r.schema, r.table), r.column) for r in references]
         )),
+        arms=disjoint,
     )
 
 

@@ -2,11 +2,12 @@
 -- deleted by their tuple ids. For a few garbage rows scattered through a large table; the
 -- heap walk takes over when garbage is a large part of the table. Returns the rows deleted
 -- and the rows selected. FROM ONLY, no row lock and the predicate's re-check: as in
--- heap_batch.sql.
+-- heap_batch.sql. {victims} is first_eligible.sql of ctid from ONLY {heap} AS {alias}, the
+-- rows skipped left out, LIMIT %(limit)s: for a predicate that is an OR of disjoint arms,
+-- first_eligible_arms.sql, one ordered range of each arm's index; the DELETE re-checks the
+-- whole {predicate}.
 WITH victims AS MATERIALIZED (
-    SELECT ctid FROM ONLY {heap} AS {alias}
-    WHERE ({predicate}) AND ctid <> ALL (%(skip)s::tid[])
-    LIMIT %(limit)s
+    {victims}
 ), gone AS (
     DELETE FROM ONLY {heap} AS {alias}
     WHERE ctid = ANY (ARRAY(SELECT ctid FROM victims))

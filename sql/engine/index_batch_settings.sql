@@ -7,5 +7,10 @@
 -- Hash and merge joins off: a join in the predicate is a nested loop into indexes, stopped by
 -- the LIMIT; a merge join of enrollment_requests_ephemeral's gauge read 3,040,000 pages
 -- (13.7 s) to count 100 rows.
+-- Sorts off: the only ORDER BY an index batch or a gauge has is that of each arm of a
+-- predicate that is an OR of disjoint arms (first_eligible_arm.sql), which must be an ordered
+-- range of the arm's index, stopped by its LIMIT. With sorts on, the planner read an arm
+-- through a bitmap of every eligible entry and sorted them, when it estimated few.
 SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true),
-       set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)
+       set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
+       set_config('enable_sort', 'off', true)

@@ -349,8 +349,7 @@ def test_no_builtin_predicate_reads_another_table_whole_per_batch(
     scan of another table (each reads that table whole, in every batch)."""
     seed_ephemeral_tokens(conn, 2000, 2000, 20, fresh_ephemeral=2000)
     s = SWEEPS[sweep]
-    assert s.predicate.text is not None
-    where = s.predicate.text % {p: "now() - interval '1 hour'" for p in s.cutoffs}
+    where = s.predicate.where.as_string(conn) % {p: "now() - interval '1 hour'" for p in s.cutoffs}
     query = f"SELECT ctid FROM {s.table} WHERE ({where}) LIMIT 1000"
     for heap_walk in (True, False):
         nodes = nodes_of(planned(conn, query, heap_walk=heap_walk))

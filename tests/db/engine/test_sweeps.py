@@ -351,7 +351,7 @@ def test_rows_that_two_builtin_sweeps_share(conn, dsn) -> None:
         if s.table in key:
             cutoffs = {p: db_now - r for p, r in s.retentions.items()}
             eligible[s.name] = {r[0] for r in conn.execute(
-                f"SELECT {key[s.table]} FROM {s.table} WHERE ({s.predicate.text})",
+                f"SELECT {key[s.table]} FROM {s.table} WHERE ({s.predicate.where.as_string(conn)})",
                 cutoffs,
             )}
             assert eligible[s.name], s.name

@@ -38,7 +38,8 @@ try:
     texts = {n: sqltext.read(n) for n in names}
     from reaper.config.settings import build_settings
     from reaper.config.sweeps import configured_sweeps
-    predicates = {s.name: s.predicate.text for s in configured_sweeps(build_settings({}))
+    predicates = {s.name: s.predicate.where.as_string(None)
+                  for s in configured_sweeps(build_settings({}))
                   if s.builtin}
     error = None
 except Exception as exc:
