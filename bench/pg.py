@@ -25,6 +25,7 @@ from psycopg import sql
 from reaper import sqltext
 from reaper.db import table_identifier
 from reaper.dev import devserver
+from reaper.sqltext.names import TableName
 
 SQL_DIR = Path(__file__).with_name("sql")
 
@@ -36,13 +37,13 @@ def bench_sql(name: str) -> str:
 
 
 def compose(
-    name: str, table: str, predicate: str | sql.Composable = "TRUE", key: str = "id"
+    name: str, table: str | TableName, predicate: str | sql.Composable = "TRUE", key: str = "id"
 ) -> sql.Composed:
     """A bench statement with ``{table}``, ``{predicate}`` (bench text, or a sweep's composed
     predicate) and ``{key}`` filled in."""
     where = sql.SQL(predicate) if isinstance(predicate, str) else predicate
     return sql.SQL(bench_sql(name)).format(
-        table=table_identifier(table), predicate=where, key=sql.Identifier(key)
+        table=table_identifier(TableName.parse(table)), predicate=where, key=sql.Identifier(key)
     )
 
 

@@ -7,7 +7,8 @@ the daemon never look a value up by a setting's name. The engine (:mod:`reaper.e
 nothing about any one table: it takes a sweep's table, its predicate (composed by
 :mod:`reaper.sqltext.declared`: from the reviewed SQL files under ``reaper/sql/sweeps/`` for
 the built-ins, or a declaration of their own (:attr:`Builtin.rule`), from the data of a
-``[sweeps.NAME]`` table for the others; no SQL text of a config file reaches the server), its retentions and the sweeps that must run before it.
+``[sweeps.NAME]`` table for the others; no SQL text of a config file reaches the server),
+its retentions and the sweeps that must run before it.
 """
 
 from __future__ import annotations
