@@ -398,3 +398,28 @@ def test_a_zero_global_batch_size_is_refused(
     code, err = run_cli(tmp_path, capsys, GOOD, *args)
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and "batch" in err.lower(), err
+
+
+def test_a_rule_of_several_ages_has_disjoint_arms_and_several_rules_have_none() -> None:
+    """Arm i of a rule holds every earlier age IS NULL and its own age < cutoff, and the rule's
+    filters and references; several rules (which may match one row) and one age have none."""
+    from reaper.sqltext.declared import Filter, Reference, Rule, compile_declaration
+
+    ref = Reference("public", "holds", "ticket_id", "id")
+    three = compile_declaration(
+        "public", "tickets", [Rule(("a", "b", "c"), where=(Filter("kind", "eq", ("x",)),))],
+        [ref], cutoffs=["cutoff"],
+    )
+    arms = [a.where.as_string(None) for a in three.arms]
+    assert [a.age.as_string(None) for a in three.arms] == ['"a"', '"b"', '"c"']
+    assert arms[0].startswith('(("a" OPERATOR(pg_catalog.<) %(cutoff)s))')
+    assert arms[1].startswith('(("a" IS NULL) AND ("b" OPERATOR(pg_catalog.<) %(cutoff)s))')
+    assert arms[2].startswith('(("a" IS NULL) AND ("b" IS NULL) AND ("c" OPERATOR')
+    assert all('"kind" OPERATOR(pg_catalog.=)' in a and "NOT EXISTS" in a for a in arms)
+    assert three.cutoffs == ("cutoff",)
+    assert three.since is not None and three.since.as_string(None) == 'COALESCE("a", "b", "c")'
+
+    assert compile_declaration("public", "t", [Rule(("a",))]).arms == ()
+    assert compile_declaration("public", "t", [Rule(("a", "b")), Rule(("c",))]).arms == ()
+    with pytest.raises(ValueError, match="cutoff names"):
+        compile_declaration("public", "t", [Rule(("a",))], cutoffs=["x", "y"])
