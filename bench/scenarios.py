@@ -448,9 +448,11 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
     from reaper.db import Database
     from reaper.engine.run import compute_cutoffs
 
+    from reaper.sqltext.names import TableName
+
     config = load_config({"dsn": server.dsn_of(template)})
     settings = config.settings
-    tables = sorted({s.table for s in BUILTINS})
+    tables = sorted({TableName.parse(s.table) for s in BUILTINS})
     out: list[tuple[str, list[float], Any]] = []
     with Database(connection_settings(settings), max_connections=1) as db, db.session() as session:
         calls: list[tuple[str, Callable[[], Any]]] = [
