@@ -447,7 +447,6 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
     from reaper.config.sweeps import BUILTINS
     from reaper.db import Database
     from reaper.engine.run import compute_cutoffs
-
     from reaper.sqltext.names import TableName
 
     config = load_config({"dsn": server.dsn_of(template)})
