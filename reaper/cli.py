@@ -220,6 +220,13 @@ def run_once(
     """
     config = load(config_path, raw)
     settings, sweeps = config.settings, config.enabled(sweep_names)
+    stdout = [s.name for s in sweeps if s.archive_file == "-"]
+    if as_json and stdout and not dry_run:
+        raise errors.ConfigError(
+            f'[sweeps.{stdout[0]}] archive_file: "-" writes the deleted rows to standard '
+            "output, where --json writes its report; give the archive a file's path, or "
+            "leave out --json"
+        )
     db = open_database(settings)
     db.check_connection()
     if not dry_run:

@@ -17,6 +17,7 @@ from typing import Any
 
 from reaper.config.values import (
     EXPECTED,
+    archive_file,
     boolean,
     column_names,
     did_you_mean,
@@ -161,6 +162,12 @@ class SweepSettings:
             row. Checked by :mod:`reaper.config.declare`.
         predicate, since: SQL text of a former release's declaration, kept only to refuse it
             with its translation (no SQL text of a config file reaches the server).
+        key: a declared sweep's key columns, that name each deleted row in its batch's
+            ``batch_keys`` line (None: the table's primary key).
+        archive: ``schema.table`` that each batch inserts the rows it deletes into, in the
+            statement that deletes them (None: no archive table).
+        archive_file: an absolute path, or ``-`` for standard output, that each batch's
+            deleted rows are written to as JSON lines before its COMMIT (None: none).
     """
 
     enabled: bool = True
@@ -186,6 +193,9 @@ class SweepSettings:
     keep_referenced: tuple[Mapping[str, Any], ...] | None = None
     predicate: str | None = None
     since: str | None = None
+    key: tuple[str, ...] | None = None
+    archive: str | None = None
+    archive_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -533,11 +543,6 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
         if not isinstance(body, dict):
             raise ConfigError(f"{where} must be a table")
         body = {k.replace("-", "_"): v for k, v in body.items()}
-        if "key" in body:
-            raise ConfigError(
-                f"{where}: remove 'key': reaper batches by tuple id (ctid), selected and "
-                "re-checked in one statement, so a sweep needs no key column"
-            )
         unknown = set(body) - _SWEEP_KEYS
         if unknown:
             guesses = "".join(
@@ -580,6 +585,9 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "keep_referenced": table_list,
         "predicate": nonempty_text,
         "since": nonempty_text,
+        "key": column_names,
+        "archive": one_line,
+        "archive_file": scalar(archive_file),
     }
     return SweepSettings(**{k: keyed(k, parsers[k], v) for k, v in body.items()})
 

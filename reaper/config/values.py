@@ -395,6 +395,18 @@ def one_line(value: Any) -> str:
     return text
 
 
+def archive_file(value: Any) -> str:
+    """Where a sweep writes its deleted rows as JSON lines: an absolute path, or ``-`` for
+    standard output (a daemon's working directory is not one to rely on)."""
+    text = one_line(value)
+    if text != "-" and not text.startswith("/"):
+        raise ValueError(
+            f"{shown(text)} is not an absolute path; give one (e.g. "
+            '"/var/lib/reaper/archive.jsonl"), or "-" for standard output'
+        )
+    return text
+
+
 def retentions(value: Any) -> timedelta | dict[str, timedelta]:
     if isinstance(value, dict):
         if not value:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +30,10 @@ from reaper.db.statements import (
 # session's lock_timeout): then it fails, and the runner splits it until the held row is
 # alone. Far below deadlock_timeout (1 s by default), so reaper always gives up first.
 BATCH_LOCK_TIMEOUT_MS = 5
+
+
+# Called with what a batch did, after its statement and before its COMMIT.
+BeforeCommit = Callable[[BatchRows], None]
 
 
 class _OverLimit(Exception):
@@ -179,6 +183,7 @@ class Session(Catalog, AdvisoryLocks):
         limit: int,
         skip: Sequence[tuple[int, int]] = (),
         range_first: bool = True,
+        before_commit: BeforeCommit | None = None,
     ) -> BatchRows:
         """One heap-walk batch: delete the first ``limit`` garbage rows (in tuple id order) of
         heap ``hs`` from tuple id ``first`` to block ``end_block`` (excluded), minus ``skip``.
@@ -190,6 +195,8 @@ class Session(Catalog, AdvisoryLocks):
 
         One transaction, no row lock: a row a writer holds fails the batch within
         ``BATCH_LOCK_TIMEOUT_MS``. Returns what it did; ``last`` is the last tuple id selected.
+        ``before_commit``: called with what the batch did after its statement, before its
+        COMMIT (an exception it raises rolls the batch back); never for a range rolled back.
 
         Raises:
             StatementTimeout: past statement_timeout (SQLSTATE 57014) or a row a writer held
@@ -203,10 +210,11 @@ class Session(Catalog, AdvisoryLocks):
         # held more than ``limit`` victims; then the range's first ``limit`` victims.
         if range_first:
             try:
-                return self._batch(hs, hs.heap_range_batch, p, stmts, at_most=limit)
+                return self._batch(hs, hs.heap_range_batch, p, stmts, at_most=limit,
+                                   before_commit=before_commit)
             except _OverLimit:
                 pass
-        return self._batch(hs, hs.heap_batch, p, stmts)
+        return self._batch(hs, hs.heap_batch, p, stmts, before_commit=before_commit)
 
     def delete_index_batch(
         self,
@@ -215,11 +223,14 @@ class Session(Catalog, AdvisoryLocks):
         params: Mapping[str, Any],
         limit: int,
         skip: Sequence[tuple[int, int]] = (),
+        before_commit: BeforeCommit | None = None,
     ) -> BatchRows:
         """One index-served batch: delete at most ``limit`` garbage rows of heap ``hs``, minus
-        ``skip``. One transaction, no row lock; raises as :meth:`delete_heap_batch`."""
+        ``skip``. One transaction, no row lock; raises and calls ``before_commit`` as
+        :meth:`delete_heap_batch`."""
         p = dict(params, limit=limit, skip=[tid_text(t) for t in skip])
-        return self._batch(hs, hs.index_batch, p, stmts, index=True)
+        return self._batch(hs, hs.index_batch, p, stmts, index=True,
+                           before_commit=before_commit)
 
     def first_victim(
         self,
@@ -252,11 +263,14 @@ class Session(Catalog, AdvisoryLocks):
         hs: HeapStatements,
         params: Mapping[str, Any],
         tid: tuple[int, int],
-    ) -> int:
+        before_commit: BeforeCommit | None = None,
+    ) -> BatchRows:
         """Delete the row at ``tid`` of heap ``hs`` if the predicate still holds for it (0 or
-        1 row). One transaction; raises as :meth:`delete_heap_batch`."""
-        rows = self._batch(hs, hs.delete_row, dict(params, tid=tid_text(tid)), stmts)
-        return max(rows.deleted, 0)
+        1 row deleted; 1 selected). One transaction; raises and calls ``before_commit`` as
+        :meth:`delete_heap_batch`."""
+        rows = self._batch(hs, hs.delete_row, dict(params, tid=tid_text(tid)), stmts,
+                           before_commit=before_commit)
+        return BatchRows(max(rows.deleted, 0), 1, tid, rows.keys, rows.lines)
 
     def _batch(
         self,
@@ -267,12 +281,14 @@ class Session(Catalog, AdvisoryLocks):
         *,
         index: bool = False,
         at_most: int | None = None,
+        before_commit: BeforeCommit | None = None,
     ) -> BatchRows:
         """Run one batch statement of heap ``hs`` in its own transaction, after the heap's
         table lock (lock_heap.sql, under the session's lock_timeout) and the batch settings;
         with ``at_most``, roll it back (raising _OverLimit) when it deleted more rows than
-        that. The statement returns one row ``(deleted, selected, last_tid)``, or none (a
-        bare DELETE: its row count)."""
+        that; then ``before_commit`` with what it did, before COMMIT. The statement returns
+        one row ``(deleted, selected, last_tid, keys, lines)``, or none (a bare DELETE: its
+        row count)."""
         self._require_own_session()
         # In pipeline mode: BEGIN, the settings and the batch go in one round trip, COMMIT in
         # a second (four round trips otherwise; on a loaded 2-core machine they were most of
@@ -292,9 +308,13 @@ class Session(Catalog, AdvisoryLocks):
                 row = cur.fetchone()
                 assert row is not None
                 result = BatchRows(int(row[0]), int(row[1]),
-                                   parse_tid(row[2]) if row[2] else None)
+                                   parse_tid(row[2]) if row[2] else None,
+                                   tuple(tuple(k) for k in row[3] or ()), tuple(row[4] or ()))
             if at_most is not None and result.deleted > at_most:
                 raise _OverLimit  # rolls the transaction back: nothing was deleted
+            if before_commit is not None:
+                # Inside the transaction: what it raises rolls the batch back.
+                before_commit(result)
         return result
 
     def backlog_rows(

@@ -112,6 +112,7 @@ class Deleter:
         self.sizer.succeeded(seconds)
         self._measured(limit, seconds)
         self.run.batch(rows.deleted, seconds)
+        self.run.deleted_keys(self.hs.heap.table, self.hs.trail.keys, rows)
         return rows
 
     def _fail_run(self, exc: errors.DatabaseError) -> None:
@@ -152,7 +153,8 @@ class Deleter:
             return BatchRows(0, 0, None)
         run = self.run
         try:
-            deleted = run.session.delete_row(run.statements, self.hs, run.params, tid)
+            rows = run.session.delete_row(run.statements, self.hs, run.params, tid,
+                                          before_commit=run.before_commit)
         except errors.DatabaseError as exc:
             self._fail_run(exc)
             if skip_reason(exc) == SkipReason.TIMEOUT:
@@ -164,8 +166,9 @@ class Deleter:
         seconds = run.clock() - t0
         self.splitter.succeeded()
         self.sizer.succeeded(seconds)
-        run.batch(deleted, seconds)
-        return BatchRows(deleted, 1, tid)
+        run.batch(rows.deleted, seconds)
+        run.deleted_keys(self.hs.heap.table, self.hs.trail.keys, rows)
+        return rows
 
 
 class BatchStrategy(Protocol):
@@ -281,7 +284,7 @@ def walk_heap(
             limit,
             functools.partial(
                 session.delete_heap_batch, stmts, hs, params, start, last_block, limit,
-                list(deleter.skip), deleter.trusts_ranges(),
+                list(deleter.skip), deleter.trusts_ranges(), before_commit=run.before_commit,
             ),
             functools.partial(
                 session.first_victim, stmts, hs, params, list(deleter.skip), start, last_block
@@ -318,7 +321,8 @@ def follow_index(deleter: Deleter) -> StopReason:
         rows = deleter.attempt(
             limit,
             functools.partial(
-                session.delete_index_batch, stmts, hs, params, limit, list(deleter.skip)
+                session.delete_index_batch, stmts, hs, params, limit, list(deleter.skip),
+                before_commit=run.before_commit,
             ),
             functools.partial(session.first_victim, stmts, hs, params, list(deleter.skip)),
         )

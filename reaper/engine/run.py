@@ -15,6 +15,7 @@ interlock's ledger) and the WAL positions the pacer dates a standby's lag by.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -30,6 +31,7 @@ from reaper.config.settings import Settings
 from reaper.config.sweeps import Budget, Sweep
 from reaper.db import (
     Database,
+    Keep,
     Session,
     WhoAmI,
     advisory_lock_key,
@@ -37,6 +39,7 @@ from reaper.db import (
     utc_instant,
 )
 from reaper.engine import clock, pacing, partitions
+from reaper.engine.archive import LineArchive
 from reaper.engine.batches import Deleter, batch_strategy
 from reaper.engine.context import Run
 from reaper.engine.interlock import (
@@ -52,7 +55,8 @@ from reaper.engine.strategy import choose_strategy
 from reaper.metrics import Metrics
 from reaper.vocab import Outcome, StopReason
 
-log = structlog.get_logger("reaper.runner")
+_LOG_NAME = "reaper.runner"
+log = structlog.get_logger(_LOG_NAME)
 
 SUCCESS, FAILURE, SKIPPED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.SKIPPED
 
@@ -163,12 +167,17 @@ class Sweeper:
                         bound.debug("sweep_started", cutoffs=_iso(result.cutoffs),
                                     dry_run=dry_run)
                         run = Run(
-                            sweep, settings, session, session.statements(sweep.predicate),
+                            sweep, settings, session,
+                            session.statements(sweep.predicate,
+                                               None if dry_run else keep(sweep)),
                             dict(result.cutoffs), result, budget,
                             metrics=None if dry_run else metrics, stop=stop,
                             on_batch=on_batch, started=started,
                         )
                         if not dry_run:
+                            if sweep.archive_file is not None:
+                                run.before_commit = LineArchive(sweep.archive_file, sweep.name,
+                                                                sweep.table)
                             run.pace = pacing.for_run(
                                 self.pacing(db), session, settings, sweep.name, metrics, stop
                             )
@@ -289,6 +298,19 @@ def _log_result(bound: Any, result: SweepResult, bug: Exception | None) -> None:
             "sweep_finished", stopped_by=result.stopped_by, locked_at=result.locked_at,
             unlocked_at=result.unlocked_at, **fields,
         )
+
+
+def keep(sweep: Sweep) -> Keep:
+    """What a run of ``sweep`` keeps of the rows it deletes: their keys when the
+    ``batch_keys`` line would be shown (the runner's log at debug level: returning them costs
+    a batch about what its RETURNING costs, bench B1), its archive table's rows and its
+    archive file's lines."""
+    return Keep(
+        keys=logging.getLogger(_LOG_NAME).isEnabledFor(logging.DEBUG),
+        key=sweep.key,
+        archive=sweep.archive,
+        lines=sweep.archive_file is not None,
+    )
 
 
 def lock_keys(sweep: Sweep) -> list[int]:
@@ -431,7 +453,8 @@ def _delete(session: Session, run: Run, measure: EligibleMeasure) -> None:
     sweep, settings, result = run.sweep, run.settings, run.result
     _retire(session, run)
     if result.partitions:
-        run.statements = session.statements(sweep.predicate)  # the heaps that remain
+        # The heaps that remain.
+        run.statements = session.statements(sweep.predicate, keep(sweep))
     batch_size = sweep.batch_size
     sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
     result.stopped_by = StopReason.DONE

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reaper import errors
-from reaper.db import BatchRows
+from reaper.db import BatchRows, Trail
 from reaper.db.statements import TableStats
 from reaper.sqltext.names import TableName
 
@@ -87,10 +87,12 @@ class FakeHeap:
 
 @dataclass
 class FakeHeapStatements:
-    """A heap's statements as the engine passes them along: only ``heap`` is read."""
+    """A heap's statements as the engine passes them along: only ``heap`` and ``trail`` are
+    read."""
 
     heap: FakeHeapRef
     fake: FakeHeap
+    trail: Trail = field(default_factory=Trail)
 
 
 @dataclass
@@ -164,7 +166,8 @@ class FakeSession:
 
     def delete_heap_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any],
                           first: Tid, end_block: int, limit: int,
-                          skip: Sequence[Tid] = (), range_first: bool = True) -> BatchRows:
+                          skip: Sequence[Tid] = (), range_first: bool = True,
+                          before_commit: Any = None) -> BatchRows:
         self._call("delete_heap_batch")
         heap: FakeHeap = hs.fake
         self.ranges.append((first[0], end_block))
@@ -178,7 +181,7 @@ class FakeSession:
         return BatchRows(n, len(victims), victims[-1] if victims else None)
 
     def delete_index_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any], limit: int,
-                           skip: Sequence[Tid] = ()) -> BatchRows:
+                           skip: Sequence[Tid] = (), before_commit: Any = None) -> BatchRows:
         self._call("delete_index_batch")
         heap: FakeHeap = hs.fake
         victims = [t for t in heap.garbage if t not in skip][:limit]
@@ -198,9 +201,10 @@ class FakeSession:
             return t
         return None
 
-    def delete_row(self, stmts: Any, hs: Any, params: Mapping[str, Any], tid: Tid) -> int:
+    def delete_row(self, stmts: Any, hs: Any, params: Mapping[str, Any], tid: Tid,
+                   before_commit: Any = None) -> BatchRows:
         self._call("delete_row")
         heap: FakeHeap = hs.fake
         if not heap.rows.get(tid, False):
-            return 0
-        return self._delete(heap, [tid])
+            return BatchRows(0, 1, tid)
+        return BatchRows(self._delete(heap, [tid]), 1, tid)
