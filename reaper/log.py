@@ -4,10 +4,11 @@ readable colour lines when it is."""
 
 from __future__ import annotations
 
-import logging
 import sys
+from typing import TYPE_CHECKING
 
-import structlog
+if TYPE_CHECKING:
+    import structlog.types
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -19,6 +20,12 @@ def configure(level: str = "info", json: bool | None = None) -> None:
         level: the lowest level shown (debug, info, warning, error).
         json: JSON lines (True), console lines (False), or by whether stderr is a TTY (None).
     """
+    # Imported here, not at the top: the command line reads LEVELS on every start
+    # (`reaper --version` too), and structlog brings rich with it.
+    import logging
+
+    import structlog
+
     if json is None:
         json = not sys.stderr.isatty()
     shared: list[structlog.types.Processor] = [

@@ -90,6 +90,10 @@ DEFAULT_JITTER = 0.1
 # The backlog gauges look at most at this many rows: it sets a gauge's cost
 # (docs/performance.md, "Gauges: why --backlog-limit is 500").
 DEFAULT_BACKLOG_LIMIT = 500
+# `reaper status` counts each backlog up to this many rows (--max-count). Counting 1M index
+# entries takes ~0.1-0.3 s on these machines (bench/); past it the backlog is shown as
+# ">= 1,000,000".
+DEFAULT_BACKLOG_CAP = 1_000_000
 # How often the backlog and storage gauges are refreshed (not on every scrape: the backlog
 # count costs tens of milliseconds per sweep).
 DEFAULT_GAUGE_INTERVAL = timedelta(minutes=1)

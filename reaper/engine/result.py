@@ -43,6 +43,9 @@ class SweepResult:
             full-table interlock's one line), else None.
         note: with ``dry_run``, what the count leaves out (rows that the sweeps it runs
             after would make eligible), else None; set by the caller, which knows them.
+        estimated_backlog: the eligible rows that the run's block sample projects before
+            its first delete (exact for a heap of at most about 300 blocks, which is
+            sampled whole), for a progress display; None before that, and for a dry run.
     """
 
     sweep: str
@@ -70,6 +73,7 @@ class SweepResult:
     partitions: list[dict[str, Any]] = field(default_factory=list)
     refusal: str | None = None
     note: str | None = None
+    estimated_backlog: int | None = None
 
     @property
     def strategy(self) -> str | None:

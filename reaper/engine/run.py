@@ -350,7 +350,16 @@ def warn_if_superuser(db: Database) -> bool:
         DatabaseError: the role could not be read.
     """
     with db.session(read_only=True) as session:
-        superuser = session.fetch(WhoAmI, sqltext.ops("whoami"))[0].superuser
+        return warn_if_superuser_in(session)
+
+
+def warn_if_superuser_in(session: Session) -> bool:
+    """:func:`warn_if_superuser` on a session the caller holds (run-once's first checks).
+
+    Raises:
+        DatabaseError: the role could not be read.
+    """
+    superuser = session.fetch(WhoAmI, sqltext.ops("whoami"))[0].superuser
     if superuser:
         log.warning(
             "superuser_role",
@@ -401,6 +410,9 @@ def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
         return
     judge_table(session, sweep, run.statements, run.params, measure, threshold,
                 ledger.window(key, measure.rows))
+    # What the progress bar counts toward: the sample the run takes anyway, never a count of
+    # its own before the first delete.
+    result.estimated_backlog = round(measure.eligible)
     before = result.rows
     try:
         _delete(session, run, measure)
