@@ -2,9 +2,9 @@
 
 The server: ``REAPER_BENCH_DSN``, else ``REAPER_TEST_DSN``, else an embedded one
 (reaper.dev.devserver). Each scenario creates its own databases and drops them; B6 runs on a
-throwaway primary and standby of its own (bench.replica). The default run (B1-B6) takes about
-10 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of B2; ``--crossover`` and
-``--tune`` measure what reaper's defaults are set from.
+throwaway primary and standby of its own (bench.replica). The default run (S, the start-up,
+then B1-B6) takes about 10 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of
+B2; ``--crossover`` and ``--tune`` measure what reaper's defaults are set from.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import b7, report, scenarios
+from bench import b7, report, scenarios, startup
 from bench.pg import Server
 from bench.variants import Run, percentile
 from reaper.dev import devserver
@@ -67,8 +67,9 @@ def machine(server: Server) -> str:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--only", default="B1,B2,B3,B4,B5,B6",
-                   help="comma-separated scenarios (B1..B6); default all")
+    p.add_argument("--only", default="S,B1,B2,B3,B4,B5,B6",
+                   help="comma-separated scenarios (S: start-up, B1..B7); default S and "
+                   "B1..B6")
     p.add_argument("--large", action="store_true",
                    help="add B2's 20,000,000-row point (about 8 more minutes)")
     p.add_argument("--crossover", action="store_true",
@@ -102,6 +103,8 @@ def main(argv: list[str]) -> int:
 
 def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
     out = print
+    if "S" in only:
+        out(startup.run(server, say=say), flush=True)
     if "B1" in only or "B2" in only:
         sizes = list(B2_ROWS) if "B2" in only else [B1_ROWS]
         if args.large:
