@@ -181,12 +181,12 @@ class Database:
                 raise
         return conn
 
-    def _configure(self, conn: BoundedConnection) -> None:
+    def _configure(self, conn: BoundedConnection, *, read_only: bool = False) -> None:
         conn.bound = self.bound
         # Every transaction reaper opens says READ COMMITTED itself, whatever the session's
         # default (which _pin pins too).
         conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
-        conn.server_pid = self._pin(conn)
+        conn.server_pid = self._pin(conn, read_only=read_only)
         # Best effort: a platform without TCP_USER_TIMEOUT or without closed-socket events
         # (client_connection_check_interval) refuses the setting; the client side and the
         # watchdog still bound every wait, so the connection is used all the same.
@@ -307,9 +307,9 @@ class Database:
         """A configured session of its own, outside the pool, closed afterwards: for what a
         command checks before it starts, on one connection instead of one per check. Its
         connect fails as :meth:`check_connection` does; with ``check_locks``, the pooler
-        check of :meth:`check_advisory_locks` runs on it before it is lent. The pool is not
-        touched: open it (:meth:`open`) inside the block, and its first connection is made
-        while this one checks.
+        check of :meth:`check_advisory_locks` runs on it before it is lent. It only reads:
+        every transaction is READ ONLY. The pool is not touched: open it (:meth:`open`)
+        inside the block, and its first connection is made while this one checks.
 
         Raises:
             ConnectionFailed: the database cannot be reached (libpq's reason, the target).
@@ -318,7 +318,7 @@ class Database:
         conn = self._reach()
         try:
             with translate_errors(self._redact, f"cannot connect to {self.target}"):
-                self._configure(conn)
+                self._configure(conn, read_only=True)
             if check_locks:
                 self._check_sessions(conn, LOCK_PROBE_ROUNDS)
             yield Session(conn, self._redact, session_pooler=self.session_pooler)
