@@ -305,7 +305,7 @@ def run_once(
     with contextlib.ExitStack() as stack:
         with db.first_session(check_locks=not dry_run) as first:
             stack.enter_context(db)
-            if _report_missing(first, sweeps, settings):
+            if report_missing_tables(first, sweeps, settings):
                 sys.exit(EXIT_FAILED)
             refuse_unsweepable(first, sweeps)
             warn_if_superuser_in(first)
@@ -376,24 +376,18 @@ def _write_metrics(metrics: Metrics, path: Path) -> bool:
         return False
 
 
-def report_missing_tables(db: Database, sweeps: Sequence[Sweep], settings: Settings) -> bool:
-    """Say once which database reaper reached when swept tables are missing from it, rather
-    than one "does not exist" per sweep that never names the database. None of the tables
-    there: one line on stderr, and True (nothing can be swept; the caller exits 1). Some of
-    them: one ``tables_missing`` log line (database, tables), and the sweeps go on (those of
-    the missing tables fail, as they would anyway).
+def report_missing_tables(
+    session: Session, sweeps: Sequence[Sweep], settings: Settings
+) -> bool:
+    """Say once which database reaper reached (``session``'s) when swept tables are missing
+    from it, rather than one "does not exist" per sweep that never names the database. None
+    of the tables there: one line on stderr, and True (nothing can be swept; the caller exits
+    1). Some of them: one ``tables_missing`` log line (database, tables), and the sweeps go
+    on (those of the missing tables fail, as they would anyway).
 
     Raises:
         DatabaseError: the catalog could not be read.
     """
-    if not sweeps:
-        return False
-    with db.session() as session:
-        return _report_missing(session, sweeps, settings)
-
-
-def _report_missing(session: Session, sweeps: Sequence[Sweep], settings: Settings) -> bool:
-    """:func:`report_missing_tables` on a session the caller holds."""
     tables = list(dict.fromkeys(s.table for s in sweeps))
     if not tables:
         return False
@@ -581,11 +575,12 @@ def indexes_ensure(
     from reaper.sqltext import sqlinfo
 
     db = open_database(settings)
-    db.check_connection()
     live = sys.stderr.isatty() and not as_json and not dry_run
-    with db:
-        if report_missing_tables(db, [s for s in config.sweeps if s.builtin], settings):
-            sys.exit(EXIT_FAILED)
+    with contextlib.ExitStack() as stack:
+        with db.first_session() as first:
+            stack.enter_context(db)
+            if report_missing_tables(first, [s for s in config.sweeps if s.builtin], settings):
+                sys.exit(EXIT_FAILED)
         with IndexProgress(live) as progress:
             actions = indexes.ensure(
                 db, dry_run=dry_run, specs=sqlinfo.shipped_indexes(settings.schema),
@@ -631,12 +626,13 @@ def status_command(
     from reaper.engine.run import refuse_unsweepable
 
     db = open_database(settings)
-    db.check_connection()
-    with db:
-        if report_missing_tables(db, sweeps, settings):
-            sys.exit(EXIT_FAILED)
-        with db.session() as session:
-            refuse_unsweepable(session, sweeps)
+    with contextlib.ExitStack() as stack:
+        # As run-once: the checks on a connection of their own, while the pool connects.
+        with db.first_session() as first:
+            stack.enter_context(db)
+            if report_missing_tables(first, sweeps, settings):
+                sys.exit(EXIT_FAILED)
+            refuse_unsweepable(first, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
         _echo_json([r.as_dict() for r in rows])
