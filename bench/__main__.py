@@ -114,6 +114,7 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
             say(f"B1/B2: {rows:,} requests")
             runs, _ = scenarios.backlog(
                 server, rows, loop_max_seconds=LARGE_LOOP_MAX_SECONDS,
+                with_trail=rows == B1_ROWS and "B1" in only,
                 repeat=B1_ROUNDS if rows == B1_ROWS else 1, say=say)
             scaling.append((rows, runs))
             if rows == B1_ROWS and "B1" in only:
@@ -256,6 +257,10 @@ def b1_verdict(runs: list[Run]) -> str:
         d = runs[3]
         text += (f" Plain block ranges without row locks (d) take "
                  f"{d.seconds / a.seconds:.2f}x (a); (c)/(d) = {c.seconds / d.seconds:.2f}x.")
+    for r in runs[4:]:
+        cpu = (f", server CPU {r.backend_cpu / c.backend_cpu:.2f}x (c)'s"
+               if r.backend_cpu and c.backend_cpu else "")
+        text += f" ({r.variant[0]}) {r.variant[3:]}: {r.seconds / c.seconds:.2f}x (c){cpu}."
     rounds = [r.extra.get("rounds", []) for r in runs]
     if len(rounds[0]) > 1:
         each = ", ".join(f"{r[0]}: " + " / ".join(f"{x:.2f}" for x in seconds)
