@@ -36,6 +36,14 @@ BATCH_LOCK_TIMEOUT_MS = 5
 BeforeCommit = Callable[[BatchRows], None]
 
 
+def _keys(values: list[Any] | None, columns: int) -> tuple[tuple[Any, ...], ...]:
+    """A batch's keys column (keys, trail_columns.sql) as one tuple per row: a key of one
+    column comes as its value (whatever its type), a key of several as a list."""
+    if columns == 1:
+        return tuple((k,) for k in values or ())
+    return tuple(tuple(k) for k in values or ())
+
+
 class _OverLimit(Exception):
     """A whole-range batch found more victims than its limit; it was rolled back."""
 
@@ -309,7 +317,7 @@ class Session(Catalog, AdvisoryLocks):
                 assert row is not None
                 result = BatchRows(int(row[0]), int(row[1]),
                                    parse_tid(row[2]) if row[2] else None,
-                                   tuple(tuple(k) for k in row[3] or ()), tuple(row[4] or ()))
+                                   _keys(row[3], len(hs.trail.keys)), tuple(row[4] or ()))
             if at_most is not None and result.deleted > at_most:
                 raise _OverLimit  # rolls the transaction back: nothing was deleted
             if before_commit is not None:
