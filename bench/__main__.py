@@ -2,9 +2,9 @@
 
 The server: ``REAPER_BENCH_DSN``, else ``REAPER_TEST_DSN``, else an embedded one
 (reaper.dev.devserver). Each scenario creates its own databases and drops them; B6 runs on a
-throwaway primary and standby of its own (bench.replica). The default run (B1-B6) takes about
-10 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of B2; ``--crossover`` and
-``--tune`` measure what reaper's defaults are set from.
+throwaway primary and standby of its own (bench.replica). The default run (S, the start-up,
+then B1-B6) takes about 10 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of
+B2; ``--crossover`` and ``--tune`` measure what reaper's defaults are set from.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import b7, report, scenarios
+from bench import b7, report, scenarios, startup
 from bench.pg import Server
 from bench.variants import Run, percentile
 from reaper.dev import devserver
@@ -67,8 +67,9 @@ def machine(server: Server) -> str:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--only", default="B1,B2,B3,B4,B5,B6",
-                   help="comma-separated scenarios (B1..B6); default all")
+    p.add_argument("--only", default="S,B1,B2,B3,B4,B5,B6",
+                   help="comma-separated scenarios (S: start-up, B1..B7); default S and "
+                   "B1..B6")
     p.add_argument("--large", action="store_true",
                    help="add B2's 20,000,000-row point (about 8 more minutes)")
     p.add_argument("--crossover", action="store_true",
@@ -102,6 +103,8 @@ def main(argv: list[str]) -> int:
 
 def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
     out = print
+    if "S" in only:
+        out(startup.run(server, say=say), flush=True)
     if "B1" in only or "B2" in only:
         sizes = list(B2_ROWS) if "B2" in only else [B1_ROWS]
         if args.large:
@@ -111,6 +114,7 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
             say(f"B1/B2: {rows:,} requests")
             runs, _ = scenarios.backlog(
                 server, rows, loop_max_seconds=LARGE_LOOP_MAX_SECONDS,
+                with_trail=rows == B1_ROWS and "B1" in only,
                 repeat=B1_ROUNDS if rows == B1_ROWS else 1, say=say)
             scaling.append((rows, runs))
             if rows == B1_ROWS and "B1" in only:
@@ -253,6 +257,10 @@ def b1_verdict(runs: list[Run]) -> str:
         d = runs[3]
         text += (f" Plain block ranges without row locks (d) take "
                  f"{d.seconds / a.seconds:.2f}x (a); (c)/(d) = {c.seconds / d.seconds:.2f}x.")
+    for r in runs[4:]:
+        cpu = (f", server CPU {r.backend_cpu / c.backend_cpu:.2f}x (c)'s"
+               if r.backend_cpu and c.backend_cpu else "")
+        text += f" ({r.variant[0]}) {r.variant[3:]}: {r.seconds / c.seconds:.2f}x (c){cpu}."
     rounds = [r.extra.get("rounds", []) for r in runs]
     if len(rounds[0]) > 1:
         each = ", ".join(f"{r[0]}: " + " / ".join(f"{x:.2f}" for x in seconds)

@@ -1,6 +1,7 @@
 """Variant c in its own process: reaper's sweep through the real engine, measured alone.
 
-``python -m bench.child '{"dsn": ..., "sweep": ..., "settings": {...}}'`` runs
+``python -m bench.child '{"dsn": ..., "sweep": ..., "settings": {...}}'`` (and optionally
+``"file": {...}``, a config file's tables such as ``sweeps``, and ``"log_level"``) runs
 :func:`reaper.engine.run.run_sweep` with the built-in sweep of that name and prints one JSON line:
 the result, the wall seconds around run_sweep, and the process's resident memory before the
 sweep and at its peak (``ru_maxrss``), so that the figure is reaper's alone (the benchmark's
@@ -38,8 +39,8 @@ def rss_kib() -> int:
 
 def main(argv: list[str]) -> int:
     spec: dict[str, Any] = json.loads(argv[0])
-    log.configure("warning", json=True)
-    config = load_config({"dsn": spec["dsn"], **spec.get("settings", {})})
+    log.configure(spec.get("log_level", "warning"), json=True)
+    config = load_config({"dsn": spec["dsn"], **spec.get("settings", {})}, spec.get("file"))
     settings = config.settings
     sweep = by_name(config.sweeps)[spec["sweep"]]
     db = Database(

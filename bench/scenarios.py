@@ -63,11 +63,33 @@ def measured(step: Callable[[str], Run], dsn: str) -> Run:
     return run
 
 
+def archived_sweep(dsn: str) -> Run:
+    """(e) reaper's sweep with an archive table: the requests it deletes are inserted into
+    ``public.enrollment_requests_archive`` (LIKE the table, plus archived_at) by each batch's
+    own statement. The empty archive is created first (milliseconds)."""
+    with connect(dsn) as conn:
+        conn.execute(
+            "CREATE TABLE public.enrollment_requests_archive (LIKE public.enrollment_requests, "
+            "archived_at timestamptz NOT NULL DEFAULT now())"
+        )
+    return reaper_sweep(dsn, REQUESTS, label="e. reaper + archive table", file_values={
+        "sweeps": {REQUESTS: {"archive": "public.enrollment_requests_archive"}}})
+
+
+def keys_sweep(dsn: str) -> Run:
+    """(f) reaper's sweep at log level debug: each batch returns its deleted rows' keys and
+    logs them in one batch_keys line."""
+    return reaper_sweep(dsn, REQUESTS, label="f. reaper, keys logged (debug)",
+                        log_level="debug")
+
+
 def backlog(server: Server, rows: int, *, with_loop: bool = True,
             loop_max_seconds: float | None = None, with_unlocked: bool = True,
-            repeat: int = 1, say: Callable[[str], None] = print) -> tuple[list[Run], float]:
+            with_trail: bool = False, repeat: int = 1,
+            say: Callable[[str], None] = print) -> tuple[list[Run], float]:
     """B1/B2: ``rows`` requests, two thirds garbage interleaved. Returns the runs and the
-    seconds the seeding took.
+    seconds the seeding took. ``with_trail``: also (e) reaper with an archive table and (f)
+    reaper logging each batch's keys.
 
     ``repeat``: the variants run that many rounds, interleaved (a, b, c, d, a, b, ...), each
     on a fresh clone; each variant's run of median wall time is returned, with every round's
@@ -84,6 +106,8 @@ def backlog(server: Server, rows: int, *, with_loop: bool = True,
     steps.append(lambda dsn: reaper_sweep(dsn, REQUESTS))
     if with_unlocked:
         steps.append(lambda dsn: unlocked_walk(dsn, REQUESTS, 256))
+    if with_trail:
+        steps += [archived_sweep, keys_sweep]
     rounds: list[list[Run]] = [[] for _ in steps]
     for n in range(repeat):
         for i, step in enumerate(steps):

@@ -15,6 +15,7 @@ import json
 import math
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,22 +126,32 @@ def unlocked_walk(dsn: str, sweep_name: str, blocks_per_batch: int) -> Run:
 
 def reaper_sweep(dsn: str, sweep_name: str, settings: dict[str, Any] | None = None,
                  label: str = "c. reaper sweep",
-                 on_start: Callable[[], None] | None = None) -> Run:
-    """(c) reaper's sweep in a child process (bench.child), defaults unless ``settings``.
+                 on_start: Callable[[], None] | None = None,
+                 file_values: dict[str, Any] | None = None, log_level: str = "warning") -> Run:
+    """(c) reaper's sweep in a child process (bench.child), defaults unless ``settings``
+    (and ``file_values``: a config file's tables, ``[sweeps.NAME]``); the child logs at
+    ``log_level`` (debug: each batch returns and logs its keys).
 
     ``on_start`` is called when the child is about to call run_sweep (imports and the first
     connection done)."""
-    spec = {"dsn": dsn, "sweep": sweep_name, "settings": settings or {}}
+    spec = {"dsn": dsn, "sweep": sweep_name, "settings": settings or {},
+            "file": file_values or {}, "log_level": log_level}
     with subprocess.Popen(
         [sys.executable, "-m", "bench.child", json.dumps(spec)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None
+        # Read standard error as it comes: at debug level the child logs more than a pipe
+        # holds, and would wait on a full pipe while this waits on its standard output.
+        errors: list[str] = []
+        drain = threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)
+        drain.start()
         first = proc.stdout.readline()
         if first.strip() == "started" and on_start is not None:
             on_start()
         rest = proc.stdout.read()
-        err = proc.stderr.read()
+        drain.join()
+        err = "".join(errors)
     if proc.returncode != 0:
         raise RuntimeError(f"bench.child failed: {err.strip()[-2000:]}")
     out = json.loads((first + rest).strip().splitlines()[-1])

@@ -9,30 +9,29 @@ database) failed, 2 bad usage or configuration, always with one line on stderr.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import structlog
-from prometheus_client import REGISTRY, CollectorRegistry
 
 from reaper import __version__, errors, log
-from reaper.commands import checks, indexes, render, status
-from reaper.commands.progress import IndexProgress, SweepProgress
-from reaper.config.connection import connection_settings
-from reaper.config.load import Config, load_config, load_toml, reload_config
-from reaper.config.settings import SETTING_FIELDS, Settings
-from reaper.config.sweeps import BUILTIN_NAMES, Sweep
+from reaper.config.settings import DEFAULT_BACKLOG_CAP, SETTING_FIELDS, Settings
 from reaper.config.values import format_duration
-from reaper.db import Database, dsn_has_password
-from reaper.engine.run import Sweeper, refuse_unsweepable, warn_if_superuser
-from reaper.metrics import Metrics
-from reaper.sqltext import sqlinfo
 from reaper.vocab import IndexOutcome, Outcome
+
+# Everything else is imported by the command that uses it: every start pays for what this
+# module imports (`reaper --version` too), and the database driver, the engine, the SQL
+# parser, the terminal tables and the metrics client each cost tens of milliseconds.
+# tests/unit/commands/test_startup.py keeps them out.
+if TYPE_CHECKING:
+    from reaper.config.load import Config
+    from reaper.config.sweeps import Sweep
+    from reaper.db import Database, Session
+    from reaper.metrics import Metrics
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # run-once: every sweep it was asked to run was skipped, its lock held by another session.
@@ -42,6 +41,38 @@ ENV_PREFIX = "REAPER"
 
 def _envvar(name: str) -> str:
     return f"{ENV_PREFIX}_{name.upper()}"
+
+
+def _echo_json(value: Any) -> None:
+    import json
+
+    click.echo(json.dumps(value, indent=2))
+
+
+def _logger() -> Any:
+    import structlog
+
+    return structlog.get_logger("reaper.cli")
+
+
+class _SweepNamesOption(click.Option):
+    """An option whose help names the built-in sweeps (``{names}`` in its text), filled in
+    when the help is read (``--help``, the docs) rather than at every start: the names come
+    with the sweeps' declarations, which import the database driver to compose their SQL."""
+
+    _help_text: str | None = None
+
+    @property
+    def help(self) -> str | None:
+        from reaper.config.sweeps import BUILTIN_NAMES
+
+        if self._help_text is None:
+            return None
+        return self._help_text.replace("{names}", ", ".join(BUILTIN_NAMES))
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        self._help_text = value
 
 
 def _default_text(value: Any) -> str:
@@ -56,10 +87,14 @@ def _default_text(value: Any) -> str:
     return str(value)
 
 
+# Each command's options show the defaults: one Settings for all of them.
+_DEFAULTS = Settings()
+
+
 def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add one option per setting, plus ``--config``. Values stay raw strings (None when not
     given) so that :func:`build_settings` parses every source the same way."""
-    defaults = Settings()
+    defaults = _DEFAULTS
     for f in reversed(SETTING_FIELDS):
         flag = "--" + f.name.replace("_", "-")
         help_text = f"{f.metadata['help']} [default: {_default_text(getattr(defaults, f.name))}]"
@@ -92,6 +127,8 @@ def load(config_path: Path | None, raw: dict[str, Any]) -> Config:
     Raises:
         ConfigError: anything invalid, in one line.
     """
+    from reaper.config.load import load_config, load_toml
+
     explicit = {k: v for k, v in raw.items() if v is not None}
     file_values = load_toml(config_path) if config_path else {}
     # A bad value from the environment is reported under the variable's name, not the flag's.
@@ -127,11 +164,13 @@ _password_warned = False
 def warn_if_password_on_command_line(settings: Settings) -> None:
     """Once per process: a warning on stderr when ``--dsn`` on the command line holds a
     password (visible in ``ps`` and ``/proc/PID/cmdline``), naming the fix."""
+    from reaper.db import dsn_has_password
+
     global _password_warned
     if _password_warned or not _dsn_on_command_line or not dsn_has_password(settings.dsn):
         return
     _password_warned = True
-    structlog.get_logger("reaper.cli").warning(
+    _logger().warning(
         "password_on_command_line",
         setting="--dsn",
         fix="every local user can read it in ps; put the password in a password file "
@@ -145,6 +184,9 @@ def open_database(settings: Settings) -> Database:
     Raises:
         ConfigError: the DSN does not parse; the message names where it came from.
     """
+    from reaper.config.connection import connection_settings
+    from reaper.db import Database
+
     db = Database(connection_settings(settings, dsn_label=_dsn_label))
     warn_if_password_on_command_line(settings)
     return db
@@ -157,7 +199,29 @@ _WIDE_OPTION = click.option(
 )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Command(click.Command):
+    """A reaper command: logging is configured as it runs, not as soon as reaper's own
+    options are parsed, so that its ``--help`` and a bad flag load no logging stack."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        root = ctx.find_root()
+        log_level, log_format = root.params["log_level"], root.params["log_format"]
+        if log_level == "auto":
+            command = root.invoked_subcommand
+            log_level = "warning" if sys.stderr.isatty() and command != "run" else "info"
+        log.configure(log_level, None if log_format == "auto" else log_format == "json")
+        return super().invoke(ctx)
+
+
+class _Group(click.Group):
+    command_class = _Command
+    group_class = type
+
+
+@click.group(
+    cls=_Group,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(__version__, prog_name="reaper")
 @click.option(
     "--log-level",
@@ -181,10 +245,7 @@ _WIDE_OPTION = click.option(
 def cli(log_level: str, log_format: str) -> None:
     """reaper keeps a control plane's PostgreSQL tables bounded: it deletes what the retention
     rules say is garbage, in short index-served batches, and counts what it removed."""
-    if log_level == "auto":
-        command = click.get_current_context().invoked_subcommand
-        log_level = "warning" if sys.stderr.isatty() and command != "run" else "info"
-    log.configure(log_level, None if log_format == "auto" else log_format == "json")
+    # The options are read when a command runs (_Command).
 
 
 @cli.command("run-once")
@@ -193,10 +254,10 @@ def cli(log_level: str, log_format: str) -> None:
     "sweep_names",
     multiple=True,
     metavar="NAME",
+    cls=_SweepNamesOption,
     help="Run only this sweep (repeatable), even when the config disables it. Default: every "
-    "enabled sweep. Built-in names: "
-    + ", ".join(BUILTIN_NAMES)
-    + ", and those the config's [sweeps.NAME] tables declare.",
+    "enabled sweep. Built-in names: {names}, and those the config's [sweeps.NAME] tables "
+    "declare.",
 )
 @click.option("--dry-run", is_flag=True, help="Count the eligible rows; delete nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
@@ -225,18 +286,34 @@ def run_once(
     """
     config = load(config_path, raw)
     settings, sweeps = config.settings, config.enabled(sweep_names)
+    # Imported once the configuration is valid (as in every command): bad input costs none.
+    from prometheus_client import CollectorRegistry
+
+    from reaper.commands import render
+    from reaper.commands.progress import SweepProgress
+    from reaper.engine.run import Sweeper, refuse_unsweepable, warn_if_superuser_in
+    from reaper.metrics import Metrics
+
+    stdout = [s.name for s in sweeps if s.archive_file == "-"]
+    if as_json and stdout and not dry_run:
+        raise errors.ConfigError(
+            f'[sweeps.{stdout[0]}] archive_file: "-" writes the deleted rows to standard '
+            "output, where --json writes its report; give the archive a file's path, or "
+            "leave out --json"
+        )
     db = open_database(settings)
-    db.check_connection()
-    if not dry_run:
-        # The sweeps' advisory locks must hold (not behind a transaction-pooling proxy).
-        db.check_advisory_locks()
     metrics = Metrics(sweeps, CollectorRegistry())
-    with db:
-        if report_missing_tables(db, sweeps, settings):
-            sys.exit(EXIT_FAILED)
-        with db.session() as session:
-            refuse_unsweepable(session, sweeps)
-        warn_if_superuser(db)
+    # The checks before the first sweep share one connection of their own (its connect
+    # says why the database cannot be reached); the pool's first connection, which the
+    # sweeps use, is made meanwhile. A real run first checks that the sweeps' advisory
+    # locks hold (not behind a transaction-pooling proxy).
+    with contextlib.ExitStack() as stack:
+        with db.first_session(check_locks=not dry_run) as first:
+            stack.enter_context(db)
+            if report_missing_tables(first, sweeps, settings):
+                sys.exit(EXIT_FAILED)
+            refuse_unsweepable(first, sweeps)
+            warn_if_superuser_in(first)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
         else:
@@ -248,7 +325,7 @@ def run_once(
         sweeper = Sweeper()
         with SweepProgress(live=live) as progress:
             for sweep in sweeps:
-                progress.start(sweep.name, None if dry_run else _estimate(db, sweep, settings))
+                progress.start(sweep.name)
                 result = sweeper.run(
                     db, sweep, settings, metrics=metrics, dry_run=dry_run,
                     on_batch=progress.batch,
@@ -266,7 +343,7 @@ def run_once(
         for r in results:
             r.note = notes.get(r.sweep)
     if as_json:
-        click.echo(json.dumps([r.as_dict() for r in results], indent=2))
+        _echo_json([r.as_dict() for r in results])
     else:
         render.print_results(results, dry_run=dry_run, wide=wide)
     failed = any(r.outcome == Outcome.FAILURE for r in results) or not metrics_written
@@ -281,6 +358,10 @@ def _warn_missing_indexes(db: Database, sweeps: Sequence[Sweep]) -> None:
     """One warning line per index a sweep relies on that is missing or INVALID: its batches
     then scan the table, many times slower, and a run should not do that in silence (the
     whole of ``reaper check`` is for --strict and ``check``)."""
+    import structlog
+
+    from reaper.commands import checks
+
     for sweep, index, problem in checks.missing_indexes(db, sweeps):
         structlog.get_logger("reaper.cli").warning(
             "index_missing", sweep=sweep, index=index, state=problem,
@@ -311,29 +392,20 @@ def _write_metrics(metrics: Metrics, path: Path) -> bool:
         metrics.write_textfile(path)
         return True
     except OSError as exc:
-        structlog.get_logger("reaper.cli").error(
+        _logger().error(
             "metrics_file_failed", path=str(path), error=exc.strerror or str(exc)
         )
         return False
 
 
-def _estimate(db: Database, sweep: Sweep, settings: Settings) -> int | None:
-    """The sweep's backlog for its progress bar, as ``reaper status`` counts it (None when the
-    count fails: the sweep itself reports why)."""
-    try:
-        with db.session() as session:
-            rows, _ = status.backlog(session, sweep, settings, status.DEFAULT_BACKLOG_CAP)
-            return rows
-    except errors.ReaperError:
-        return None
-
-
-def report_missing_tables(db: Database, sweeps: Sequence[Sweep], settings: Settings) -> bool:
-    """Say once which database reaper reached when swept tables are missing from it, rather
-    than one "does not exist" per sweep that never names the database. None of the tables
-    there: one line on stderr, and True (nothing can be swept; the caller exits 1). Some of
-    them: one ``tables_missing`` log line (database, tables), and the sweeps go on (those of
-    the missing tables fail, as they would anyway).
+def report_missing_tables(
+    session: Session, sweeps: Sequence[Sweep], settings: Settings
+) -> bool:
+    """Say once which database reaper reached (``session``'s) when swept tables are missing
+    from it, rather than one "does not exist" per sweep that never names the database. None
+    of the tables there: one line on stderr, and True (nothing can be swept; the caller exits
+    1). Some of them: one ``tables_missing`` log line (database, tables), and the sweeps go
+    on (those of the missing tables fail, as they would anyway).
 
     Raises:
         DatabaseError: the catalog could not be read.
@@ -341,9 +413,8 @@ def report_missing_tables(db: Database, sweeps: Sequence[Sweep], settings: Setti
     tables = list(dict.fromkeys(s.table for s in sweeps))
     if not tables:
         return False
-    with db.session() as session:
-        missing = session.missing_tables(tables)
-        reached = session.reached
+    missing = session.missing_tables(tables)
+    reached = session.reached
     if not missing:
         return False
     chose = (
@@ -351,7 +422,7 @@ def report_missing_tables(db: Database, sweeps: Sequence[Sweep], settings: Setti
         "database named after your user)" if settings.dsn is None else ""
     )
     if len(missing) < len(tables):
-        structlog.get_logger("reaper.cli").warning(
+        _logger().warning(
             "tables_missing", database=reached + chose, tables=missing
         )
         return False
@@ -374,6 +445,8 @@ def _refuse_on_failed_checks(
     db: Database, sweeps: Sequence[Sweep], settings: Settings, metrics: Metrics | None
 ) -> None:
     """``--strict``: run the checks; on a failure log each one and exit 1 before sweeping."""
+    from reaper.commands import checks
+
     findings = checks.run_checks(db, sweeps, settings)
     checks.report(findings, metrics)
     failed = checks.failures(findings)
@@ -404,11 +477,14 @@ def run(config_path: Path | None, **raw: Any) -> None:
     log line and the running settings stay. Exit code 2: bad configuration, or a connection
     on which advisory locks do not hold.
     """
+    config = load(config_path, raw)
+    settings, sweeps = config.settings, config.enabled()
+    from prometheus_client import REGISTRY
+
+    from reaper.config.load import reload_config
     from reaper.daemon.process import serve
     from reaper.daemon.scheduler import Daemon
 
-    config = load(config_path, raw)
-    settings, sweeps = config.settings, config.enabled()
     _refuse_unsweepable_if_reachable(settings, sweeps)
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
     warn_if_password_on_command_line(settings)
@@ -428,6 +504,8 @@ def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]
     now (down, or behind a proxy the daemon refuses itself) is left to the daemon, which
     waits for it or says why. The relation check takes one connection of its own, no
     pool."""
+    from reaper.engine.run import refuse_unsweepable, warn_if_superuser
+
     db = open_database(settings)
     try:
         with db.dedicated_session() as session:
@@ -450,7 +528,7 @@ def _refresh_storage_rows(db: Database, metrics: Metrics, sweeps: Sequence[Sweep
         with db.session() as session:
             metrics.set_storage_rows(session.storage_rows(sorted({s.table for s in sweeps})))
     except errors.DatabaseError as exc:
-        structlog.get_logger("reaper.cli").warning("storage_rows_failed", error=str(exc))
+        _logger().warning("storage_rows_failed", error=str(exc))
 
 
 _SWEEP_OPTION = click.option(
@@ -480,15 +558,15 @@ def check_command(
     """
     config = load(config_path, raw)
     settings, sweeps = config.settings, config.enabled(sweep_names)
+    from reaper.commands import checks, render
+
     db = open_database(settings)
     db.check_connection()
     with db:
         findings = checks.run_checks(db, sweeps, settings)
     failed = checks.failures(findings)
     if as_json:
-        click.echo(json.dumps(
-            {"ok": not failed, "findings": [f.as_dict() for f in findings]}, indent=2
-        ))
+        _echo_json({"ok": not failed, "findings": [f.as_dict() for f in findings]})
     else:
         render.print_findings(findings, wide=wide)
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
@@ -517,12 +595,17 @@ def indexes_ensure(
     """
     config = load(config_path, raw)
     settings = config.settings
+    from reaper.commands import indexes, render
+    from reaper.commands.progress import IndexProgress
+    from reaper.sqltext import sqlinfo
+
     db = open_database(settings)
-    db.check_connection()
     live = sys.stderr.isatty() and not as_json and not dry_run
-    with db:
-        if report_missing_tables(db, [s for s in config.sweeps if s.builtin], settings):
-            sys.exit(EXIT_FAILED)
+    with contextlib.ExitStack() as stack:
+        with db.first_session() as first:
+            stack.enter_context(db)
+            if report_missing_tables(first, [s for s in config.sweeps if s.builtin], settings):
+                sys.exit(EXIT_FAILED)
         with IndexProgress(live) as progress:
             actions = indexes.ensure(
                 db, dry_run=dry_run, specs=sqlinfo.shipped_indexes(settings.schema),
@@ -530,7 +613,7 @@ def indexes_ensure(
                 on_action=progress.action,
             )
     if as_json:
-        click.echo(json.dumps([a.as_dict() for a in actions], indent=2))
+        _echo_json([a.as_dict() for a in actions])
     else:
         render.print_index_actions(actions, dry_run=dry_run, wide=wide)
     sys.exit(EXIT_FAILED if any(a.outcome == IndexOutcome.FAILED for a in actions) else EXIT_OK)
@@ -543,7 +626,7 @@ def indexes_ensure(
 @click.option(
     "--max-count",
     type=click.IntRange(min=1),
-    default=status.DEFAULT_BACKLOG_CAP,
+    default=DEFAULT_BACKLOG_CAP,
     show_default=True,
     metavar="ROWS",
     help="Count each backlog up to this many rows (through the predicate's index).",
@@ -565,16 +648,20 @@ def status_command(
     """
     config = load(config_path, raw)
     settings, sweeps = config.settings, config.enabled(sweep_names)
+    from reaper.commands import render, status
+    from reaper.engine.run import refuse_unsweepable
+
     db = open_database(settings)
-    db.check_connection()
-    with db:
-        if report_missing_tables(db, sweeps, settings):
-            sys.exit(EXIT_FAILED)
-        with db.session() as session:
-            refuse_unsweepable(session, sweeps)
+    with contextlib.ExitStack() as stack:
+        # As run-once: the checks on a connection of their own, while the pool connects.
+        with db.first_session() as first:
+            stack.enter_context(db)
+            if report_missing_tables(first, sweeps, settings):
+                sys.exit(EXIT_FAILED)
+            refuse_unsweepable(first, sweeps)
         rows = status.sweep_status(db, sweeps, settings, cap=max_count)
     if as_json:
-        click.echo(json.dumps([r.as_dict() for r in rows], indent=2))
+        _echo_json([r.as_dict() for r in rows])
     else:
         render.print_status(rows, wide=wide, sweeps=sweeps)
     sys.exit(EXIT_FAILED if any(r.error for r in rows) else EXIT_OK)

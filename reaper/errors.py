@@ -125,3 +125,8 @@ class FullTableRefused(ReaperError):
 class ClockSkewRefused(ReaperError):
     """The database clock disagrees with a second clock by more than max_clock_skew; the run
     stopped before its first delete."""
+
+
+class ArchiveFailed(ReaperError):
+    """A batch's deleted rows could not be written to the sweep's archive file; the batch was
+    rolled back, nothing of it deleted, and the run stopped."""

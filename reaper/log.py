@@ -6,12 +6,12 @@ figures (:func:`brief`), about one line at 80 columns."""
 from __future__ import annotations
 
 import inspect
-import logging
 import sys
 from collections.abc import MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import structlog
+if TYPE_CHECKING:
+    import structlog.types
 
 LEVELS = ("debug", "info", "warning", "error")
 
@@ -69,6 +69,8 @@ def brief(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[st
 def _unpadded() -> dict[str, Any]:
     """ConsoleRenderer's options for no padding after the level and the event, as this
     structlog names them (``pad_event_to`` since 25.5, ``pad_event`` before)."""
+    import structlog
+
     names = inspect.signature(structlog.dev.ConsoleRenderer).parameters
     out: dict[str, Any] = {"pad_event_to" if "pad_event_to" in names else "pad_event": 0}
     if "pad_level" in names:
@@ -83,6 +85,12 @@ def configure(level: str = "info", json: bool | None = None) -> None:
         level: the lowest level shown (debug, info, warning, error).
         json: JSON lines (True), console lines (False), or by whether stderr is a TTY (None).
     """
+    # Imported here, not at the top: the command line reads LEVELS on every start
+    # (`reaper --version` too), and structlog brings rich with it.
+    import logging
+
+    import structlog
+
     if json is None:
         json = not sys.stderr.isatty()
     shared: list[structlog.types.Processor] = [

@@ -42,9 +42,10 @@ from reaper.db import (
     regclass_text,
 )
 from reaper.engine import pacing, partitions
-from reaper.engine.run import compute_cutoffs
+from reaper.engine.run import compute_cutoffs, keep
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.sqltext import sqlinfo
+from reaper.sqltext.names import TableName
 from reaper.vocab import CheckName, CheckStatus, ObstacleKind, SpaceVerdict
 
 log = structlog.get_logger("reaper.checks")
@@ -283,7 +284,11 @@ def _sweep_checks(
     guarded(CheckName.COLUMNS, sweep.table, lambda: _columns(session, sweep, finding))
     guarded(CheckName.TIME_ZONE, sweep.table,
             lambda: _wall_times(session, sweep, settings, finding))
-    guarded(CheckName.PRIVILEGES, sweep.table, lambda: _privileges(session, stmts, finding))
+    if sweep.archive is not None or sweep.key:
+        guarded(CheckName.COLUMNS, sweep.archive or sweep.table,
+                lambda: _trail(session, sweep, finding))
+    guarded(CheckName.PRIVILEGES, sweep.table,
+            lambda: _privileges(session, stmts, finding, sweep.archive))
     guarded(CheckName.DELETES, sweep.table, lambda: _deletes(session, stmts, finding))
 
     plan: dict[str, Any] | None = None
@@ -391,14 +396,31 @@ def _wall_times(
         )
 
 
-def _privileges(session: Session, stmts: SweepStatements, finding: _FindingFn) -> Iterator[Finding]:
+def _trail(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
+    """The sweep's key columns exist, and its archive table takes every column of its rows
+    (:meth:`reaper.db.Session.trail` refuses otherwise, as a run would)."""
+    trail = session.trail(sweep.table, keep(sweep))
+    if sweep.key:
+        yield finding(CheckName.COLUMNS, PASS, sweep.table,
+                      f"every key column exists: {', '.join(sweep.key)}")
+    if trail.archive is not None:
+        yield finding(CheckName.COLUMNS, PASS, trail.archive,
+                      f"archive table {trail.archive} takes every column of {sweep.table}")
+
+
+def _privileges(
+    session: Session, stmts: SweepStatements, finding: _FindingFn, archive: TableName | None
+) -> Iterator[Finding]:
     needed = stmts.required_privileges()
+    if archive is not None and (archive, "INSERT") not in needed:
+        needed.append((archive, "INSERT"))
     missing = session.missing_privileges(needed)
     role = session.scalar(sqltext.ops("current_role"))
     for table, privilege in missing:
         why = {
             "SELECT": "to find the garbage",
             "DELETE": "to delete it",
+            "INSERT": "to archive the rows it deletes",
         }[privilege]
         yield finding(CheckName.PRIVILEGES, FAIL, f"{privilege} on {table}",
                       f"role {role} lacks {privilege} on table {table} ({why})",

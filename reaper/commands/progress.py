@@ -1,5 +1,7 @@
 """Progress on a terminal. ``run-once``: a bar per sweep (rows deleted of the estimated
-backlog, rate, elapsed), a ``sweep_progress`` log line every few seconds otherwise.
+backlog, rate, elapsed), a ``sweep_progress`` log line every few seconds otherwise. The
+estimate is the run's own (:attr:`SweepResult.estimated_backlog`, from the block sample it
+takes before its first delete), read from the first batch on: nothing is counted for it.
 ``indexes ensure``: a spinner and bar per build.
 
 :func:`reaper.engine.run.run_sweep` calls ``on_batch`` after every batch (and
@@ -97,8 +99,9 @@ class SweepProgress:
         if self._progress is not None:
             self._progress.stop()
 
-    def start(self, sweep: str, estimate: int | None) -> None:
-        """A sweep starts; ``estimate`` is its backlog in rows (None: unknown)."""
+    def start(self, sweep: str, estimate: int | None = None) -> None:
+        """A sweep starts; ``estimate`` is its backlog in rows (None: the run's own, from its
+        first batch on)."""
         self._estimate = estimate
         self._started = self._last_line = time.monotonic()
         if self._progress is not None:
@@ -106,9 +109,11 @@ class SweepProgress:
 
     def batch(self, result: SweepResult) -> None:
         """After each batch (``run_sweep``'s ``on_batch``)."""
+        if self._estimate is None:
+            self._estimate = result.estimated_backlog
         if self._progress is not None and self._task is not None:
             task = self._progress.tasks[self._task]
-            total = task.total
+            total = task.total if task.total is not None else self._estimate
             if total is not None and result.rows > total:
                 total = result.rows  # more garbage than estimated (it kept coming)
             self._progress.update(self._task, completed=result.rows, total=total)

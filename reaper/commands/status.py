@@ -18,15 +18,11 @@ from reaper import errors, sqltext
 from reaper.commands import space
 from reaper.commands.space import Space
 from reaper.config.schedule import next_run
-from reaper.config.settings import Settings
+from reaper.config.settings import DEFAULT_BACKLOG_CAP, Settings
 from reaper.config.sweeps import Sweep
 from reaper.config.values import format_duration
 from reaper.db import Database, LockHolder, Session, TableStatus, XminHolder, regclass_text
 from reaper.engine.run import compute_cutoffs, lock_keys
-
-# Count the backlog up to this many rows. Counting 1M index entries takes ~0.1-0.3 s on these
-# machines (bench/); past it the backlog is shown as ">= 1,000,000".
-DEFAULT_BACKLOG_CAP = 1_000_000
 
 
 @dataclass

@@ -27,10 +27,8 @@ from typing import Any
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.cron import CronTrigger
 
-from reaper.config.values import shown
+from reaper.config.values import ANY_TIME, shown
 
-# A window setting that means none (a [sweeps.NAME] table's way out of the global window).
-ANY_TIME = "any"
 _HHMM = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 # Where APScheduler's CronTrigger.fields holds minute, hour, day, month and day_of_week.
 _CRON_FIELDS = (6, 5, 2, 1, 4)

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from datetime import time, timedelta
 from typing import Any
 
-from reaper.config.schedule import ANY_TIME, parse_cron, parse_window
 from reaper.config.values import (
+    ANY_TIME,
     EXPECTED,
+    archive_file,
     boolean,
     column_names,
     did_you_mean,
@@ -91,6 +92,10 @@ DEFAULT_JITTER = 0.1
 # The backlog gauges look at most at this many rows: it sets a gauge's cost
 # (docs/performance.md, "Gauges: why --backlog-limit is 500").
 DEFAULT_BACKLOG_LIMIT = 500
+# `reaper status` counts each backlog up to this many rows (--max-count). Counting 1M index
+# entries takes ~0.1-0.3 s on these machines (bench/); past it the backlog is shown as
+# ">= 1,000,000".
+DEFAULT_BACKLOG_CAP = 1_000_000
 # How often the backlog and storage gauges are refreshed (not on every scrape: the backlog
 # count costs tens of milliseconds per sweep).
 DEFAULT_GAUGE_INTERVAL = timedelta(minutes=1)
@@ -124,13 +129,21 @@ FULL_TABLE_MIN_ROWS = 1_000
 DEFAULT_MAX_CLOCK_SKEW = timedelta(minutes=5)
 
 
+# reaper.config.schedule (APScheduler comes with it) is imported when a value is parsed: the
+# command line imports these settings on every start.
+
+
 def optional_cron(value: Any) -> str | None:
     """A cron expression (:func:`reaper.config.schedule.parse_cron`); "" or unset: none."""
+    from reaper.config.schedule import parse_cron
+
     return None if value in (None, "") else parse_cron(value)
 
 
 def optional_window(value: Any) -> tuple[time, time] | None:
     """A window (:func:`reaper.config.schedule.parse_window`); "", "any" or unset: none."""
+    from reaper.config.schedule import parse_window
+
     return None if value in (None, "", ANY_TIME) else parse_window(value)
 
 
@@ -182,6 +195,12 @@ class SweepSettings:
             row. Checked by :mod:`reaper.config.declare`.
         predicate, since: SQL text of a former release's declaration, kept only to refuse it
             with its translation (no SQL text of a config file reaches the server).
+        key: a declared sweep's key columns, that name each deleted row in its batch's
+            ``batch_keys`` line (None: the table's primary key).
+        archive: ``schema.table`` that each batch inserts the rows it deletes into, in the
+            statement that deletes them (None: no archive table).
+        archive_file: an absolute path, or ``-`` for standard output, that each batch's
+            deleted rows are written to as JSON lines before its COMMIT (None: none).
     """
 
     enabled: bool = True
@@ -210,6 +229,9 @@ class SweepSettings:
     keep_referenced: tuple[Mapping[str, Any], ...] | None = None
     predicate: str | None = None
     since: str | None = None
+    key: tuple[str, ...] | None = None
+    archive: str | None = None
+    archive_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -588,11 +610,6 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
         if not isinstance(body, dict):
             raise ConfigError(f"{where} must be a table")
         body = {k.replace("-", "_"): v for k, v in body.items()}
-        if "key" in body:
-            raise ConfigError(
-                f"{where}: remove 'key': reaper batches by tuple id (ctid), selected and "
-                "re-checked in one statement, so a sweep needs no key column"
-            )
         unknown = set(body) - _SWEEP_KEYS
         if unknown:
             guesses = "".join(
@@ -638,6 +655,9 @@ def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
         "keep_referenced": table_list,
         "predicate": nonempty_text,
         "since": nonempty_text,
+        "key": column_names,
+        "archive": one_line,
+        "archive_file": scalar(archive_file),
     }
     return SweepSettings(**{k: keyed(k, parsers[k], v) for k, v in body.items()})
 

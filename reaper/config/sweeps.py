@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypedDict
 
-from reaper.config.declare import declaration, legacy_message
+from reaper.config.declare import declaration, legacy_message, split_table
 from reaper.config.schedule import Cron, Window
 from reaper.config.settings import (
     DEFAULT_BATCH_SIZE,
@@ -85,6 +85,12 @@ class Sweep:
         partition_action: what a run does with a partition wholly past its cutoff.
         max_eligible_fraction: the full-table interlock's threshold (1: it may empty its table).
         budget: when one run stops with work left.
+        key: the columns that name a deleted row in its batch's ``batch_keys`` line (empty:
+            the table's primary key).
+        archive: the table each batch inserts the rows it deletes into, in the statement that
+            deletes them (None: none).
+        archive_file: an absolute path, or ``-`` (standard output), that each batch writes
+            its deleted rows to as JSON lines before its COMMIT (None: none).
     """
 
     name: str
@@ -105,10 +111,15 @@ class Sweep:
     partition_action: PartitionAction = PartitionAction.DROP
     max_eligible_fraction: float = DEFAULT_MAX_ELIGIBLE_FRACTION
     budget: Budget = field(default_factory=Budget)
+    key: tuple[str, ...] = ()
+    archive: TableName | None = None
+    archive_file: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.table, TableName):
             raise TypeError(f"a sweep's table is a TableName (schema and name), not {self.table!r}")
+        if self.archive is not None and not isinstance(self.archive, TableName):
+            raise TypeError(f"an archive is a TableName (schema and name), not {self.archive!r}")
 
     @property
     def cutoffs(self) -> tuple[str, ...]:
@@ -299,7 +310,7 @@ _NO_LONGER_THAN: tuple[tuple[str, str, str], ...] = (
 # What a [sweeps.NAME] table may change on a built-in sweep (the rest is its definition).
 _DECLARATION_KEYS = (
     "table", "reason", "description", "age", "age_when", "where", "where_not", "is_null",
-    "not_null", "rule", "keep_referenced", "predicate", "since",
+    "not_null", "rule", "keep_referenced", "predicate", "since", "key",
 )
 _SINGLE_CUTOFF = "cutoff"
 # A reason is a metric label value; kept to the built-ins' shape (stale, expired, silent).
@@ -395,6 +406,8 @@ class _Knobs(TypedDict):
     partition_action: PartitionAction
     max_eligible_fraction: float
     budget: Budget
+    archive: TableName | None
+    archive_file: str | None
 
 
 def _timing(name: str, body: SweepSettings, settings: Settings) -> tuple[Cron | None,
@@ -422,19 +435,41 @@ def _timing(name: str, body: SweepSettings, settings: Settings) -> tuple[Cron | 
     )
 
 
-def _knobs(name: str, body: SweepSettings, settings: Settings) -> _Knobs:
+def _knobs(name: str, table: TableName, body: SweepSettings, settings: Settings) -> _Knobs:
     """The fields a ``[sweeps.NAME]`` table may set on any sweep, each its own value, else
-    the global setting's."""
+    the global setting's.
+
+    A sweep with an archive retires no partition unless its own ``partition_action`` says
+    detach: a dropped partition's rows would be deleted without passing through the archive.
+    """
     own_fraction = body.max_eligible_fraction
     max_seconds = body.max_seconds_per_run or settings.max_seconds_per_run
     schedule, window = _timing(name, body, settings)
+    archive = None
+    if body.archive is not None:
+        archive = TableName(*split_table(f"[sweeps.{name}]", body.archive, "archive"))
+        if archive.regclass == table.regclass:
+            raise ConfigError(
+                f"[sweeps.{name}] archive: {archive} is the swept table itself; name another "
+                "table, with the same columns (CREATE TABLE ... (LIKE ...))"
+            )
+    action = PartitionAction(body.partition_action or settings.partition_action)
+    if archive is not None or body.archive_file is not None:
+        if body.partition_action == PartitionAction.DROP:
+            raise ConfigError(
+                f"[sweeps.{name}] partition_action: drop would delete a partition's rows "
+                "without archiving them; remove it (a sweep with an archive deletes every row "
+                "in its batches) or set detach"
+            )
+        if body.partition_action is None:
+            action = PartitionAction.OFF
     return {
         "schedule": schedule,
         "window": window,
         "enabled": body.enabled,
         "batch_size": body.batch_size or settings.batch_size,
         "strategy": Strategy(body.strategy or settings.strategy),
-        "partition_action": PartitionAction(body.partition_action or settings.partition_action),
+        "partition_action": action,
         "max_eligible_fraction": (
             settings.max_eligible_fraction if own_fraction is None else own_fraction
         ),
@@ -442,6 +477,8 @@ def _knobs(name: str, body: SweepSettings, settings: Settings) -> _Knobs:
             body.max_rows_per_run or settings.max_rows_per_run,
             max_seconds.total_seconds() if max_seconds else None,
         ),
+        "archive": archive,
+        "archive_file": body.archive_file,
     }
 
 
@@ -453,8 +490,8 @@ def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
             f"[sweeps.{builtin.name}] redefines the built-in sweep {builtin.name!r} "
             f"({given[0]}); a built-in takes only enabled, retention, batch_size, interval, "
             "schedule, window, schedule_time_zone, strategy, partition_action, "
-            "max_eligible_fraction, max_rows_per_run, max_seconds_per_run and after: to "
-            "declare a new sweep, choose another name"
+            "max_eligible_fraction, max_rows_per_run, max_seconds_per_run, after, archive and "
+            "archive_file: to declare a new sweep, choose another name"
         )
     retentions: dict[str, timedelta] = {
         param: getattr(settings, setting)
@@ -482,7 +519,7 @@ def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
         indexes=builtin.indexes,
         interval=body.interval or settings.interval or builtin.interval,
         builtin=True,
-        **_knobs(builtin.name, body, settings),
+        **_knobs(builtin.name, table, body, settings),
     )
 
 
@@ -513,5 +550,6 @@ def _declared(name: str, body: SweepSettings, settings: Settings) -> Sweep:
         after=body.after,
         description=body.description or "",
         interval=body.interval or settings.interval or DEFAULT_SWEEP_INTERVAL,
-        **_knobs(name, body, settings),
+        key=body.key or (),
+        **_knobs(name, predicate.table, body, settings),
     )

@@ -17,6 +17,9 @@ from typing import Any
 
 from reaper.vocab import PartitionAction, Strategy
 
+# A [sweeps.NAME] window of "any": that sweep runs at any time, whatever the global window.
+ANY_TIME = "any"
+
 STRATEGIES = tuple(Strategy)
 # What a sweep does with a partition wholly past its cutoff (reaper.engine.partitions): drop it,
 # detach it only (kept as a table of its own, for an archive job), or leave it to the row
@@ -408,6 +411,18 @@ def one_line(value: Any) -> str:
     """A table name or a metric label: one line of text."""
     text = nonempty_text(value)
     check_text(text)
+    return text
+
+
+def archive_file(value: Any) -> str:
+    """Where a sweep writes its deleted rows as JSON lines: an absolute path, or ``-`` for
+    standard output (a daemon's working directory is not one to rely on)."""
+    text = one_line(value)
+    if text != "-" and not text.startswith("/"):
+        raise ValueError(
+            f"{shown(text)} is not an absolute path; give one (e.g. "
+            '"/var/lib/reaper/archive.jsonl"), or "-" for standard output'
+        )
     return text
 
 

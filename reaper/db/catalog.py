@@ -9,8 +9,17 @@ from psycopg import sql
 
 from reaper import errors, sqltext
 from reaper.db.queries import Queries
-from reaper.db.rows import DeclaredRead, Privilege, Relation
-from reaper.db.statements import _CATALOG_PROOF, Heap, SweepStatements, TableStats, regclass_text
+from reaper.db.rows import DeclaredRead, Privilege, Relation, TableColumn
+from reaper.db.statements import (
+    _CATALOG_PROOF,
+    TID_KEY,
+    Heap,
+    Keep,
+    SweepStatements,
+    TableStats,
+    Trail,
+    regclass_text,
+)
 from reaper.sqltext.declared import Predicate
 from reaper.sqltext.names import TableName
 
@@ -111,17 +120,87 @@ class Catalog(Queries):
             out.append(Heap(r.oid, r.schema, r.name, stats, proof=_CATALOG_PROOF))
         return out
 
-    def statements(self, predicate: Predicate) -> SweepStatements:
+    def statements(self, predicate: Predicate, keep: Keep | None = None) -> SweepStatements:
         """A sweep's statements for its table, from its composed predicate: its deletes
-        composed per heap it covers (:meth:`heaps`).
+        composed per heap it covers (:meth:`heaps`), keeping what ``keep`` asks of the rows
+        they delete (:meth:`trail`).
 
         Raises:
-            ObjectMissing: no such table.
-            RelationRefused: a relation reaper cannot delete from by tuple id.
+            ObjectMissing: no such table, or what :meth:`trail` names.
+            RelationRefused: a relation reaper cannot delete from by tuple id, or an archive
+                that cannot take the table's rows.
         """
         heaps = self.heaps(predicate.table)
         self._refuse_declared_reads(predicate)
-        return SweepStatements(predicate, heaps=heaps)
+        trail = self.trail(predicate.table, keep) if keep is not None else None
+        return SweepStatements(predicate, heaps=heaps, trail=trail)
+
+    def columns(self, table: TableName) -> list[TableColumn]:
+        """``table``'s columns, in order (none when it does not exist)."""
+        return self.fetch(TableColumn, sqltext.ops("table_columns"),
+                          {"table": regclass_text(table)}, context=table)
+
+    def trail(self, table: TableName, keep: Keep) -> Trail:
+        """``keep`` resolved for ``table``: its key columns (the declared ones, else the
+        primary key's, else the tuple id) and, for an archive or lines, all its columns.
+
+        Raises:
+            ObjectMissing: a declared key column the table lacks, or no archive table.
+            RelationRefused: the archive is the table itself, or lacks one of its columns,
+                or has one of another type or one that is generated.
+        """
+        columns = self.columns(table) if keep.key or keep.rows else []
+        names = [c.column_name for c in columns]
+        keys: tuple[str, ...] = ()
+        if keep.keys:
+            keys = keep.key or tuple(
+                str(r["column_name"]) for r in self.rows(sqltext.engine("key_columns"),
+                                             {"table": regclass_text(table)})
+            ) or (TID_KEY,)
+        missing = [k for k in keep.key if k not in names]
+        if missing:
+            raise errors.ObjectMissing(
+                f"table {table} has no column {missing[0]}, which the sweep's key names; "
+                "fix the key or the schema"
+            )
+        if keep.archive is not None:
+            self._refuse_archive(table, columns, keep.archive)
+        return Trail(keys=keys, columns=tuple(names) if keep.rows else (),
+                     archive=keep.archive, lines=keep.lines)
+
+    def _refuse_archive(
+        self, table: TableName, columns: Sequence[TableColumn], archive: TableName
+    ) -> None:
+        """Refuse an archive that cannot take every column of ``table``'s rows as they are."""
+        if archive.regclass == table.regclass:
+            raise errors.RelationRefused(
+                f"table {table} is its own archive; archive it into another table"
+            )
+        theirs = {c.column_name: c for c in self.columns(archive)}
+        if not theirs:
+            raise errors.ObjectMissing(
+                f"archive table {archive} does not exist; create it (CREATE TABLE "
+                f"{archive.sql_text} (LIKE {table.sql_text}, archived_at timestamptz NOT NULL "
+                "DEFAULT now())) and grant INSERT on it"
+            )
+        for c in columns:
+            other = theirs.get(c.column_name)
+            if other is None:
+                raise errors.RelationRefused(
+                    f"archive table {archive} has no column {c.column_name} of table {table}; "
+                    f"add it (ALTER TABLE {archive.sql_text} ADD COLUMN {c.column_name} "
+                    f"{c.column_type})"
+                )
+            if other.column_type != c.column_type:
+                raise errors.RelationRefused(
+                    f"archive table {archive} column {c.column_name} is {other.column_type}, "
+                    f"not {c.column_type} as in table {table}; give it the same type"
+                )
+            if other.generated:
+                raise errors.RelationRefused(
+                    f"archive table {archive} column {c.column_name} is generated, so it "
+                    "cannot keep the deleted row's value; make it a plain column"
+                )
 
     def _refuse_declared_reads(self, predicate: Predicate) -> None:
         """Refuse a declared predicate that reads a relation other than a table, or a column

@@ -282,12 +282,12 @@ class Database:
         finally:
             self._pool.putconn(conn)
 
-    def _configure(self, conn: BoundedConnection) -> None:
+    def _configure(self, conn: BoundedConnection, *, read_only: bool = False) -> None:
         conn.bound = self.bound
         # Every transaction reaper opens says READ COMMITTED itself, whatever the session's
         # default (which _pin pins too).
         conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
-        conn.server_pid = self._pin(conn)
+        conn.server_pid = self._pin(conn, read_only=read_only)
         # Best effort: a platform without TCP_USER_TIMEOUT or without closed-socket events
         # (client_connection_check_interval) refuses the setting; the client side and the
         # watchdog still bound every wait, so the connection is used all the same.
@@ -354,7 +354,12 @@ class Database:
             ConnectionFailed: the database cannot be reached.
         """
         conn = self._connect()
-        with conn, translate_errors(self._redact, "pooler check"):
+        with conn:
+            self._check_sessions(conn, rounds)
+
+    def _check_sessions(self, conn: BoundedConnection, rounds: int) -> None:
+        """The body of :meth:`check_advisory_locks`, on a configured connection."""
+        with translate_errors(self._redact, "pooler check"):
             if not conn.pooled:
                 return
             if not self.session_pooler:
@@ -382,13 +387,44 @@ class Database:
         Raises:
             ConnectionFailed: with libpq's reason (password scrubbed) and the target.
         """
+        with self._reach() as conn:
+            return conn.info.server_version
+
+    def _reach(self) -> BoundedConnection:
+        """A new connection, not yet configured (closed by the caller).
+
+        Raises:
+            ConnectionFailed: with libpq's reason (password scrubbed) and the target.
+        """
         try:
-            with BoundedConnection.connect(self._conninfo, **self._connect_kwargs()) as conn:
-                return conn.info.server_version
+            return BoundedConnection.connect(self._conninfo, **self._connect_kwargs())
         except psycopg.Error as exc:
             raise errors.ConnectionFailed(
                 f"cannot connect to {self.target}: {self._redact(_first_line(exc))}"
             ) from None
+
+    @contextlib.contextmanager
+    def first_session(self, *, check_locks: bool = False) -> Iterator[Session]:
+        """A configured session of its own, outside the pool, closed afterwards: for what a
+        command checks before it starts, on one connection instead of one per check. Its
+        connect fails as :meth:`check_connection` does; with ``check_locks``, the pooler
+        check of :meth:`check_advisory_locks` runs on it before it is lent. It only reads:
+        every transaction is READ ONLY. The pool is not touched: open it (:meth:`open`)
+        inside the block, and its first connection is made while this one checks.
+
+        Raises:
+            ConnectionFailed: the database cannot be reached (libpq's reason, the target).
+            LockNotHeld: with ``check_locks``, as :meth:`check_advisory_locks`.
+        """
+        conn = self._reach()
+        try:
+            with translate_errors(self._redact, f"cannot connect to {self.target}"):
+                self._configure(conn, read_only=True)
+            if check_locks:
+                self._check_sessions(conn, LOCK_PROBE_ROUNDS)
+            yield Session(conn, self._redact, session_pooler=self.session_pooler)
+        finally:
+            conn.close()
 
     @contextlib.contextmanager
     def dedicated_session(self, *, statement_timeout: timedelta | None = None) -> Iterator[Session]:

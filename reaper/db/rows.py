@@ -40,11 +40,12 @@ class TableLeaf:
 @dataclass(frozen=True)
 class TableColumn:
     """A column of a table (``ops/table_columns.sql``); ``base_type`` is a domain's base
-    type's name, else the type's own."""
+    type's name, else the type's own; ``generated``: a generated column."""
 
     column_name: str
     column_type: str
     base_type: str
+    generated: bool = False
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +34,18 @@ BATCH_LOCK_TIMEOUT_MS = 5
 # reaper check counts the rows a role can read under row-level security in a sample of about
 # this many heap blocks (a few milliseconds; every block of a smaller heap).
 VISIBLE_SAMPLE_BLOCKS = 300
+
+
+# Called with what a batch did, after its statement and before its COMMIT.
+BeforeCommit = Callable[[BatchRows], None]
+
+
+def _keys(values: list[Any] | None, columns: int) -> tuple[tuple[Any, ...], ...]:
+    """A batch's keys column (keys, trail_columns.sql) as one tuple per row: a key of one
+    column comes as its value (whatever its type), a key of several as a list."""
+    if columns == 1:
+        return tuple((k,) for k in values or ())
+    return tuple(tuple(k) for k in values or ())
 
 
 class _OverLimit(Exception):
@@ -195,6 +207,7 @@ class Session(Catalog, AdvisoryLocks):
         limit: int,
         skip: Sequence[tuple[int, int]] = (),
         range_first: bool = True,
+        before_commit: BeforeCommit | None = None,
     ) -> BatchRows:
         """One heap-walk batch: delete the first ``limit`` garbage rows (in tuple id order) of
         heap ``hs`` from tuple id ``first`` to block ``end_block`` (excluded), minus ``skip``.
@@ -206,6 +219,8 @@ class Session(Catalog, AdvisoryLocks):
 
         One transaction, no row lock: a row a writer holds fails the batch within
         ``BATCH_LOCK_TIMEOUT_MS``. Returns what it did; ``last`` is the last tuple id selected.
+        ``before_commit``: called with what the batch did after its statement, before its
+        COMMIT (an exception it raises rolls the batch back); never for a range rolled back.
 
         Raises:
             StatementTimeout: past statement_timeout (SQLSTATE 57014) or a row a writer held
@@ -222,10 +237,11 @@ class Session(Catalog, AdvisoryLocks):
         if range_first:
             try:
                 return self._batch(hs, hs.heap_range_batch, p, stmts, at_most=limit,
-                                   last_if_under=ends)
+                                   last_if_under=ends, before_commit=before_commit)
             except _OverLimit:
                 pass
-        return self._batch(hs, hs.heap_batch, p, stmts, last_if_under=ends)
+        return self._batch(hs, hs.heap_batch, p, stmts, last_if_under=ends,
+                           before_commit=before_commit)
 
     def empty_batch(
         self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any]
@@ -244,12 +260,15 @@ class Session(Catalog, AdvisoryLocks):
         params: Mapping[str, Any],
         limit: int,
         skip: Sequence[tuple[int, int]] = (),
+        before_commit: BeforeCommit | None = None,
     ) -> BatchRows:
         """One index-served batch: delete at most ``limit`` garbage rows of heap ``hs``, minus
-        ``skip``. One transaction, no row lock; raises as :meth:`delete_heap_batch`."""
+        ``skip``. One transaction, no row lock; raises and calls ``before_commit`` as
+        :meth:`delete_heap_batch`."""
         p = dict(params, limit=limit, skip=[tid_text(t) for t in skip])
         # A short batch ends the heap's sweep, and commits flushed.
-        return self._batch(hs, hs.index_batch, p, stmts, index=True, last_if_under=limit)
+        return self._batch(hs, hs.index_batch, p, stmts, index=True, last_if_under=limit,
+                           before_commit=before_commit)
 
     def first_victim(
         self,
@@ -282,11 +301,14 @@ class Session(Catalog, AdvisoryLocks):
         hs: HeapStatements,
         params: Mapping[str, Any],
         tid: tuple[int, int],
-    ) -> int:
+        before_commit: BeforeCommit | None = None,
+    ) -> BatchRows:
         """Delete the row at ``tid`` of heap ``hs`` if the predicate still holds for it (0 or
-        1 row). One transaction; raises as :meth:`delete_heap_batch`."""
-        rows = self._batch(hs, hs.delete_row, dict(params, tid=tid_text(tid)), stmts)
-        return max(rows.deleted, 0)
+        1 row deleted; 1 selected). One transaction; raises and calls ``before_commit`` as
+        :meth:`delete_heap_batch`."""
+        rows = self._batch(hs, hs.delete_row, dict(params, tid=tid_text(tid)), stmts,
+                           before_commit=before_commit)
+        return BatchRows(max(rows.deleted, 0), 1, tid, rows.keys, rows.lines)
 
     def row_versions(
         self, stmts: SweepStatements, hs: HeapStatements, tids: Sequence[tuple[int, int]],
@@ -335,14 +357,17 @@ class Session(Catalog, AdvisoryLocks):
         index: bool = False,
         at_most: int | None = None,
         last_if_under: int | None = None,
+        before_commit: BeforeCommit | None = None,
     ) -> BatchRows:
         """Run one batch statement of heap ``hs`` in its own transaction, after the heap's
         table lock (lock_heap.sql, under the session's lock_timeout) and the batch settings;
         with ``at_most``, roll it back (raising _OverLimit) when it deleted more rows than
-        that; with ``last_if_under``, a batch that selected fewer rows ends the heap's sweep
-        and its commit waits for its WAL flush (commit_flushed.sql), so that the run's
-        deletes are known durable without waiting for the WAL writer. The statement returns
-        one row ``(deleted, selected, last_tid)``, or none (a bare DELETE: its row count)."""
+        that; then ``before_commit`` with what it did, before COMMIT; with
+        ``last_if_under``, a batch that selected fewer rows ends the heap's sweep and its
+        commit waits for its WAL flush (commit_flushed.sql), so that the run's deletes are
+        known durable without waiting for the WAL writer. The statement returns one row
+        ``(deleted, selected, last_tid, keys, lines)``, or none (a bare DELETE: its row
+        count)."""
         self._require_own_session()
         # In pipeline mode: BEGIN, the settings and the batch go in one round trip, COMMIT in
         # a second (four round trips otherwise; on a loaded 2-core machine they were most of
@@ -362,9 +387,13 @@ class Session(Catalog, AdvisoryLocks):
                 row = cur.fetchone()
                 assert row is not None
                 result = BatchRows(int(row[0]), int(row[1]),
-                                   parse_tid(row[2]) if row[2] else None)
+                                   parse_tid(row[2]) if row[2] else None,
+                                   _keys(row[3], len(hs.trail.keys)), tuple(row[4] or ()))
             if at_most is not None and result.deleted > at_most:
                 raise _OverLimit  # rolls the transaction back: nothing was deleted
+            if before_commit is not None:
+                # Inside the transaction: what it raises rolls the batch back.
+                before_commit(result)
             if last_if_under is not None and result.selected < last_if_under and result.deleted:
                 cur.execute(sql.SQL(sqltext.engine("commit_flushed")))
         return result

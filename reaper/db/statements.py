@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from psycopg import sql
 
@@ -16,6 +17,9 @@ from reaper.sqltext.names import TableName
 
 # TID range scans (the heap walk) arrived in PostgreSQL 14; older servers use the index path.
 MIN_HEAP_WALK_VERSION = 140000
+# A row's key when its table has no primary key and the sweep declares none: its tuple id
+# (valid only until the row is gone; a declared key names a row for good).
+TID_KEY = "ctid"
 
 # The pieces of first_eligible.sql that differ between the statements that read the first
 # eligible rows: what they select, and the tuple ids a run skipped (left out of its batches).
@@ -54,6 +58,15 @@ def first_eligible(
         sql.SQL(arm).format(arm=a.where, age=a.age, **each) for a in predicate.arms
     )
     return sql.SQL(sqltext.engine("first_eligible_arms")).format(arms=arms, limit=limit)
+
+# The pieces of first_eligible.sql that differ between the statements that read the first
+# eligible rows: what they select, and the tuple ids a run skipped (left out of its batches).
+_CTID = sql.SQL("ctid")
+_ONE = sql.SQL("1")
+_NOTHING = sql.SQL("")
+_NOT_SKIPPED = sql.SQL(" AND ctid <> ALL (%(skip)s::tid[])")
+_LIMIT = sql.Placeholder("limit")
+_ALL = sql.SQL("ALL")
 
 
 def _table(table: TableName) -> TableName:
@@ -139,15 +152,96 @@ class Heap:
         return TableName(self.schema, self.name)
 
 
+@dataclass(frozen=True)
+class Keep:
+    """What a run asks its batches to keep of the rows they delete, besides their count.
+
+    Attributes:
+        keys: return each deleted row's key (for the ``batch_keys`` line).
+        key: the sweep's declared key columns; empty: the table's primary key (its tuple id
+            when it has none).
+        archive: insert the deleted rows into this table, in each batch's statement.
+        lines: return each deleted row as the text of a JSON object.
+    """
+
+    keys: bool = False
+    key: tuple[str, ...] = ()
+    archive: TableName | None = None
+    lines: bool = False
+
+    @property
+    def rows(self) -> bool:
+        """Whether the batches need every column of the rows they delete."""
+        return self.archive is not None or self.lines
+
+
+@dataclass(frozen=True)
+class Trail:
+    """A :class:`Keep` resolved against the catalog (:meth:`Session.statements`).
+
+    Attributes:
+        keys: the key columns each batch returns (empty: none).
+        columns: every column of the swept table, in order (archive and lines; else empty).
+        archive: the table the deleted rows go to, or None.
+        lines: whether each batch returns its rows as JSON text.
+    """
+
+    keys: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    archive: TableName | None = None
+    lines: bool = False
+
+    @property
+    def active(self) -> bool:
+        """Whether the batches return or archive anything besides their counts."""
+        return bool(self.keys) or self.archive is not None or self.lines
+
+
+def _trail_parts(trail: Trail) -> dict[str, sql.Composable]:
+    """The {returning}, {archive} and {trail} slots of a batch statement (heap_batch.sql)."""
+    if not trail.active:
+        return {"returning": _ONE, "archive": _NOTHING,
+                "trail": sql.SQL(sqltext.engine("trail_columns")).format(
+                    keys=sql.SQL("NULL::json"), lines=sql.SQL("NULL::text[]"))}
+    # Each column once: a key column is also one of the row's columns.
+    returned = list(dict.fromkeys((*trail.keys, *trail.columns)))
+    columns = sql.SQL(", ").join(sql.Identifier(c) for c in trail.columns)
+    keys: sql.Composable = sql.SQL("NULL::json")
+    if trail.keys:
+        # A key of one column as its value, not a json_build_array per row: bench B1's sweep
+        # at debug level took 3.04 s of server CPU this way, 3.74 s the other.
+        each = sql.SQL(", ").join(sql.Identifier("g", c) for c in trail.keys)
+        if len(trail.keys) > 1:
+            each = sql.SQL("json_build_array({})").format(each)
+        keys = sql.SQL("(SELECT json_agg({}) FROM gone AS g)").format(each)
+    lines: sql.Composable = sql.SQL("NULL::text[]")
+    if trail.lines:
+        lines = sql.SQL(
+            "(SELECT array_agg(row_to_json(r)::text) FROM (SELECT {} FROM gone) AS r)"
+        ).format(columns)
+    archive: sql.Composable = _NOTHING
+    if trail.archive is not None:
+        archive = sql.SQL(sqltext.engine("trail_archive")).format(
+            archive=_table(trail.archive).identifier, columns=columns)
+    return {
+        "returning": sql.SQL(", ").join(sql.Identifier(c) for c in returned),
+        "archive": archive,
+        "trail": sql.SQL(sqltext.engine("trail_columns")).format(keys=keys, lines=lines),
+    }
+
+
 class HeapStatements:
     """The statements that delete one sweep's garbage from one :class:`Heap`.
 
     ``alias`` is the declared table's name, so that a predicate that names its columns as
-    ``table.column`` reads the same in every heap.
+    ``table.column`` reads the same in every heap. ``trail``: what each batch returns and
+    archives of the rows it deletes, in the statement that deletes them.
     """
 
-    def __init__(self, heap: Heap, predicate: Predicate) -> None:
+    def __init__(self, heap: Heap, predicate: Predicate, trail: Trail | None = None) -> None:
         self.heap = heap
+        self.trail = trail or Trail()
+        kept = _trail_parts(self.trail)
         parts = {
             "heap": sql.Identifier(heap.schema, heap.name),
             "alias": sql.Identifier(predicate.table.name),
@@ -157,6 +251,13 @@ class HeapStatements:
         def compose(name: str, **more: sql.Composable) -> sql.Composed:
             return sql.SQL(sqltext.engine(name)).format(**parts, **more)
 
+        def bare(name: str) -> sql.Composed:
+            """A bare DELETE (no result but its row count), or with a trail, that DELETE
+            returning and archiving its rows (trail_batch.sql)."""
+            if not self.trail.active:
+                return compose(name)
+            return sql.SQL(sqltext.engine("trail_batch")).format(delete=compose(name), **kept)
+
         # The index path's victims: the first eligible rows of this heap alone, not skipped.
         only = sql.SQL("ONLY {} AS {}").format(parts["heap"], parts["alias"])
 
@@ -165,13 +266,13 @@ class HeapStatements:
                                   also=_NOT_SKIPPED)
 
         self.lock_heap = compose("lock_heap")
-        self.heap_batch = compose("heap_batch")
-        self.heap_range_batch = compose("heap_range_batch")
-        self.index_batch = compose("index_batch", victims=victims(_LIMIT))
+        self.heap_batch = compose("heap_batch", **kept)
+        self.heap_range_batch = bare("heap_range_batch")
+        self.index_batch = compose("index_batch", victims=victims(_LIMIT), **kept)
         self.heap_first_victim = compose("heap_first_victim")
         self.index_first_victim = compose("index_first_victim",
                                           victims=victims(sql.Literal(1)))
-        self.delete_row = compose("delete_row")
+        self.delete_row = bare("delete_row")
         self.row_versions = compose("row_versions")
         self.count_eligible = compose("heap_count_eligible")
         self.count_rows = compose("heap_count_rows")
@@ -187,13 +288,16 @@ class SweepStatements:
     read (backlog, oldest row, plans) read the declared table, which covers the same rows.
     """
 
-    def __init__(self, predicate: Predicate, *, heaps: Sequence[Heap] = ()) -> None:
+    def __init__(
+        self, predicate: Predicate, *, heaps: Sequence[Heap] = (), trail: Trail | None = None
+    ) -> None:
         table = predicate.table
         where = predicate.where
         cutoff_param = predicate.cutoffs[0] if predicate.cutoffs else "cutoff"
         self.predicate = predicate
         self.table = table
-        self.heaps = tuple(HeapStatements(h, predicate) for h in heaps)
+        self.trail = trail or Trail()
+        self.heaps = tuple(HeapStatements(h, predicate, self.trail) for h in heaps)
         parts = {"table": table_identifier(table), "predicate": where}
         # What a batch reads, planned over the declared table (reaper check): one victims
         # query through the predicate's index (each arm's), across every heap the table covers.
@@ -251,15 +355,17 @@ class SweepStatements:
 
     def required_privileges(self) -> list[tuple[TableName, str]]:
         """``(table, privilege)`` pairs the batches need: SELECT on every table read, DELETE on
-        the swept table. No UPDATE: batches take no row lock (``FOR UPDATE``) and can change
-        no row. PostgreSQL checks a partition's or an inheritance child's own privileges when
-        it is named directly, as every batch names its heap: each heap needs SELECT and
-        DELETE too."""
+        the swept table, INSERT on its archive table. No UPDATE: batches take no row lock
+        (``FOR UPDATE``) and can change no row. PostgreSQL checks a partition's or an
+        inheritance child's own privileges when it is named directly, as every batch names
+        its heap: each heap needs SELECT and DELETE too."""
         need = [(self.table, p) for p in ("SELECT", "DELETE")]
         for h in self.heaps:
             if h.heap.table != self.table:
                 need += [(h.heap.table, p) for p in ("SELECT", "DELETE")]
         need += [(t, "SELECT") for t in self.tables_read[1:]]
+        if self.trail.archive is not None:
+            need.append((self.trail.archive, "INSERT"))
         return need
 
 
@@ -267,11 +373,15 @@ class SweepStatements:
 class BatchRows:
     """What one batch did: rows ``deleted``, rows ``selected`` as victims (more than deleted
     when a concurrent transaction changed a victim so that the predicate no longer holds),
-    and the ``last`` tuple id selected, ``(block, offset)`` (heap walk only; None when none)."""
+    and the ``last`` tuple id selected, ``(block, offset)`` (heap walk only; None when none).
+    With a :class:`Trail`: ``keys``, each deleted row's key values (in the trail's key
+    columns' order), and ``lines``, each deleted row as a JSON object's text."""
 
     deleted: int
     selected: int
     last: tuple[int, int] | None = None
+    keys: tuple[tuple[Any, ...], ...] = ()
+    lines: tuple[str, ...] = ()
 
 
 def parse_tid(text: str) -> tuple[int, int]:

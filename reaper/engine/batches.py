@@ -175,6 +175,7 @@ class Deleter:
         self._measured(limit, seconds)
         self.run.batch(rows.deleted, seconds)
         self._progressed(rows.selected, rows.deleted)
+        self.run.deleted_keys(self.hs.heap.table, self.hs.trail.keys, rows)
         return rows
 
     def _progressed(self, selected: int, deleted: int) -> None:
@@ -250,7 +251,8 @@ class Deleter:
             return BatchRows(0, 0, None)
         run = self.run
         try:
-            deleted = run.session.delete_row(run.statements, self.hs, run.params, tid)
+            rows = run.session.delete_row(run.statements, self.hs, run.params, tid,
+                                          before_commit=run.before_commit)
         except errors.DatabaseError as exc:
             self._fail_run(exc)
             reason = skip_reason(exc)
@@ -265,9 +267,10 @@ class Deleter:
         seconds = run.clock() - t0
         self.splitter.succeeded(1)
         self.sizer.succeeded(seconds)
-        run.batch(deleted, seconds)
-        self._progressed(1, deleted)
-        return BatchRows(deleted, 1, tid)
+        run.batch(rows.deleted, seconds)
+        run.deleted_keys(self.hs.heap.table, self.hs.trail.keys, rows)
+        self._progressed(1, rows.deleted)
+        return rows
 
     def _remember(self, tid: tuple[int, int], reason: SkipReason) -> None:
         """Keep the row at ``tid``, whose delete failed alone, as undeletable for the
@@ -403,7 +406,7 @@ def walk_heap(
             limit,
             functools.partial(
                 session.delete_heap_batch, stmts, hs, params, start, last_block, limit,
-                list(deleter.skip), deleter.trusts_ranges(),
+                list(deleter.skip), deleter.trusts_ranges(), before_commit=run.before_commit,
             ),
             functools.partial(
                 session.first_victim, stmts, hs, params, list(deleter.skip), start, last_block
@@ -445,7 +448,8 @@ def follow_index(deleter: Deleter) -> StopReason:
         rows = deleter.attempt(
             limit,
             functools.partial(
-                session.delete_index_batch, stmts, hs, params, limit, list(deleter.skip)
+                session.delete_index_batch, stmts, hs, params, limit, list(deleter.skip),
+                before_commit=run.before_commit,
             ),
             functools.partial(session.first_victim, stmts, hs, params, list(deleter.skip)),
         )

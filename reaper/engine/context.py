@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,13 +19,15 @@ import structlog
 from reaper import errors
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Budget, Sweep
-from reaper.db import SweepStatements
+from reaper.db import BatchRows, SweepStatements
+from reaper.engine.archive import capped_keys
 from reaper.engine.failures import skip_reason
 from reaper.engine.pacing import Pacer
 from reaper.engine.port import BatchSession
 from reaper.engine.result import SweepResult
 from reaper.engine.undeletable import UndeletableRows
 from reaper.metrics import Metrics
+from reaper.sqltext.names import TableName
 from reaper.vocab import SkipReason, StopReason
 
 log = structlog.get_logger("reaper.runner")
@@ -63,6 +65,8 @@ class Run:
         busy_batch_seconds: while the pacer sees live traffic, what a batch aims at.
         undeletable: the rows the process found undeletable, remembered across its runs
             (None: none kept, as for a dry run).
+        before_commit: called with each batch's rows before its COMMIT (the archive file's
+            writer, :class:`reaper.engine.archive.LineArchive`; None: nothing).
     """
 
     sweep: Sweep
@@ -88,6 +92,7 @@ class Run:
     _marked: int = field(default=0, init=False)
     _unmarked: int = field(default=0, init=False)
     _checked_at: float | None = field(default=None, init=False)
+    before_commit: Callable[[BatchRows], None] | None = None
 
     def __post_init__(self) -> None:
         if self.started is None:
@@ -173,6 +178,19 @@ class Run:
             log.warning("deleted_rows_not_counted", sweep=self.result.sweep,
                         table=self.result.table, rows=rows, reason=reason)
         self._marked = self._unmarked = 0
+    def deleted_keys(self, heap: TableName, key: Sequence[str], rows: BatchRows) -> None:
+        """The keys of one committed batch's deleted rows, one ``batch_keys`` debug line
+        (none when the batch returned no keys: it deleted nothing, or keys were not asked
+        for), capped at MAX_KEYS_CHARS of keys (``keys_omitted`` counts the rest). ``key``:
+        the columns whose values a key holds."""
+        if not rows.keys:
+            return
+        r = self.result
+        shown, omitted = capped_keys(rows.keys)
+        extra = {"heap": heap} if heap != r.table else {}
+        log.debug("batch_keys", sweep=r.sweep, table=r.table, **extra,
+                  key=key[0] if len(key) == 1 else list(key), keys=shown,
+                  keys_omitted=omitted)
 
     def skipped(self, heap: str, tid: tuple[int, int], exc: errors.DatabaseError) -> None:
         """A row whose delete failed alone: logged once (with the SQLSTATE) and counted."""

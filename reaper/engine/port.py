@@ -10,7 +10,7 @@ engine's decisions in milliseconds (tests/unit/engine/fakes.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from reaper.db import BatchRows, DeleteObstacle, HeapStatements, SweepStatements, WalMark
@@ -45,9 +45,11 @@ class BatchSession(Protocol):
         self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
         first: tuple[int, int], end_block: int, limit: int,
         skip: Sequence[tuple[int, int]] = (), range_first: bool = True,
+        before_commit: Callable[[BatchRows], None] | None = None,
     ) -> BatchRows:
         """Delete at most ``limit`` garbage rows of ``hs`` from tuple id ``first`` to block
-        ``end_block`` (excluded), in tuple-id order, minus ``skip``."""
+        ``end_block`` (excluded), in tuple-id order, minus ``skip``; ``before_commit`` is
+        called with what the batch did before its COMMIT."""
         ...
 
     def empty_batch(
@@ -60,9 +62,10 @@ class BatchSession(Protocol):
     def delete_index_batch(
         self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
         limit: int, skip: Sequence[tuple[int, int]] = (),
+        before_commit: Callable[[BatchRows], None] | None = None,
     ) -> BatchRows:
         """Delete at most ``limit`` garbage rows of ``hs`` found through the index, minus
-        ``skip``."""
+        ``skip``; ``before_commit`` as for :meth:`delete_heap_batch`."""
         ...
 
     def first_victim(
@@ -76,9 +79,10 @@ class BatchSession(Protocol):
 
     def delete_row(
         self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
-        tid: tuple[int, int],
-    ) -> int:
-        """Delete the row at ``tid`` if the predicate still holds for it (0 or 1)."""
+        tid: tuple[int, int], before_commit: Callable[[BatchRows], None] | None = None,
+    ) -> BatchRows:
+        """Delete the row at ``tid`` if the predicate still holds for it (0 or 1 deleted, 1
+        selected, ``last`` the tid); ``before_commit`` as for :meth:`delete_heap_batch`."""
         ...
 
     def row_versions(

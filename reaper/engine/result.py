@@ -47,6 +47,9 @@ class SweepResult:
             (``N of M rows eligible (P%, counted)``), for one short line under the table.
         note: with ``dry_run``, what the count leaves out (rows that the sweeps it runs
             after would make eligible), else None; set by the caller, which knows them.
+        estimated_backlog: the eligible rows that the run's block sample projects before
+            its first delete (exact for a heap of at most about 300 blocks, which is
+            sampled whole), for a progress display; None before that, and for a dry run.
     """
 
     sweep: str
@@ -76,6 +79,7 @@ class SweepResult:
     refusal: str | None = None
     refusal_summary: str | None = None
     note: str | None = None
+    estimated_backlog: int | None = None
 
     @property
     def shown_outcome(self) -> Outcome | Projection:

@@ -16,6 +16,7 @@ undeletable (:mod:`reaper.engine.undeletable`).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import weakref
@@ -31,6 +32,7 @@ from reaper.config.settings import Settings
 from reaper.config.sweeps import Budget, Sweep
 from reaper.db import (
     Database,
+    Keep,
     Session,
     WhoAmI,
     advisory_lock_key,
@@ -38,6 +40,7 @@ from reaper.db import (
     utc_instant,
 )
 from reaper.engine import clock, pacing, partitions
+from reaper.engine.archive import LineArchive
 from reaper.engine.batches import Deleter, batch_strategy
 from reaper.engine.context import DURABLE_WAIT_SECONDS, Run
 from reaper.engine.interlock import (
@@ -54,7 +57,8 @@ from reaper.engine.undeletable import UndeletableRows
 from reaper.metrics import Metrics
 from reaper.vocab import Outcome, StopReason
 
-log = structlog.get_logger("reaper.runner")
+_LOG_NAME = "reaper.runner"
+log = structlog.get_logger(_LOG_NAME)
 
 SUCCESS, FAILURE, SKIPPED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.SKIPPED
 
@@ -172,12 +176,17 @@ class Sweeper:
                         bound.debug("sweep_started", cutoffs=_iso(result.cutoffs),
                                     dry_run=dry_run)
                         run = Run(
-                            sweep, settings, session, session.statements(sweep.predicate),
+                            sweep, settings, session,
+                            session.statements(sweep.predicate,
+                                               None if dry_run else keep(sweep)),
                             dict(result.cutoffs), result, budget,
                             metrics=None if dry_run else metrics, stop=stop,
                             on_batch=on_batch, started=started,
                         )
                         if not dry_run:
+                            if sweep.archive_file is not None:
+                                run.before_commit = LineArchive(sweep.archive_file, sweep.name,
+                                                                sweep.table)
                             run.pace = pacing.for_run(
                                 self.pacing(db), session, settings, sweep.name, metrics, stop
                             )
@@ -323,6 +332,19 @@ def _log_result(bound: Any, result: SweepResult, bug: Exception | None) -> None:
         )
 
 
+def keep(sweep: Sweep) -> Keep:
+    """What a run of ``sweep`` keeps of the rows it deletes: their keys when the
+    ``batch_keys`` line would be shown (the runner's log at debug level: returning them costs
+    a batch about what its RETURNING costs, bench B1), its archive table's rows and its
+    archive file's lines."""
+    return Keep(
+        keys=logging.getLogger(_LOG_NAME).isEnabledFor(logging.DEBUG),
+        key=sweep.key,
+        archive=sweep.archive,
+        lines=sweep.archive_file is not None,
+    )
+
+
 def lock_keys(sweep: Sweep) -> list[int]:
     """The advisory lock keys a run of ``sweep`` holds: its own, and those of the sweeps it
     runs after (``after``), sorted. Holding its predecessors' locks means a sweep never runs
@@ -360,7 +382,16 @@ def warn_if_superuser(db: Database) -> bool:
         DatabaseError: the role could not be read.
     """
     with db.session(read_only=True) as session:
-        superuser = session.fetch(WhoAmI, sqltext.ops("whoami"))[0].superuser
+        return warn_if_superuser_in(session)
+
+
+def warn_if_superuser_in(session: Session) -> bool:
+    """:func:`warn_if_superuser` on a session the caller holds (run-once's first checks).
+
+    Raises:
+        DatabaseError: the role could not be read.
+    """
+    superuser = session.fetch(WhoAmI, sqltext.ops("whoami"))[0].superuser
     if superuser:
         log.warning(
             "superuser_role",
@@ -411,6 +442,9 @@ def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
         return
     judge_table(session, sweep, run.statements, run.params, measure, threshold,
                 ledger.window(key, measure.rows))
+    # What the progress bar counts toward: the sample the run takes anyway, never a count of
+    # its own before the first delete.
+    result.estimated_backlog = round(measure.eligible)
     before = result.rows
     try:
         _delete(session, run, measure)
@@ -467,7 +501,8 @@ def _delete(session: Session, run: Run, measure: EligibleMeasure) -> None:
     sweep, settings, result = run.sweep, run.settings, run.result
     _retire(session, run)
     if result.partitions:
-        run.statements = session.statements(sweep.predicate)  # the heaps that remain
+        # The heaps that remain.
+        run.statements = session.statements(sweep.predicate, keep(sweep))
     batch_size = sweep.batch_size
     sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
     result.stopped_by = StopReason.DONE

@@ -15,6 +15,8 @@
 -- meanwhile is no longer a victim).
 -- {heap}, {alias} and {predicate} are composed by reaper.db; the predicate's parameters are
 -- named; %(skip)s are the tuple ids of rows this run skipped (they failed alone).
+-- {returning}, {archive} and {trail}: what the batch keeps of the rows it deletes
+-- (trail.sql): by default RETURNING 1, nothing, and two NULL columns (keys, lines).
 WITH victims AS MATERIALIZED (
     SELECT ctid FROM ONLY {heap} AS {alias}
     WHERE ctid >= %(first_tid)s::tid AND ctid < %(end_tid)s::tid
@@ -26,8 +28,9 @@ WITH victims AS MATERIALIZED (
     DELETE FROM ONLY {heap} AS {alias}
     WHERE ctid = ANY (ARRAY(SELECT ctid FROM victims))
       AND (SELECT ({predicate}))
-    RETURNING 1
-)
+    RETURNING {returning}
+){archive}
 SELECT (SELECT count(*) FROM gone) AS deleted,
        (SELECT count(*) FROM victims) AS selected,
-       (SELECT max(ctid) FROM victims)::text AS last_tid
+       (SELECT max(ctid) FROM victims)::text AS last_tid,
+       {trail}

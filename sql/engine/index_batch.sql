@@ -5,15 +5,16 @@
 -- heap_batch.sql. {victims} is first_eligible.sql of ctid from ONLY {heap} AS {alias}, the
 -- rows skipped left out, LIMIT %(limit)s: for a predicate that is an OR of disjoint arms,
 -- first_eligible_arms.sql, one ordered range of each arm's index; the DELETE re-checks the
--- whole {predicate}.
+-- whole {predicate}. {returning}, {archive} and {trail}: as in heap_batch.sql.
 WITH victims AS MATERIALIZED (
     {victims}
 ), gone AS (
     DELETE FROM ONLY {heap} AS {alias}
     WHERE ctid = ANY (ARRAY(SELECT ctid FROM victims))
       AND (SELECT ({predicate}))
-    RETURNING 1
-)
+    RETURNING {returning}
+){archive}
 SELECT (SELECT count(*) FROM gone) AS deleted,
        (SELECT count(*) FROM victims) AS selected,
-       NULL::text AS last_tid
+       NULL::text AS last_tid,
+       {trail}

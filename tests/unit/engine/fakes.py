@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reaper import errors
-from reaper.db import BatchRows, DeleteObstacle, WalMark
+from reaper.db import BatchRows, DeleteObstacle, Trail, WalMark
 from reaper.db.statements import TableStats
 from reaper.sqltext.names import TableName
 
@@ -94,10 +94,12 @@ class FakeHeap:
 
 @dataclass
 class FakeHeapStatements:
-    """A heap's statements as the engine passes them along: only ``heap`` is read."""
+    """A heap's statements as the engine passes them along: only ``heap`` and ``trail`` are
+    read."""
 
     heap: FakeHeapRef
     fake: FakeHeap
+    trail: Trail = field(default_factory=Trail)
 
 
 @dataclass
@@ -176,7 +178,8 @@ class FakeSession:
 
     def delete_heap_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any],
                           first: Tid, end_block: int, limit: int,
-                          skip: Sequence[Tid] = (), range_first: bool = True) -> BatchRows:
+                          skip: Sequence[Tid] = (), range_first: bool = True,
+                          before_commit: Any = None) -> BatchRows:
         self._call("delete_heap_batch")
         heap: FakeHeap = hs.fake
         self.ranges.append((first[0], end_block))
@@ -194,7 +197,7 @@ class FakeSession:
         self.clock.advance(hs.fake.batch_seconds)
 
     def delete_index_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any], limit: int,
-                           skip: Sequence[Tid] = ()) -> BatchRows:
+                           skip: Sequence[Tid] = (), before_commit: Any = None) -> BatchRows:
         self._call("delete_index_batch")
         heap: FakeHeap = hs.fake
         victims = [t for t in heap.garbage if t not in skip][:limit]
@@ -219,12 +222,13 @@ class FakeSession:
         self._call("wal_mark")
         return WalMark("0/0", "start", True, True)
 
-    def delete_row(self, stmts: Any, hs: Any, params: Mapping[str, Any], tid: Tid) -> int:
+    def delete_row(self, stmts: Any, hs: Any, params: Mapping[str, Any], tid: Tid,
+                   before_commit: Any = None) -> BatchRows:
         self._call("delete_row")
         heap: FakeHeap = hs.fake
         if not heap.rows.get(tid, False):
-            return 0
-        return self._delete(heap, [tid])
+            return BatchRows(0, 1, tid)
+        return BatchRows(self._delete(heap, [tid]), 1, tid)
 
     def row_versions(self, stmts: Any, hs: Any, tids: Sequence[Tid]) -> dict[Tid, str]:
         self._call("row_versions")

@@ -171,7 +171,7 @@ class _Session:
     def check_predicate(self, *args: Any, **kwargs: Any) -> Any:
         return object()
 
-    def statements(self, checked: Any) -> _Statements:
+    def statements(self, checked: Any, keep: Any = None) -> _Statements:
         return _Statements()
 
     def __getattr__(self, name: str) -> Any:

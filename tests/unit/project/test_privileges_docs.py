@@ -99,7 +99,10 @@ def contradictions(text: str, allowed: set[str]) -> list[str]:
     words = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
     out = []
     for s in sentences(text):
-        extra = (claimed(s) - allowed) & set(TABLE_PRIVILEGES)
+        # An archive table is the operator's own, named by one sweep: its INSERT is that
+        # sweep's (docs/audit.md), never the role's as such.
+        extra = (claimed(s) - allowed - ({"INSERT"} if "archive" in s else set())) \
+            & set(TABLE_PRIVILEGES)
         counts = re.findall(r"\b(one|two|three|four|five|\d) (?:table )?(?:grants|privileges)\b",
                             s, re.I)
         wrong = [c for c in counts if words.get(c.lower(), int(c) if c.isdigit() else 0) != count]

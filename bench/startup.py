@@ -1,0 +1,94 @@
+"""S, start-up: what a user waits for before reaper does anything. ``reaper --version``, and
+``reaper run-once`` on an empty database (the reference schema and its indexes, no rows), each
+run as a user runs it (a new process of the installed entry point), several times; the median
+is shown beside its target. Wall time includes the interpreter's own start; CPU time (user +
+system of the process) is steadier on a shared machine, and the load average is printed with
+the table, since other work on the machine slows every start."""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.pg import Server
+from bench.variants import percentile
+
+STARTUP_RUNS = 9
+VERSION_TARGET_SECONDS = 0.15
+RUN_ONCE_TARGET_SECONDS = 0.5
+
+
+def _reaper() -> str:
+    """The installed ``reaper`` script beside this interpreter."""
+    return str(Path(sys.executable).with_name("reaper"))
+
+
+def _timed(args: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
+    """``reaper ARGS`` once: ``(wall seconds, CPU seconds)`` of its process.
+
+    Raises:
+        RuntimeError: it did not exit 0 (its stderr in the message).
+    """
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run([_reaper(), *args], env=env, capture_output=True, text=True,
+                          check=False, timeout=120)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"reaper {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def _no_rows(_: Any) -> None:
+    """The empty database's fill: none."""
+
+
+def run(server: Server, *, runs: int = STARTUP_RUNS, say: Callable[[str], None]) -> str:
+    """The start-up table (Markdown), with the load average and the targets."""
+    name = server.seed("startup", _no_rows)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REAPER_")}
+    env |= {"REAPER_DSN": server.dsn_of(name), "REAPER_LOG_LEVEL": "warning"}
+    cases = [
+        ("`reaper --version`", ["--version"], VERSION_TARGET_SECONDS),
+        ("`reaper run-once`, empty database", ["run-once"], RUN_ONCE_TARGET_SECONDS),
+    ]
+    rows = []
+    load_before = os.getloadavg()
+    try:
+        for label, args, target in cases:
+            say(f"S: {label} x {runs}")
+            _timed(args, env)  # bytecode caches written, the server's catalog cached
+            # Interleaved with nothing else of the bench: one after the other.
+            samples = [_timed(args, env) for _ in range(runs)]
+            walls = [w for w, _ in samples]
+            cpus = [c for _, c in samples]
+            median = percentile(walls, 0.5)
+            rows.append([
+                label, f"{median:.3f}", f"{min(walls):.3f}", f"{max(walls):.3f}",
+                f"{percentile(cpus, 0.5):.3f}", f"{target:g}",
+                "met" if median < target else "MISSED",
+            ])
+    finally:
+        server.release(name)
+    load_after = os.getloadavg()
+    table = report.table(
+        ["start", "median s", "min s", "max s", "CPU s (median)", "target s",
+         "median < target"],
+        rows,
+    )
+    return (
+        f"## S start-up: median of {runs} runs each, a new process every time\n\n{table}\n\n"
+        f"Load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; "
+        f"after: {', '.join(f'{x:.2f}' for x in load_after)} on {os.cpu_count()} cores. "
+        "A start is mostly the interpreter's and the imports' CPU time: other work on the "
+        "machine stretches its wall time.\n"
+    )
