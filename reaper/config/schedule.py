@@ -22,12 +22,12 @@ import re
 import zoneinfo
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
-
-from apscheduler.triggers.base import BaseTrigger
-from apscheduler.triggers.cron import CronTrigger
+from typing import TYPE_CHECKING, Any
 
 from reaper.config.values import ANY_TIME, shown
+
+if TYPE_CHECKING:
+    from apscheduler.triggers.cron import CronTrigger
 
 _HHMM = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 # Where APScheduler's CronTrigger.fields holds minute, hour, day, month and day_of_week.
@@ -50,7 +50,12 @@ class Cron:
 
     def trigger(self) -> CronTrigger:
         """APScheduler's trigger of this expression in its zone (every time it names, a time
-        the clock shows twice included: :class:`SweepTrigger` fires that one once)."""
+        the clock shows twice included: :class:`reaper.daemon.triggers.SweepTrigger` fires
+        that one once)."""
+        # APScheduler is imported here, not at the top: the command line loads this module on
+        # every start.
+        from apscheduler.triggers.cron import CronTrigger
+
         return CronTrigger.from_crontab(self.expression, timezone=_zone(self.zone))
 
     def __str__(self) -> str:
@@ -65,6 +70,8 @@ def parse_cron(value: Any) -> str:
     Raises:
         ValueError: not five fields, a field out of range, or an expression that never fires.
     """
+    from apscheduler.triggers.cron import CronTrigger
+
     if not isinstance(value, str):
         raise ValueError(f"{shown(value)} is not a cron expression in quotes")
     fields = value.split()
@@ -187,47 +194,6 @@ def parse_window(value: Any) -> tuple[time, time]:
     return start, end
 
 
-def _second_showing(at: datetime, zone: str) -> bool:
-    """Whether ``at`` is the second time the zone's clock shows its wall time (fall back)."""
-    return at.astimezone(_zone(zone)).fold == 1
-
-
-class SweepTrigger(BaseTrigger):  # type: ignore[misc]
-    """When a sweep's job fires: its cron schedule (each time the clock shows, once) or its
-    interval, and, with a window, a time that falls outside the window moved to the window's
-    next opening ("a run due while the window is shut starts when it opens").
-
-    Args:
-        inner: the schedule's own trigger (a CronTrigger or an IntervalTrigger).
-        cron: the cron schedule ``inner`` was made from (None: an interval).
-        window: the sweep's window (None: any time).
-    """
-
-    def __init__(self, inner: BaseTrigger, *, cron: Cron | None = None,
-                 window: Window | None = None) -> None:
-        self.inner, self.cron, self.window = inner, cron, window
-
-    def get_next_fire_time(
-        self, previous_fire_time: datetime | None, now: datetime
-    ) -> datetime | None:
-        """The next fire time after ``previous_fire_time`` (None: the first), at or after
-        ``now`` as APScheduler asks."""
-        prev = previous_fire_time
-        when: datetime | None = self.inner.get_next_fire_time(prev, now)
-        # A cron time in the hour that repeats fires at its first showing only.
-        for _ in range(1000):
-            if when is None or self.cron is None or not _second_showing(when, self.cron.zone):
-                break
-            when = self.inner.get_next_fire_time(when, when)
-        if when is not None and self.window is not None:
-            opens = self.window.next_open(when)
-            if opens != when.astimezone(UTC):
-                when = opens.astimezone(when.tzinfo)
-        return when
-
-    def __str__(self) -> str:
-        return f"{self.inner}" + (f" in {self.window}" if self.window else "")
-
 
 def next_run(
     at: datetime, *, cron: Cron | None, window: Window | None,
@@ -239,6 +205,8 @@ def next_run(
     that never fires again)."""
     when: datetime | None = interval_due or at
     if cron is not None:
+        from reaper.config.triggers import SweepTrigger  # APScheduler: see Cron.trigger
+
         when = SweepTrigger(cron.trigger(), cron=cron).get_next_fire_time(None, at)
     if when is None:
         return None

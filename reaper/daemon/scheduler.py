@@ -55,9 +55,9 @@ from prometheus_client import CollectorRegistry
 from reaper import errors
 from reaper.commands import checks
 from reaper.config.connection import connection_settings
-from reaper.config.schedule import SweepTrigger
 from reaper.config.settings import Settings, changed_settings
 from reaper.config.sweeps import Budget, Sweep
+from reaper.config.triggers import SweepTrigger
 from reaper.config.values import format_duration
 from reaper.daemon import policy
 from reaper.daemon.gauges import GaugeRefresher

@@ -12,9 +12,10 @@ from zoneinfo import ZoneInfo
 import pytest
 from apscheduler.triggers.interval import IntervalTrigger
 
-from reaper.config.schedule import Cron, SweepTrigger, Window, next_run, parse_window
+from reaper.config.schedule import Cron, Window, next_run, parse_window
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import Sweep, configured_sweeps
+from reaper.config.triggers import SweepTrigger
 from reaper.errors import ConfigError
 
 BERLIN, NEW_YORK = "Europe/Berlin", "America/New_York"
