@@ -14,7 +14,6 @@ any role may read (``pg_index``, ``pg_constraint``, ``pg_locks``, ``has_table_pr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,7 +44,7 @@ from reaper.engine import pacing, partitions
 from reaper.engine.run import compute_cutoffs, keep
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.sqltext import sqlinfo
-from reaper.sqltext.names import TableName
+from reaper.sqltext.names import TableName, sql_name
 from reaper.vocab import CheckName, CheckStatus, ObstacleKind, SpaceVerdict
 
 log = structlog.get_logger("reaper.checks")
@@ -539,16 +538,9 @@ def index_statements(sweep: Sweep) -> str:
     if sweep.builtin or not predicate.age_columns:
         return "reaper indexes ensure"
     return "; ".join(
-        f"CREATE INDEX CONCURRENTLY ON {predicate.table.sql_text} ({_ident(column)})"
+        f"CREATE INDEX CONCURRENTLY ON {predicate.table.sql_text} ({sql_name(column)})"
         for column in predicate.age_columns
     )
-
-
-def _ident(name: str) -> str:
-    """A column name as SQL text: bare when it needs no quotes, else double-quoted."""
-    if re.fullmatch(r"[a-z_][a-z0-9_$]*", name):
-        return name
-    return '"' + name.replace('"', '""') + '"'
 
 
 def _repair(name: str) -> str:

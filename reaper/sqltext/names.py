@@ -27,6 +27,12 @@ def quote_ident(part: str) -> str:
     return '"' + part.replace('"', '""') + '"'
 
 
+def sql_name(part: str) -> str:
+    """``part`` as SQL text for a statement shown to a person: bare where an unquoted name
+    reads the same, else quoted (:func:`quote_ident`)."""
+    return part if _PLAIN.fullmatch(part) else quote_ident(part)
+
+
 class TableName(str):
     """A table: its ``schema`` and ``name`` exactly as PostgreSQL spells them (case kept).
 
@@ -72,9 +78,7 @@ class TableName(str):
     def sql_text(self) -> str:
         """``schema.name`` as SQL text for a statement shown to a person (a GRANT to run):
         each part quoted only where an unquoted one would read differently."""
-        return ".".join(
-            p if _PLAIN.fullmatch(p) else quote_ident(p) for p in (self.schema, self.name)
-        )
+        return f"{sql_name(self.schema)}.{sql_name(self.name)}"
 
     @property
     def identifier(self) -> sql.Identifier:

@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 from reaper.dev import demo
-from tests.support import (  # noqa: F401 (fixtures)
+from tests.support import (
     BUILTIN_SWEEPS,
-    KEYS,
-    NOW,
-    SWEEPS,
-    add_node,
-    census,
-    run_reaper,
-    sample,
     small_sizes,
-    sweeps_of,
-    textfile_samples,
 )
 
 REASONS = sorted({(s.table, s.reason) for s in BUILTIN_SWEEPS})

@@ -7,18 +7,14 @@ from __future__ import annotations
 from reaper.dev import demo
 from reaper.engine.run import run_sweep, run_sweeps
 from reaper.metrics import Metrics
-from tests.support import (  # noqa: F401 (fixtures)
+from tests.support import (
     BUILTIN_SWEEPS,
     KEYS,
     NOW,
-    SWEEPS,
     add_node,
     census,
-    run_reaper,
-    sample,
     small_sizes,
     sweeps_of,
-    textfile_samples,
 )
 from tests.support.metrics import REASONS, expected_deletions
 

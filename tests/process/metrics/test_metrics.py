@@ -9,17 +9,12 @@ import os
 import psycopg
 
 from reaper.dev import demo
-from tests.support import (  # noqa: F401 (fixtures)
+from tests.support import (
     BUILTIN_SWEEPS,
     KEYS,
-    NOW,
-    SWEEPS,
-    add_node,
-    census,
     run_reaper,
     sample,
     small_sizes,
-    sweeps_of,
     textfile_samples,
 )
 from tests.support.metrics import REASONS, expected_deletions

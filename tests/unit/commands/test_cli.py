@@ -8,8 +8,6 @@ rows removes every garbage-* row and keeps every keep-* row.
 
 from __future__ import annotations
 
-from tests.support import census, run_reaper, small_sizes  # noqa: F401 (fixtures)
-
 
 def test_an_error_with_brackets_is_printed_as_it_is(capsys) -> None:
     """A database's error text is not rich markup: "[/]" or "[bold]" in it must neither crash

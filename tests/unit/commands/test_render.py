@@ -10,10 +10,8 @@ import pytest
 from rich.console import Console
 
 from reaper.commands import render
-from tests.support import (  # noqa: F401 (fixtures)
+from tests.support import (
     BUILTIN_SWEEPS,
-    run_reaper,
-    small_sizes,
 )
 
 SWEEPS = [s.name for s in BUILTIN_SWEEPS]

@@ -9,16 +9,8 @@ with both strategies (heap walk, index batches), which must agree row for row.
 from __future__ import annotations
 
 from reaper.config.sweeps import select
-from tests.support import (  # noqa: F401 (fixtures)
+from tests.support import (
     BUILTIN_SWEEPS,
-    NOW,
-    SECOND,
-    SWEEPS,
-    add_node,
-    add_request,
-    add_router,
-    add_token,
-    keys,
 )
 
 

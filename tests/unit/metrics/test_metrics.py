@@ -8,16 +8,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from reaper.metrics import Metrics
 from reaper.vocab import Outcome
-from tests.support import (  # noqa: F401 (fixtures)
+from tests.support import (
     BUILTIN_SWEEPS,
-    KEYS,
-    NOW,
-    SWEEPS,
-    add_node,
-    census,
-    run_reaper,
     sample,
-    small_sizes,
     textfile_samples,
 )
 from tests.support.metrics import REASONS
