@@ -247,6 +247,9 @@ def test_sigterm_cancels_a_batch_that_outlasts_the_shutdown_timeout(dsn, conn, t
     wait_for("reaper's sessions gone", lambda: reaper_sessions(conn, conn.info.dbname) == 0)
 
 
+# Its own database: it counts reaper's sessions there, and a session another test left in the
+# shared database (a backend still waiting on a lock its client has gone from) would be counted.
+@pytest.mark.fresh_db
 def test_three_daemons_and_a_run_once_delete_each_row_once(dsn, conn, tmp_path) -> None:
     sizes = demo.Sizes(
         requests_stale=3000, requests_recent=50, nodes_silent=3000, nodes_silent_banned=10,
