@@ -78,6 +78,26 @@ def _unpadded() -> dict[str, Any]:
     return out
 
 
+def _load_structlog(rich_tracebacks: bool) -> None:
+    """Load structlog, without rich unless ``rich_tracebacks``.
+
+    structlog's console renderer and traceback helpers import rich whenever it is installed
+    (with the pygments and attrs it brings, about 50 ms of a start), to draw a traceback
+    in colour. JSON lines never draw one, so for them rich is kept out while structlog
+    loads: structlog then formats a traceback as the standard library does, whole. Console
+    lines, which a person reads, keep rich's tracebacks. Where rich or structlog is loaded
+    already, nothing changes.
+    """
+    if rich_tracebacks or "structlog" in sys.modules or "rich" in sys.modules:
+        return
+    # A None entry makes `import rich` raise ImportError, which structlog catches.
+    sys.modules["rich"] = None  # type: ignore[assignment]
+    try:
+        import structlog  # noqa: F401
+    finally:
+        del sys.modules["rich"]
+
+
 def configure(level: str = "info", json: bool | None = None) -> None:
     """Set up logging to stderr.
 
@@ -86,13 +106,14 @@ def configure(level: str = "info", json: bool | None = None) -> None:
         json: JSON lines (True), console lines (False), or by whether stderr is a TTY (None).
     """
     # Imported here, not at the top: the command line reads LEVELS on every start
-    # (`reaper --version` too), and structlog brings rich with it.
+    # (`reaper --version` too), and structlog costs tens of milliseconds.
     import logging
-
-    import structlog
 
     if json is None:
         json = not sys.stderr.isatty()
+    _load_structlog(rich_tracebacks=not json)
+    import structlog
+
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
