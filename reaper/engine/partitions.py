@@ -38,8 +38,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from pglast import ast
-from pglast.enums import A_Expr_Kind, BoolExprType
 
 from reaper import errors, sqltext
 from reaper.config.settings import FULL_TABLE_MIN_ROWS, Settings
@@ -129,6 +127,10 @@ def key_bound(table: str, predicate: str) -> KeyBound:
 
 
 def _conjuncts(node: Any) -> Iterator[Any]:
+    # pglast is imported where a predicate is parsed: a built-in's proof ships as data.
+    from pglast import ast
+    from pglast.enums import BoolExprType
+
     if isinstance(node, ast.BoolExpr):
         if node.boolop != BoolExprType.AND_EXPR:
             kind = "an OR" if node.boolop == BoolExprType.OR_EXPR else "a NOT"
@@ -142,6 +144,9 @@ def _conjuncts(node: Any) -> Iterator[Any]:
 
 def _bound(node: Any, table: str, relname: str) -> tuple[str, int]:
     """``(column, parameter number)`` of one conjunct that bounds a column by a cutoff."""
+    from pglast import ast
+    from pglast.enums import A_Expr_Kind
+
     if not isinstance(node, ast.A_Expr) or node.kind != A_Expr_Kind.AEXPR_OP:
         raise NotProven("the predicate has a condition other than column < cutoff")
     op_name = [getattr(n, "sval", "") for n in node.name or ()]
@@ -304,13 +309,18 @@ def _read_tree(
 
 
 def _proof(sweep: Sweep) -> KeyBound:
-    """The partition proof of ``sweep``'s predicate: read from a built-in's reviewed text, or
-    given by a declaration whose only rule is one age column without filters.
+    """The partition proof of ``sweep``'s predicate: read from a built-in's reviewed text (as
+    the package keeps it read, :attr:`Predicate.proof`), or given by a declaration whose only
+    rule is one age column without filters.
 
     Raises:
         NotProven: why not, in one line.
     """
     predicate = sweep.predicate
+    if isinstance(predicate.proof, str):
+        raise NotProven(predicate.proof)
+    if predicate.proof is not None:
+        return KeyBound(*predicate.proof)
     if predicate.text is not None:
         return key_bound(sweep.table, predicate.text)
     if predicate.key_column is None:

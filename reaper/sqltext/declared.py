@@ -18,6 +18,7 @@ table's column through a sub-select that renames it, for the same reason.
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -135,6 +136,10 @@ class Predicate:
             eligible rows read each arm as its own ordered index range, ``n`` at most
             (:class:`reaper.db.SweepStatements`), where ``WHERE (a OR b) LIMIT n`` is a
             BitmapOr that reads every eligible entry before the ``LIMIT``. Empty: one range.
+        proof: a built-in's partition proof as :func:`reaper.engine.partitions.key_bound`
+            reads its ``text``, kept with the package (:mod:`reaper.sqltext.analysed`):
+            ``(column, cutoff parameters)``, or why the text proves no partition eligible.
+            None: ``text`` is read when a partition is planned (or there is no text).
     """
 
     table: TableName
@@ -149,6 +154,7 @@ class Predicate:
     text: str | None = None
     reads: tuple[tuple[TableName, str], ...] = ()
     arms: tuple[Arm, ...] = ()
+    proof: tuple[str, tuple[str, ...]] | str | None = None
 
 
 def cutoff_name(rule: int) -> str:
@@ -322,8 +328,39 @@ def builtin(name: str, table: TableName, cutoffs: tuple[str, ...]) -> Predicate:
     """The predicate of built-in sweep ``name`` over ``table``: the reviewed files
     ``sql/sweeps/<name>.sql`` and ``sql/since/<name>.sql`` of the package (no text of a
     config file), analysed with pglast for the columns and tables they read. Their other
-    tables are written ``{schema}.name``: they live in the swept table's schema."""
-    return reviewed(table, sqltext.predicate(name), cutoffs, sqltext.since(name))
+    tables are written ``{schema}.name``: they live in the swept table's schema.
+
+    The analysis of each file as it ships is kept in :mod:`reaper.sqltext.analysed`, so that
+    loading the configuration does not load the parser (about 35 ms of every start); a file
+    whose text differs from the one analysed there (an edited file, a table renamed) is
+    analysed again here. A unit test re-runs the analysis and compares.
+    """
+    from reaper.sqltext import analysed
+
+    text, since = sqltext.predicate(name), sqltext.since(name)
+    known = analysed.BUILTINS.get(name)
+    if (
+        known is None or known["table"] != table.name
+        or known["sha256"] != hashlib.sha256(text.encode()).hexdigest()
+    ):
+        return reviewed(table, text, cutoffs, since)
+    filled = text.replace("{schema}", quote_ident(table.schema))
+
+    def in_schema(schema: str | None, relname: str) -> TableName:
+        return TableName(table.schema if schema is None else schema, relname)
+
+    return Predicate(
+        table=table,
+        where=sql.SQL(filled),
+        cutoffs=cutoffs,
+        since=sql.SQL(since) if since else None,
+        ages=tuple(sql.SQL(e) for e in known["ages"]),
+        columns=known["columns"],
+        age_columns=known["age_columns"],
+        tables_read=tuple(in_schema(*t) for t in known["tables_read"]),
+        text=filled,
+        proof=known["proof"],
+    )
 
 
 def reviewed(

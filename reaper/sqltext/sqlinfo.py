@@ -15,16 +15,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pglast
-from pglast import ast
-from pglast.enums import A_Expr_Kind
-from pglast.stream import RawStream
-
 from reaper import sqltext
 from reaper.errors import ConfigError
 from reaper.sqltext.names import TableName
 
 PARAM = re.compile(r"%\((\w+)\)s")
+
+# pglast (about 25 ms to import) is imported by the functions that parse: the built-in
+# sweeps' analysis ships as data (reaper.sqltext.analysed), so that a run whose
+# configuration declares no sweep and whose commands parse no index loads no parser, and
+# IndexSpec alone loads nothing.
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,10 @@ def parse_index_statement(statement: str, schema: str = "public") -> IndexSpec:
     Raises:
         ConfigError: not a single named CREATE INDEX statement.
     """
+    import pglast
+    from pglast import ast
+    from pglast.stream import RawStream
+
     try:
         stmts = pglast.parse_sql(statement)
     except pglast.parser.ParseError as exc:
@@ -106,6 +110,8 @@ def parse_select(
     Raises:
         PredicateSyntaxError: the text does not parse.
     """
+    import pglast
+
     names: list[str] = []
 
     def number(m: re.Match[str]) -> str:
@@ -133,6 +139,8 @@ def _parse_predicate(table: TableName, predicate: str) -> Any:
 
 
 def _walk(node: Any, *, into_sublinks: bool = True) -> Iterator[Any]:
+    from pglast import ast
+
     if isinstance(node, tuple | list):
         for item in node:
             yield from _walk(item, into_sublinks=into_sublinks)
@@ -154,6 +162,8 @@ def tables_read(table: TableName, predicate: str) -> tuple[TableName, ...]:
         ConfigError: the predicate does not parse, or names a table without its schema
             (the session's search_path is ``pg_catalog``: no table is found by it).
     """
+    from pglast import ast
+
     out = [table]
     select = _parse_predicate(table, predicate)
     for node in _walk(select.whereClause):
@@ -179,6 +189,10 @@ def cutoff_expressions(table: TableName, predicate: str) -> tuple[str, ...]:
     Raises:
         ConfigError: the predicate does not parse.
     """
+    from pglast import ast
+    from pglast.enums import A_Expr_Kind
+    from pglast.stream import RawStream
+
     select = _parse_predicate(table, predicate)
     out: list[str] = []
     for node in _walk(select.whereClause, into_sublinks=False):
@@ -206,6 +220,8 @@ def columns_used(table: TableName, predicate: str) -> tuple[str, ...]:
     Raises:
         ConfigError: the predicate does not parse.
     """
+    from pglast import ast
+
     relname = table.name
     select = _parse_predicate(table, predicate)
     out: list[str] = []
