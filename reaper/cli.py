@@ -289,7 +289,6 @@ def run_once(
     # Imported once the configuration is valid (as in every command): bad input costs none.
     from prometheus_client import CollectorRegistry
 
-    from reaper.commands import render
     from reaper.commands.progress import SweepProgress
     from reaper.engine.run import Sweeper, refuse_unsweepable, warn_if_superuser_in
     from reaper.metrics import Metrics
@@ -336,7 +335,11 @@ def run_once(
         if metrics_file is not None:
             _refresh_storage_rows(db, metrics, sweeps)
             metrics_written = _write_metrics(metrics, metrics_file)
+    # The tables' module (and rich with it) is loaded where a table or a note is written:
+    # a run with --json writes neither.
     if dry_run:
+        from reaper.commands import render
+
         notes = render.dependants_notes(
             sweeps, {r.sweep: r.rows for r in results if r.outcome != Outcome.FAILURE}
         )
@@ -345,6 +348,8 @@ def run_once(
     if as_json:
         _echo_json([r.as_dict() for r in results])
     else:
+        from reaper.commands import render
+
         render.print_results(results, dry_run=dry_run, wide=wide)
     failed = any(r.outcome == Outcome.FAILURE for r in results) or not metrics_written
     if failed:

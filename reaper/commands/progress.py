@@ -15,24 +15,18 @@ import logging
 import sys
 import time
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.text import Text
 
-from reaper.commands.indexes import CREATE, REBUILD, IndexAction
-from reaper.engine.result import SweepResult
-from reaper.sqltext.sqlinfo import IndexSpec
+# rich's progress bars are imported where a bar is drawn (stderr a terminal): a run whose
+# progress goes to the log, and `indexes ensure` off a terminal, load none of them.
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
+
+    from reaper.commands.indexes import IndexAction
+    from reaper.engine.result import SweepResult
+    from reaper.sqltext.sqlinfo import IndexSpec
 
 log = structlog.get_logger("reaper.progress")
 
@@ -41,16 +35,38 @@ log = structlog.get_logger("reaper.progress")
 PLAIN_INTERVAL_SECONDS = 5.0
 
 
-class _RowsColumn(ProgressColumn):
-    def render(self, task: Task) -> Text:
-        total = f"{int(task.total):,}" if task.total is not None else "?"
-        return Text(f"{int(task.completed):,}/{total} rows")
+def _sweep_bars() -> Progress:
+    """A run's bars on stderr: the sweep, its bar, rows of the estimate, rate, elapsed."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        ProgressColumn,
+        Task,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+    from rich.text import Text
 
+    class RowsColumn(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            total = f"{int(task.total):,}" if task.total is not None else "?"
+            return Text(f"{int(task.completed):,}/{total} rows")
 
-class _RateColumn(ProgressColumn):
-    def render(self, task: Task) -> Text:
-        speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.0f} rows/s" if speed else "- rows/s")
+    class RateColumn(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            speed = task.finished_speed or task.speed
+            return Text(f"{speed:,.0f} rows/s" if speed else "- rows/s")
+
+    return Progress(
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        RowsColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        redirect_stderr=True,
+    )
 
 
 class SweepProgress:
@@ -72,15 +88,7 @@ class SweepProgress:
     def __enter__(self) -> SweepProgress:
         if self.live:
             stderr = sys.stderr
-            self._progress = Progress(
-                TextColumn("{task.description}", markup=False),
-                BarColumn(),
-                _RowsColumn(),
-                _RateColumn(),
-                TimeElapsedColumn(),
-                console=Console(stderr=True),
-                redirect_stderr=True,
-            )
+            self._progress = _sweep_bars()
             self._progress.start()
             # Log lines go through rich's redirected stderr, above the bars, not through them.
             for h in logging.getLogger().handlers:
@@ -147,6 +155,9 @@ class IndexProgress:
     """
 
     def __init__(self, live: bool) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
         self.live = live
         self._progress = Progress(
             TextColumn("{task.description}", markup=False),
@@ -167,6 +178,8 @@ class IndexProgress:
 
     def action(self, action: IndexAction) -> None:
         """``ensure``'s ``on_action``: a build (or rebuild) starts its bar."""
+        from reaper.commands.indexes import CREATE, REBUILD
+
         if self.live and action.action in (CREATE, REBUILD):
             self._tasks[action.index] = self._progress.add_task(
                 f"{action.action} {action.index}", total=None, phase="starting"

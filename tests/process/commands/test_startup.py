@@ -86,3 +86,14 @@ def test_run_once_loads_neither_the_scheduler_nor_the_backlog_count(dsn: str) ->
     assert code == 0
     assert "psycopg_pool" in modules  # it did run
     assert modules & {"apscheduler", "reaper.daemon", "reaper.commands.status"} == set()
+
+
+@pytest.mark.parametrize("table", [True, False], ids=["table", "json"])
+def test_run_once_loads_no_sql_parser_and_rich_only_for_its_table(dsn: str, table: bool) -> None:
+    # Off a terminal: JSON log lines, no progress bars. The built-in sweeps' analysis ships
+    # as data; rich draws the table of results, and never a log line's traceback here.
+    code, modules = loaded("run-once", *([] if table else ["--json"]), env={"REAPER_DSN": dsn})
+    assert code == 0
+    assert "psycopg_pool" in modules  # it did run
+    assert modules & {"pglast", "pygments", "attr"} == set()
+    assert ("rich" in modules) is table

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import reaper
 
 ROOT = Path(reaper.__file__).parent
@@ -103,3 +105,28 @@ def test_the_reading_skips_functions_and_type_checking_blocks() -> None:
     ).body
     assert _executed_imports(body) == {"typing", "typing.TYPE_CHECKING", "json", "psycopg",
                                        "structlog"}
+
+
+@pytest.mark.parametrize(
+    ("start", "kept_out"),
+    [
+        # Loading the configuration: the built-in sweeps' analysis ships as data.
+        ("reaper.config.load", {"pglast", "rich"}),
+        # A run: the engine and its partition proofs parse no SQL text of a built-in.
+        ("reaper.engine.run", {"pglast", "rich"}),
+        ("reaper.sqltext.sqlinfo", {"pglast"}),
+        # Its progress: bars are drawn on a terminal only.
+        ("reaper.commands.progress", {"pglast", "rich"}),
+        # Logging: structlog is loaded when configured, never by the module.
+        ("reaper.log", {"structlog", "rich"}),
+    ],
+)
+def test_what_a_run_loads_leaves_the_parser_and_rich_to_who_uses_them(
+    start: str, kept_out: set[str]
+) -> None:
+    reached = {
+        name: " -> ".join(chain)
+        for name, chain in _reached(start).items()
+        if name.split(".")[0] in kept_out
+    }
+    assert reached == {}
