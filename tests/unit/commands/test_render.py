@@ -66,3 +66,30 @@ def test_columns_left_out_are_named_and_wide_shows_them(monkeypatch) -> None:
 # The real commands, on the demo's rows, at 80 columns.
 
 
+
+
+def _drawn_width(table) -> int:
+    """The widest line of ``table`` drawn unwrapped, its title and blank right edge aside."""
+    out = io.StringIO()
+    Console(file=out, width=100_000, color_system=None, markup=False, emoji=False,
+            highlight=False).print(table)
+    return max((len(line.rstrip()) for line in out.getvalue().splitlines()[1:]), default=0)
+
+
+@pytest.mark.parametrize("long", ["", "x", "short", "a long sentence that explains " * 4])
+@pytest.mark.parametrize("keep", [(0,), (0, 2), (0, 1, 2), (0, 2, 4), (0, 1, 2, 3, 4)])
+def test_a_tables_measured_width_is_its_drawn_width(long: str, keep: tuple[int, ...]) -> None:
+    # print_table measures a table to choose its columns: what it measures is what it draws.
+    columns = [
+        render.Column("sweep"), render.Column("table", optional=True),
+        render.Column("rows", right=True), render.Column("detail", optional=True),
+        render.Column("outcome"),
+    ]
+    rows = [
+        [name, f"public.{name}", f"{i * 12345:,}", f"{long} {name}"[: 7 * i], "success"]
+        for i, name in enumerate(SWEEPS)
+    ]
+    table = render._table(
+        "reaper run-once", [columns[i] for i in keep], [[r[i] for i in keep] for r in rows]
+    )
+    assert render._natural_width(table) == _drawn_width(table)
