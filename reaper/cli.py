@@ -287,11 +287,8 @@ def run_once(
     config = load(config_path, raw)
     settings, sweeps = config.settings, config.enabled(sweep_names)
     # Imported once the configuration is valid (as in every command): bad input costs none.
-    from prometheus_client import CollectorRegistry
-
     from reaper.commands.progress import SweepProgress
     from reaper.engine.run import Sweeper, refuse_unsweepable, warn_if_superuser_in
-    from reaper.metrics import Metrics
 
     stdout = [s.name for s in sweeps if s.archive_file == "-"]
     if as_json and stdout and not dry_run:
@@ -301,7 +298,9 @@ def run_once(
             "leave out --json"
         )
     db = open_database(settings)
-    metrics = Metrics(sweeps, CollectorRegistry())
+    # The metrics of a run are read from its --metrics-file alone: without one, none are
+    # kept (nor the metrics client loaded), as for a dry run's batches.
+    metrics = _file_metrics(sweeps) if metrics_file is not None else None
     # The checks before the first sweep share one connection of their own (its connect
     # says why the database cannot be reached); the pool's first connection, which the
     # sweeps use, is made meanwhile. A real run first checks that the sweeps' advisory
@@ -332,7 +331,7 @@ def run_once(
                 progress.finish(result)
                 results.append(result)
         metrics_written = True
-        if metrics_file is not None:
+        if metrics is not None and metrics_file is not None:
             _refresh_storage_rows(db, metrics, sweeps)
             metrics_written = _write_metrics(metrics, metrics_file)
     # The tables' module (and rich with it) is loaded where a table or a note is written:
@@ -357,6 +356,15 @@ def run_once(
     # Nothing ran at all: a squatter on the lock keys must not look like a clean run.
     sys.exit(EXIT_ALL_SKIPPED if results and all(r.outcome == Outcome.SKIPPED for r in results)
              else EXIT_OK)
+
+
+def _file_metrics(sweeps: Sequence[Sweep]) -> Metrics:
+    """The metrics of one run-once, in a registry of their own, for its --metrics-file."""
+    from prometheus_client import CollectorRegistry
+
+    from reaper.metrics import Metrics
+
+    return Metrics(sweeps, CollectorRegistry())
 
 
 def _warn_missing_indexes(db: Database, sweeps: Sequence[Sweep]) -> None:

@@ -10,8 +10,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, write_to_textfile
+from typing import TYPE_CHECKING
 
 from reaper.config.sweeps import Sweep
 from reaper.sqltext.names import TableName
@@ -24,6 +23,11 @@ from reaper.vocab import (
     SkipReason,
     ThrottleReason,
 )
+
+# The client (about 20 ms to import) is imported by Metrics itself: the engine imports this
+# module, and `run-once` without --metrics-file makes no Metrics.
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 # The checks of `reaper check` (the `check` label of reaper_check_failures): those about the
 # server and the connection (reaper.vocab.SERVER_CHECKS) are labelled sweep="*"; the others
@@ -46,6 +50,8 @@ class Metrics:
     """
 
     def __init__(self, sweeps: Iterable[Sweep], registry: CollectorRegistry) -> None:
+        from prometheus_client import Counter, Gauge, Histogram
+
         self.registry = registry
         self.deleted_rows = Counter(
             "reaper_deleted_rows",
@@ -303,4 +309,6 @@ class Metrics:
     def write_textfile(self, path: Path) -> None:
         """Write every metric in the Prometheus text format to ``path``, atomically (a temporary
         file in the same directory, renamed), for node_exporter's textfile collector."""
+        from prometheus_client import write_to_textfile
+
         write_to_textfile(str(path), self.registry)

@@ -91,9 +91,19 @@ def test_run_once_loads_neither_the_scheduler_nor_the_backlog_count(dsn: str) ->
 @pytest.mark.parametrize("table", [True, False], ids=["table", "json"])
 def test_run_once_loads_no_sql_parser_and_rich_only_for_its_table(dsn: str, table: bool) -> None:
     # Off a terminal: JSON log lines, no progress bars. The built-in sweeps' analysis ships
-    # as data; rich draws the table of results, and never a log line's traceback here.
+    # as data; rich draws the table of results, and never a log line's traceback here; no
+    # metrics file, no metrics.
     code, modules = loaded("run-once", *([] if table else ["--json"]), env={"REAPER_DSN": dsn})
     assert code == 0
     assert "psycopg_pool" in modules  # it did run
-    assert modules & {"pglast", "pygments", "attr"} == set()
+    assert modules & {"pglast", "pygments", "attr", "prometheus_client"} == set()
     assert ("rich" in modules) is table
+
+
+def test_run_once_loads_the_metrics_client_for_its_metrics_file(dsn: str, tmp_path) -> None:
+    path = tmp_path / "reaper.prom"
+    code, modules = loaded("run-once", "--json", "--metrics-file", str(path),
+                           env={"REAPER_DSN": dsn})
+    assert code == 0
+    assert "prometheus_client" in modules
+    assert "reaper_sweep_runs_total{" in path.read_text()

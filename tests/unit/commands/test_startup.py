@@ -112,8 +112,10 @@ def test_the_reading_skips_functions_and_type_checking_blocks() -> None:
     [
         # Loading the configuration: the built-in sweeps' analysis ships as data.
         ("reaper.config.load", {"pglast", "rich"}),
-        # A run: the engine and its partition proofs parse no SQL text of a built-in.
-        ("reaper.engine.run", {"pglast", "rich"}),
+        # A run: the engine and its partition proofs parse no SQL text of a built-in; the
+        # metrics client is loaded by the Metrics a run is given, if any.
+        ("reaper.engine.run", {"pglast", "rich", "prometheus_client"}),
+        ("reaper.metrics", {"prometheus_client"}),
         ("reaper.sqltext.sqlinfo", {"pglast"}),
         # Its progress: bars are drawn on a terminal only.
         ("reaper.commands.progress", {"pglast", "rich"}),
@@ -121,7 +123,7 @@ def test_the_reading_skips_functions_and_type_checking_blocks() -> None:
         ("reaper.log", {"structlog", "rich"}),
     ],
 )
-def test_what_a_run_loads_leaves_the_parser_and_rich_to_who_uses_them(
+def test_what_a_run_loads_leaves_the_parser_rich_and_metrics_to_who_uses_them(
     start: str, kept_out: set[str]
 ) -> None:
     reached = {
