@@ -21,6 +21,10 @@ from bench.pg import Server
 from bench.variants import percentile
 
 STARTUP_RUNS = 9
+# A folder holding another reaper's package, e.g. `git archive main reaper | tar -x -C DIR`:
+# each start of it (the same interpreter and packages, that folder first on PYTHONPATH)
+# follows each start of the installed reaper, as rows of their own.
+BASELINE_ENV = "REAPER_BENCH_S_BASELINE"
 VERSION_TARGET_SECONDS = 0.15
 RUN_ONCE_TARGET_SECONDS = 0.5
 
@@ -53,7 +57,11 @@ def _no_rows(_: Any) -> None:
 
 
 def run(server: Server, *, runs: int = STARTUP_RUNS, say: Callable[[str], None]) -> str:
-    """The start-up table (Markdown), with the load average and the targets."""
+    """The start-up table (Markdown), with the load average and the targets; with
+    ``REAPER_BENCH_S_BASELINE`` set, the baseline's starts interleaved, a row each."""
+    baseline = os.environ.get(BASELINE_ENV)
+    if baseline and not (Path(baseline) / "reaper" / "cli.py").is_file():
+        raise RuntimeError(f"{BASELINE_ENV}={baseline}: no reaper/cli.py there")
     name = server.seed("startup", _no_rows)
     # PYTHONDONTWRITEBYTECODE left out: the warm-up run writes reaper's bytecode caches, as
     # pip does when it installs the package; with it, every start compiled reaper's own
@@ -67,22 +75,31 @@ def run(server: Server, *, runs: int = STARTUP_RUNS, say: Callable[[str], None])
         ("`reaper --version`", ["--version"], VERSION_TARGET_SECONDS),
         ("`reaper run-once`, empty database", ["run-once"], RUN_ONCE_TARGET_SECONDS),
     ]
+    variants = {"": env}
+    if baseline:
+        variants[" (baseline)"] = env | {"PYTHONPATH": baseline}
     rows = []
     load_before = os.getloadavg()
     try:
         for label, args, target in cases:
             say(f"S: {label} x {runs}")
-            _timed(args, env)  # bytecode caches written, the server's catalog cached
-            # Interleaved with nothing else of the bench: one after the other.
-            samples = [_timed(args, env) for _ in range(runs)]
-            walls = [w for w, _ in samples]
-            cpus = [c for _, c in samples]
-            median = percentile(walls, 0.5)
-            rows.append([
-                label, f"{median:.3f}", f"{min(walls):.3f}", f"{max(walls):.3f}",
-                f"{percentile(cpus, 0.5):.3f}", f"{target:g}",
-                "met" if median < target else "MISSED",
-            ])
+            for venv in variants.values():
+                _timed(args, venv)  # bytecode caches written, the server's catalog cached
+            # Interleaved with nothing else of the bench: one after the other, a start of
+            # each variant in turn.
+            samples: dict[str, list[tuple[float, float]]] = {v: [] for v in variants}
+            for _ in range(runs):
+                for v, venv in variants.items():
+                    samples[v].append(_timed(args, venv))
+            for v, got in samples.items():
+                walls = [w for w, _ in got]
+                cpus = [c for _, c in got]
+                median = percentile(walls, 0.5)
+                rows.append([
+                    label + v, f"{median:.3f}", f"{min(walls):.3f}", f"{max(walls):.3f}",
+                    f"{percentile(cpus, 0.5):.3f}", f"{target:g}",
+                    "met" if median < target else "MISSED",
+                ])
     finally:
         server.release(name)
     load_after = os.getloadavg()
