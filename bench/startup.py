@@ -7,6 +7,7 @@ the table, since other work on the machine slows every start."""
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -56,6 +57,65 @@ def _no_rows(_: Any) -> None:
     """The empty database's fill: none."""
 
 
+# `reaper run-once` in a process that notes the clocks (wall, and the process's CPU) where
+# each step of the command ends, by wrapping the command line's functions; printed at exit
+# as one JSON line: [[step, wall seconds, CPU seconds], ...].
+_PHASE_PROBE = """
+import atexit, json, os, sys, time
+T = [("interpreter started", time.time() - float(os.environ["BENCH_SPAWNED_AT"]),
+      time.process_time())]
+last = [time.perf_counter(), time.process_time()]
+def mark(step):
+    wall, cpu = time.perf_counter(), time.process_time()
+    T.append((step, wall - last[0], cpu - last[1]))
+    last[:] = [wall, cpu]
+import reaper.cli as cli
+from reaper import log
+mark("click and reaper.cli imported")
+def wrap(module, name, before=None, after=None):
+    f = getattr(module, name)
+    def wrapped(*a, **k):
+        if before: mark(before)
+        out = f(*a, **k)
+        if after: mark(after)
+        return out
+    setattr(module, name, wrapped)
+wrap(log, "configure", after="structlog imported, logging configured")
+wrap(cli, "load", after="configuration loaded (psycopg imported with it)")
+wrap(cli, "open_database", before="the run's modules imported (engine, db, pool)")
+wrap(cli, "_warn_missing_indexes",
+     after="checks before the first sweep (2 connections, tables, kinds, role, indexes)")
+def report():
+    mark("the sweeps, the table printed, the pool closed")
+    sys.__stderr__.write("PHASES " + json.dumps(T) + "\\n")
+atexit.register(report)
+cli.main(sys.argv[1:])
+"""
+
+
+def _phases(env: dict[str, str], runs: int) -> list[list[str]]:
+    """Where ``reaper run-once``'s time goes, step by step: ``[step, median wall ms, median
+    CPU ms]`` rows over ``runs`` runs (after one not counted)."""
+    got: list[list[tuple[str, float, float]]] = []
+    for i in range(runs + 1):
+        proc = subprocess.run(
+            [sys.executable, "-c", _PHASE_PROBE, "run-once"],
+            env=env | {"BENCH_SPAWNED_AT": repr(time.time())},
+            capture_output=True, text=True, check=False, timeout=120,
+        )
+        lines = [x for x in proc.stderr.splitlines() if x.startswith("PHASES ")]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"reaper run-once (phases) exited {proc.returncode}: {proc.stderr}")
+        if i:
+            got.append(json.loads(lines[-1].removeprefix("PHASES ")))
+    rows = []
+    for j, (step, _, _) in enumerate(got[0]):
+        wall = percentile([r[j][1] for r in got], 0.5)
+        cpu = percentile([r[j][2] for r in got], 0.5)
+        rows.append([step, f"{wall * 1000:.0f}", f"{cpu * 1000:.0f}"])
+    return rows
+
+
 def run(server: Server, *, runs: int = STARTUP_RUNS, say: Callable[[str], None]) -> str:
     """The start-up table (Markdown), with the load average and the targets; with
     ``REAPER_BENCH_S_BASELINE`` set, the baseline's starts interleaved, a row each."""
@@ -100,6 +160,8 @@ def run(server: Server, *, runs: int = STARTUP_RUNS, say: Callable[[str], None])
                     f"{percentile(cpus, 0.5):.3f}", f"{target:g}",
                     "met" if median < target else "MISSED",
                 ])
+        say(f"S: `reaper run-once` step by step x {runs}")
+        steps = _phases(env, runs)
     finally:
         server.release(name)
     load_after = os.getloadavg()
@@ -108,10 +170,14 @@ def run(server: Server, *, runs: int = STARTUP_RUNS, say: Callable[[str], None])
          "median < target"],
         rows,
     )
+    by_step = report.table(["`reaper run-once`, empty database: step", "wall ms (median)",
+                            "CPU ms (median)"], steps)
     return (
         f"## S start-up: median of {runs} runs each, a new process every time\n\n{table}\n\n"
+        f"{by_step}\n\n"
         f"Load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; "
         f"after: {', '.join(f'{x:.2f}' for x in load_after)} on {os.cpu_count()} cores. "
         "A start is mostly the interpreter's and the imports' CPU time: other work on the "
-        "machine stretches its wall time.\n"
+        "machine stretches its wall time (the steps: each one's own clocks, in a process "
+        "that wraps the command line's functions).\n"
     )
