@@ -333,8 +333,12 @@ class Database:
             self._pin(conn)
 
     def _reset(self, conn: psycopg.Connection[Any]) -> None:
-        conn.execute(sql.SQL(sqltext.engine("release_advisory_locks")))
-        self._pin(conn)
+        # One query string, one round trip (a run returns its connection several times): the
+        # advisory locks released, then every setting pinned (:meth:`_pin`'s statement).
+        conn.execute(sql.Composed([
+            sql.SQL(sqltext.engine("release_advisory_locks")), sql.SQL("; "),
+            pin_statement(self.settings, conn.info.server_version),
+        ]))
 
     def check_advisory_locks(self, rounds: int = LOCK_PROBE_ROUNDS) -> None:
         """Check that a session-level advisory lock can hold on this connection string: that
