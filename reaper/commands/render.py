@@ -96,13 +96,21 @@ def _table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[Cell]]
 
 def _natural_width(table: Table) -> int:
     """The width of ``table``'s widest line, unwrapped, without the blank right edge of its
-    box: what the columns need, the title aside. Measured, not drawn (print_table asks
-    for it once per column it tries to leave out or give back: drawing the table each time
-    cost 30 ms of a run-once's table of seven sweeps)."""
+    box: what the columns need, the title aside. Measured, not drawn: print_table measures
+    each column alone, once (drawing the whole table for each column it tried to leave out
+    or give back cost 30 ms of a run-once's table of seven sweeps)."""
     console = Console(file=io.StringIO(), width=_UNBOUNDED_COLUMNS, color_system=None,
                       markup=False, emoji=False, highlight=False)
     # SIMPLE_HEAD's right edge is a space, which a printed line ends with; not counted.
     return Measurement.get(console, console.options, table).maximum - 1
+
+
+def _joined_width(alone: Sequence[int], keep: Sequence[int]) -> int:
+    """The natural width of a table of the columns ``keep``, from each column's alone
+    (``alone[i]``: :func:`_natural_width` of a table of column ``i`` only): between each two
+    columns, two columns of padding (the third, the separator, is the right edge a column
+    alone counts)."""
+    return sum(alone[i] for i in keep) + 2 * (len(keep) - 1)
 
 
 def print_table(
@@ -128,25 +136,23 @@ def print_table(
     def project(idx: Sequence[int]) -> Table:
         return _table(title, [columns[i] for i in idx], [[row[i] for i in idx] for row in rows])
 
-    table = project(keep)
+    # Each column measured once, alone: the width of any choice of them follows.
+    alone = [_natural_width(project([i])) for i in range(len(columns))]
     if not wide:
         for i in reversed(range(len(columns))):
-            if _natural_width(table) <= limit:
+            if _joined_width(alone, keep) <= limit:
                 break
             if columns[i].optional:
                 keep.remove(i)
                 dropped.insert(0, columns[i].header)
-                table = project(keep)
         # Give back, leftmost first, each column left out that fits after all.
         for header in list(dropped):
             i = next(j for j, c in enumerate(columns) if c.header == header)
-            trial = project(sorted([*keep, i]))
-            if _natural_width(trial) <= limit:
+            if _joined_width(alone, sorted([*keep, i])) <= limit:
                 keep = sorted([*keep, i])
                 dropped.remove(header)
-                table = trial
-    if _natural_width(table) <= limit:
-        out.print(table)
+    if _joined_width(alone, keep) <= limit:
+        out.print(project(keep))
         if dropped:
             out.print(Text(f"(--wide adds: {', '.join(dropped)})", style="dim"))
         return dropped

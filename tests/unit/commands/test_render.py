@@ -8,6 +8,7 @@ import re
 
 import pytest
 from rich.console import Console
+from rich.text import Text
 
 from reaper.commands import render
 from tests.support import (
@@ -76,20 +77,28 @@ def _drawn_width(table) -> int:
     return max((len(line.rstrip()) for line in out.getvalue().splitlines()[1:]), default=0)
 
 
-@pytest.mark.parametrize("long", ["", "x", "short", "a long sentence that explains " * 4])
-@pytest.mark.parametrize("keep", [(0,), (0, 2), (0, 1, 2), (0, 2, 4), (0, 1, 2, 3, 4)])
+@pytest.mark.parametrize("long", ["", "x", "short", "a long sentence that explains " * 4,
+                                  "wide \u6f22\u5b57 cells", "two\nlines"])
+@pytest.mark.parametrize("keep", [(0,), (0, 2), (0, 1, 2), (0, 2, 4), (1, 3), (0, 1, 2, 3, 4)])
 def test_a_tables_measured_width_is_its_drawn_width(long: str, keep: tuple[int, ...]) -> None:
-    # print_table measures a table to choose its columns: what it measures is what it draws.
+    # print_table measures each column alone to choose its columns: the width it adds up is
+    # the width of the table it draws.
     columns = [
         render.Column("sweep"), render.Column("table", optional=True),
         render.Column("rows", right=True), render.Column("detail", optional=True),
         render.Column("outcome"),
     ]
     rows = [
-        [name, f"public.{name}", f"{i * 12345:,}", f"{long} {name}"[: 7 * i], "success"]
+        [name, f"public.{name}", f"{i * 12345:,}", f"{long} {name}"[: 7 * i],
+         Text("success" if i % 2 else long, style="green")]
         for i, name in enumerate(SWEEPS)
     ]
-    table = render._table(
-        "reaper run-once", [columns[i] for i in keep], [[r[i] for i in keep] for r in rows]
-    )
-    assert render._natural_width(table) == _drawn_width(table)
+
+    def table(idx: tuple[int, ...]):
+        return render._table(
+            "reaper run-once", [columns[i] for i in idx], [[r[i] for i in idx] for r in rows]
+        )
+
+    alone = [render._natural_width(table((i,))) for i in range(len(columns))]
+    assert render._natural_width(table(keep)) == _drawn_width(table(keep))
+    assert render._joined_width(alone, keep) == _drawn_width(table(keep))
