@@ -73,7 +73,9 @@ import reaper.cli as cli
 from reaper import log
 mark("click and reaper.cli imported")
 def wrap(module, name, before=None, after=None):
-    f = getattr(module, name)
+    f = getattr(module, name, None)
+    if f is None:  # renamed: its step joins the next one
+        return
     def wrapped(*a, **k):
         if before: mark(before)
         out = f(*a, **k)
