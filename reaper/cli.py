@@ -312,10 +312,10 @@ def run_once(
                 sys.exit(EXIT_FAILED)
             refuse_unsweepable(first, sweeps)
             warn_if_superuser_in(first)
+            if not settings.strict:
+                _warn_missing_indexes(first, sweeps)
         if settings.strict:
             _refuse_on_failed_checks(db, sweeps, settings, metrics)
-        else:
-            _warn_missing_indexes(db, sweeps)
         live = sys.stderr.isatty() and not as_json and not dry_run
         results = []
         # One invocation, one window of the full-table interlock: its sweeps are judged
@@ -367,15 +367,16 @@ def _file_metrics(sweeps: Sequence[Sweep]) -> Metrics:
     return Metrics(sweeps, CollectorRegistry())
 
 
-def _warn_missing_indexes(db: Database, sweeps: Sequence[Sweep]) -> None:
+def _warn_missing_indexes(session: Session, sweeps: Sequence[Sweep]) -> None:
     """One warning line per index a sweep relies on that is missing or INVALID: its batches
     then scan the table, many times slower, and a run should not do that in silence (the
-    whole of ``reaper check`` is for --strict and ``check``)."""
+    whole of ``reaper check`` is for --strict and ``check``). One query on ``session`` (the
+    checks' own, while the pool connects)."""
     import structlog
 
     from reaper.commands import checks
 
-    for sweep, index, problem in checks.missing_indexes(db, sweeps):
+    for sweep, index, problem in checks.missing_indexes(session, sweeps):
         structlog.get_logger("reaper.cli").warning(
             "index_missing", sweep=sweep, index=index, state=problem,
             fix=checks.index_statements(next(s for s in sweeps if s.name == sweep)),

@@ -506,18 +506,18 @@ def _shipped(name: str) -> sqlinfo.IndexSpec | None:
     return next((i for i in sqlinfo.shipped_indexes() if i.name == bare), None)
 
 
-def missing_indexes(db: Database, sweeps: Sequence[Sweep]) -> list[tuple[str, str, str]]:
+def missing_indexes(session: Session, sweeps: Sequence[Sweep]) -> list[tuple[str, str, str]]:
     """``(sweep, index, what is wrong)`` for each index that a sweep declares and that is
-    absent or not valid: the cheap part of the ``index`` check (one catalog query), which
-    ``run-once`` makes before sweeping so that a run never scans in silence."""
+    absent or not valid: the cheap part of the ``index`` check (one catalog query on
+    ``session``), which ``run-once`` makes before sweeping so that a run never scans in
+    silence."""
     names = sorted({name for s in sweeps for name in s.indexes})
     if not names:
         return []
     # An index lives in its table's schema: looked up among the indexes of the sweeps' tables.
     tables = sorted({regclass_text(t) for s in sweeps for t in s.predicate.tables_read})
-    with db.session(read_only=True) as session:
-        states = {r.name: r for r in session.fetch(
-            IndexState, sqltext.ops("index_state"), {"names": names, "tables": tables})}
+    states = {r.name: r for r in session.fetch(
+        IndexState, sqltext.ops("index_state"), {"names": names, "tables": tables})}
     out = []
     for sweep in sweeps:
         for name in sweep.indexes:
