@@ -107,3 +107,33 @@ def test_run_once_loads_the_metrics_client_for_its_metrics_file(dsn: str, tmp_pa
     assert code == 0
     assert "prometheus_client" in modules
     assert "reaper_sweep_runs_total{" in path.read_text()
+
+
+_LOG_PROBE = (
+    "import json, sys\n"
+    "from reaper import log\n"
+    "log.configure('info', json=sys.argv[1] == 'json')\n"
+    "import structlog\n"
+    "try:\n"
+    "    1 / 0\n"
+    "except ZeroDivisionError:\n"
+    "    structlog.get_logger('reaper.test').exception('sweep_failed', sweep='s')\n"
+    "sys.__stderr__.write('RICH ' + json.dumps('rich' in sys.modules) + '\\n')\n"
+)
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_a_logged_exception_keeps_its_traceback_with_or_without_rich(fmt: str) -> None:
+    # JSON lines load structlog without rich; the traceback is whole all the same.
+    proc = subprocess.run([sys.executable, "-c", _LOG_PROBE, fmt], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    rich = json.loads(proc.stderr.splitlines()[-1].removeprefix("RICH "))
+    assert rich is (fmt == "console")
+    if fmt == "json":
+        record = json.loads(next(x for x in proc.stderr.splitlines() if x.startswith("{")))
+        assert record["event"] == "sweep_failed"
+        assert "Traceback (most recent call last)" in record["exception"]
+        assert "ZeroDivisionError" in record["exception"]
+    else:
+        assert "ZeroDivisionError" in proc.stderr
