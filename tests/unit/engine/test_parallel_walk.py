@@ -1,0 +1,186 @@
+"""The parallel heap walk's decisions against in-memory sessions (tests/unit/engine/fakes.py):
+disjoint ranges on the run's session and its helpers' (each row deleted once, the counters
+equal to the rows gone), helpers only while the database is idle, the row budget and a stop
+across workers, and a helper's failure ending the run once. The real thing on PostgreSQL:
+tests/db/engine (the invariant tests run with ``--parallel`` above 1)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from reaper import errors
+from reaper.config.settings import Settings, build_settings
+from reaper.config.sweeps import Budget, by_name, configured_sweeps
+from reaper.db import BatchRows
+from reaper.db.rows import Sample
+from reaper.engine.batches import Deleter, batch_strategy
+from reaper.engine.context import Run
+from reaper.engine.pacing import Pacer
+from reaper.engine.result import SweepResult
+from reaper.engine.sizing import BatchSizer
+from reaper.vocab import StopReason, Strategy
+from tests.unit.engine.fakes import FakeHeap, FakeSession, Tid, statements
+
+# The fakes' heaps are plain dicts: the workers' statements take turns, as a server's
+# transactions on disjoint rows would not need to (the decisions are what is tested here).
+_LOCK = threading.RLock()
+
+
+@dataclass
+class _Session(FakeSession):
+    """A FakeSession whose statements take turns with the other workers'. ``fail_after``:
+    its batches raise a lost connection after that many. ``started``: set at its first batch;
+    ``await_helpers``: its batches after the first wait (a few seconds at most) until these
+    are set, so that every helper gets a range before the run's own session walks them all.
+    """
+
+    fail_after: int | None = None
+    batches: list[tuple[int, int]] = field(default_factory=list)
+    started: threading.Event = field(default_factory=threading.Event)
+    await_helpers: list[threading.Event] = field(default_factory=list)
+
+    def delete_heap_batch(self, stmts: Any, hs: Any, params: Any, first: Tid, end_block: int,
+                          limit: int, skip: Sequence[Tid] = (), range_first: bool = True,
+                          before_commit: Any = None) -> BatchRows:
+        self.started.set()
+        if self.batches:
+            for event in self.await_helpers:
+                event.wait(5.0)
+        with _LOCK:
+            if self.fail_after is not None and len(self.batches) >= self.fail_after:
+                raise errors.ConnectionFailed("server closed the connection unexpectedly")
+            self.batches.append((first[0], end_block))
+            return super().delete_heap_batch(stmts, hs, params, first, end_block, limit, skip,
+                                             range_first, before_commit)
+
+    def first_victim(self, *args: Any, **kwargs: Any) -> Tid | None:
+        with _LOCK:
+            return super().first_victim(*args, **kwargs)
+
+
+def _settings(**values: Any) -> Settings:
+    return build_settings({"dsn": "postgresql://reaper@127.0.0.1/reaper", **values})
+
+
+def _run(heap: FakeHeap, parallel: int, helpers: list[_Session], *,
+         budget: Budget | None = None, pace: Pacer | None = None,
+         stop: threading.Event | None = None,
+         await_helpers: bool = False) -> tuple[Run, _Session]:
+    settings = _settings()
+    sweep = by_name(configured_sweeps(settings))["nodes_silent"]
+    own = _Session(await_helpers=[h.started for h in helpers] if await_helpers else [])
+    lent = iter(helpers)
+
+    @contextlib.contextmanager
+    def helper_session() -> Iterator[_Session]:
+        yield next(lent)
+
+    run = Run(
+        sweep, settings, own, statements(heap), {},  # type: ignore[arg-type]
+        SweepResult(sweep.name, sweep.table, sweep.reason), budget or Budget(),
+        metrics=None, stop=stop, pace=pace, parallel=parallel,
+        helper_session=helper_session,
+    )
+    return run, own
+
+
+def _walk(run: Run, batch_size: int = 100) -> StopReason:
+    (hs,) = run.statements.heaps
+    sizer = BatchSizer(batch_size, run.settings.statement_timeout.total_seconds())
+    return batch_strategy(Strategy.HEAP, run.settings, 0.5).run(Deleter(run, hs, sizer))
+
+
+def _heap(blocks: int = 400) -> FakeHeap:
+    # Half of every block's rows garbage; a block costs a millisecond to scan.
+    heap = FakeHeap.of("nodes", blocks=blocks, per_block=10,
+                       garbage=[(b, o) for b in range(blocks) for o in range(1, 6)])
+    heap.block_seconds = 0.001
+    return heap
+
+
+def _blocks(session: _Session) -> set[int]:
+    return {b for first, end in session.batches for b in range(first, end)}
+
+
+def _pacer(busy: bool) -> Pacer:
+    return Pacer(lambda: Sample(wal_lsn=0, busy_sessions=int(busy)), max_replica_lag=10.0,
+                 busy_share=0.5, wait=lambda seconds: False)
+
+
+@pytest.mark.parametrize("parallel", [2, 3])
+def test_workers_walk_disjoint_ranges_and_every_garbage_row_goes_once(parallel: int) -> None:
+    heap = _heap()
+    live = len(heap.rows) - len(heap.garbage)
+    helpers = [_Session() for _ in range(parallel - 1)]
+    run, own = _run(heap, parallel, helpers, await_helpers=True)
+    assert _walk(run) == StopReason.DONE
+    assert heap.garbage == [] and len(heap.rows) == live
+    # Every garbage row counted once: the counters are the rows gone.
+    assert run.result.rows == 400 * 5
+    assert run.result.batches == sum(len(s.batches) for s in [own, *helpers])
+    # The helpers deleted too, in ranges no other worker touched.
+    workers = [_blocks(s) for s in [own, *helpers]]
+    assert all(workers)
+    assert sum(len(w) for w in workers) == len(set().union(*workers)) == 400
+
+
+def test_helpers_wait_while_the_database_is_busy() -> None:
+    heap = _heap()
+    helpers = [_Session()]
+    run, own = _run(heap, 2, helpers, pace=_pacer(busy=True))
+    assert _walk(run) == StopReason.DONE
+    assert heap.garbage == []
+    # Live traffic: the run's own session alone deleted; the helper never did.
+    assert helpers[0].batches == [] and _blocks(own) == set(range(400))
+
+
+def test_helpers_delete_while_the_database_is_idle() -> None:
+    heap = _heap()
+    helpers = [_Session()]
+    run, _ = _run(heap, 2, helpers, pace=_pacer(busy=False), await_helpers=True)
+    assert _walk(run) == StopReason.DONE
+    assert heap.garbage == [] and helpers[0].batches
+
+
+def test_parallel_one_is_the_walk_on_one_connection() -> None:
+    heap = _heap()
+    run, own = _run(heap, 1, [])
+    assert _walk(run) == StopReason.DONE
+    assert heap.garbage == [] and _blocks(own) == set(range(400))
+
+
+def test_the_row_budget_holds_across_workers() -> None:
+    heap = _heap()
+    helpers = [_Session(), _Session()]
+    run, _ = _run(heap, 3, helpers, budget=Budget(max_rows=450))
+    assert _walk(run) == StopReason.MAX_ROWS
+    # The workers' batches in flight share what the budget has left: never past it.
+    assert run.result.rows == 450
+    assert len(heap.garbage) == 2000 - run.result.rows
+
+
+def test_a_stop_ends_every_worker() -> None:
+    heap = _heap()
+    stop = threading.Event()
+    stop.set()
+    helpers = [_Session()]
+    run, own = _run(heap, 2, helpers, stop=stop)
+    assert _walk(run) == StopReason.STOP
+    assert own.batches == [] and helpers[0].batches == []
+    assert len(heap.garbage) == 2000
+
+
+def test_a_helpers_failure_ends_the_run_once_and_its_batches_stay_counted() -> None:
+    heap = _heap()
+    helpers = [_Session(fail_after=2)]
+    run, _ = _run(heap, 2, helpers, await_helpers=True)
+    with pytest.raises(errors.ConnectionFailed):
+        _walk(run)
+    # What committed before the failure is counted, exactly.
+    assert run.result.rows == 2000 - len(heap.garbage) > 0
