@@ -23,7 +23,13 @@ from reaper import errors
 from reaper.config.settings import Settings
 from reaper.db import BatchRows, DeleteObstacle, HeapStatements
 from reaper.engine.context import Run
-from reaper.engine.failures import held_row, isolable, run_failure, skip_reason
+from reaper.engine.failures import (
+    LOCK_NOT_AVAILABLE,
+    held_row,
+    isolable,
+    run_failure,
+    skip_reason,
+)
 from reaper.engine.port import BatchSession
 from reaper.engine.sizing import BatchSizer, Splitter
 from reaper.engine.stalls import StallGuard
@@ -473,6 +479,14 @@ def walk_heap(
 PARALLEL_POLL_SECONDS = 0.02
 
 
+def _table_lock_wait(exc: errors.DatabaseError) -> bool:
+    """Whether ``exc`` is a wait past the batch's lock timeout for a lock that no row is to
+    blame for (:func:`reaper.engine.failures.isolable`): in a parallel walk, perhaps a lock
+    another worker's statement held."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, errors.DatabaseError) else exc
+    return cause.sqlstate == LOCK_NOT_AVAILABLE and not isolable(cause)
+
+
 class _Ranges:
     """A parallel heap walk's block ranges, handed out front to back, each to one worker;
     a range a worker gives up on (the database got busy, a timeout) comes back, from the
@@ -551,6 +565,11 @@ class _ParallelWalk:
         self.failure: BaseException | None = None
         # A batch of the run's own removed the rows it named: helpers may join.
         self.proven = False
+        # Helpers were let delete (at least once); the walk went on alone (_go_alone).
+        self.helped = self.alone = False
+        # The run's own batch was tried again alone after a lock wait (at most once).
+        self.retried = False
+        self.helpers: list[threading.Thread] = []
         self._reserved = 0  # rows the workers' batches in flight may delete
         self._lock = threading.Lock()
 
@@ -558,16 +577,18 @@ class _ParallelWalk:
         # What the helpers share is read on the run's session first: what the catalog says
         # of the heap (every heap-walk batch asks it).
         self.deleter.obstacles()
-        helpers = [threading.Thread(target=self._help, name=f"reaper-walk-{i}", daemon=True)
-                   for i in range(1, self.run.parallel)]
-        for t in helpers:
+        self.helpers = [
+            threading.Thread(target=self._help, name=f"reaper-walk-{i}", daemon=True)
+            for i in range(1, self.run.parallel)
+        ]
+        for t in self.helpers:
             t.start()
         try:
             return self._lead()
         finally:
             self.halt.set()
             self.go.set()
-            for t in helpers:
+            for t in self.helpers:
                 t.join()
             if self.failure is not None:
                 raise self.failure
@@ -583,8 +604,9 @@ class _ParallelWalk:
                 if held is not None:
                     self.ranges.give_back(*held)
                 return stopped
-            if self.proven and run.idle():
+            if self.proven and not self.alone and run.idle():
                 self.go.set()
+                self.helped = True
             else:
                 self.go.clear()
             if held is None:
@@ -606,6 +628,17 @@ class _ParallelWalk:
             before = run.result.rows
             try:
                 held = self._batch(deleter, *held, limit)
+            except errors.DatabaseError as exc:
+                if not self.helped or self.retried or not _table_lock_wait(exc):
+                    raise
+                # Perhaps a helper's statement held the lock (a table's extension by an
+                # archive table's or a trigger's inserts): the range is tried again, once,
+                # alone.
+                self._go_alone(exc)
+                for t in self.helpers:
+                    t.join()
+                self.retried = True
+                continue
             finally:
                 self._release(limit)
             if deleter.guard.short == 0 and run.result.rows > before:
@@ -634,7 +667,7 @@ class _ParallelWalk:
     def _work(self, deleter: Deleter) -> None:
         held: tuple[tuple[int, int], int] | None = None
         while True:
-            if self.halt.is_set() or self.run.limits() is not None:
+            if self.halt.is_set() or self.alone or self.run.limits() is not None:
                 break
             if not self.go.is_set():
                 if held is not None:
@@ -652,12 +685,31 @@ class _ParallelWalk:
                 break
             try:
                 held = self._batch(deleter, *held, limit)
+            except errors.DatabaseError as exc:
+                if not _table_lock_wait(exc):
+                    raise
+                # Perhaps another worker's statement held the lock: the range goes back to
+                # the run's own session, which goes on alone.
+                self._go_alone(exc)
+                break
             finally:
                 self._release(limit)
             if held is None:
                 self.wake.set()
         if held is not None:
             self.ranges.give_back(*held)
+
+    def _go_alone(self, exc: errors.DatabaseError) -> None:
+        """The walk's workers waited for each other's locks: the run's own session goes on
+        alone, as on one connection (logged once)."""
+        with self._lock:
+            if self.alone:
+                return
+            self.alone = True
+        self.go.clear()
+        self.wake.set()
+        log.info("parallel_walk_alone", sweep=self.run.result.sweep,
+                 heap=self.deleter.hs.heap.table, error=str(exc), sqlstate=exc.sqlstate)
 
     def _reserve(self, limit: int) -> int:
         """A batch's ``limit``, within what the row budget has left beside the other

@@ -37,10 +37,13 @@ class _Session(FakeSession):
     """A FakeSession whose statements take turns with the other workers'. ``fail_after``:
     its batches raise a lost connection after that many. ``started``: set at its first batch;
     ``await_helpers``: its batches after the first wait (a few seconds at most) until these
-    are set, so that every helper gets a range before the run's own session walks them all.
+    are set, so that every worker gets a range before another walks them all.
     """
 
     fail_after: int | None = None
+    # Its batches after that many wait past their lock timeout for a lock no row is to blame
+    # for (another worker's, or a migration's).
+    table_lock_after: int | None = None
     batches: list[tuple[int, int]] = field(default_factory=list)
     started: threading.Event = field(default_factory=threading.Event)
     await_helpers: list[threading.Event] = field(default_factory=list)
@@ -55,6 +58,10 @@ class _Session(FakeSession):
         with _LOCK:
             if self.fail_after is not None and len(self.batches) >= self.fail_after:
                 raise errors.ConnectionFailed("server closed the connection unexpectedly")
+            if self.table_lock_after is not None and len(self.batches) >= self.table_lock_after:
+                exc = errors.LockTimeout("canceling statement due to lock timeout")
+                exc.sqlstate = "55P03"
+                raise exc
             self.batches.append((first[0], end_block))
             return super().delete_heap_batch(stmts, hs, params, first, end_block, limit, skip,
                                              range_first, before_commit)
@@ -74,7 +81,12 @@ def _run(heap: FakeHeap, parallel: int, helpers: list[_Session], *,
          await_helpers: bool = False) -> tuple[Run, _Session]:
     settings = _settings()
     sweep = by_name(configured_sweeps(settings))["nodes_silent"]
-    own = _Session(await_helpers=[h.started for h in helpers] if await_helpers else [])
+    own = _Session()
+    if await_helpers:
+        # Every worker's batches after its first wait until every other worker has started.
+        workers = [own, *helpers]
+        for w in workers:
+            w.await_helpers = [o.started for o in workers if o is not w]
     lent = iter(helpers)
 
     @contextlib.contextmanager
@@ -184,3 +196,26 @@ def test_a_helpers_failure_ends_the_run_once_and_its_batches_stay_counted() -> N
         _walk(run)
     # What committed before the failure is counted, exactly.
     assert run.result.rows == 2000 - len(heap.garbage) > 0
+
+
+def test_a_lock_wait_between_workers_leaves_the_run_its_own_connection() -> None:
+    # A helper's batch waits past its lock timeout for a table-level lock (another worker's
+    # extension of an archive table, say): the helper gives its range back and the run goes
+    # on alone; every garbage row goes, nothing is skipped, the run does not fail.
+    heap = _heap()
+    helpers = [_Session(table_lock_after=1)]
+    run, _ = _run(heap, 2, helpers, await_helpers=True)
+    assert _walk(run) == StopReason.DONE
+    assert heap.garbage == [] and run.result.skipped == {}
+    assert run.result.rows == 2000
+    assert len(helpers[0].batches) == 1
+
+
+def test_a_lock_wait_alone_still_fails_the_run() -> None:
+    # On the run's own session, with no helper deleting, it is a table lock held past
+    # lock_timeout (a migration): the run fails, as on one connection.
+    heap = _heap()
+    run, own = _run(heap, 2, [_Session()], pace=_pacer(busy=True))
+    own.table_lock_after = 2
+    with pytest.raises(errors.LockTimeout):
+        _walk(run)
