@@ -18,7 +18,7 @@ from reaper import errors
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Budget, by_name, configured_sweeps
 from reaper.db import BatchRows
-from reaper.db.rows import Sample
+from reaper.db.rows import Sample, Standby
 from reaper.engine.batches import Deleter, batch_strategy
 from reaper.engine.context import Run
 from reaper.engine.pacing import Pacer
@@ -219,3 +219,22 @@ def test_a_lock_wait_alone_still_fails_the_run() -> None:
     own.table_lock_after = 2
     with pytest.raises(errors.LockTimeout):
         _walk(run)
+
+
+@pytest.mark.parametrize(("busy", "lag", "max_lag", "idle"), [
+    (False, None, 10.0, True),  # alone, no standby
+    (False, 0.5, 10.0, True),  # a standby keeping up
+    (False, 2.0, 10.0, False),  # a standby more than a second behind
+    (False, 0.5, 1.0, False),  # ... or more than a quarter of max_replica_lag
+    (False, 5.0, None, True),  # replica pacing off: its lag is not the pacer's concern
+    (True, None, 10.0, False),  # live traffic
+])
+def test_the_pacer_says_idle_only_without_traffic_or_a_standby_behind(
+    busy: bool, lag: float | None, max_lag: float | None, idle: bool,
+) -> None:
+    standbys = () if lag is None else (Standby("standby", True, None, lag),)
+    pacer = Pacer(lambda: Sample(wal_lsn=0, busy_sessions=int(busy), standbys=standbys),
+                  max_replica_lag=max_lag, busy_share=0.5, wait=lambda seconds: False)
+    assert not pacer.idle()  # nothing measured yet
+    assert pacer(None, None) is None
+    assert pacer.idle() is idle
