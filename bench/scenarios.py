@@ -30,7 +30,7 @@ from bench.variants import (
 )
 from reaper import sqltext
 from reaper.config.connection import connection_settings
-from reaper.config.settings import DEFAULT_BACKLOG_LIMIT
+from reaper.config.settings import DEFAULT_BACKLOG_LIMIT, DEFAULT_PARALLEL
 from reaper.db import SweepStatements
 
 REQUESTS = "enrollment_requests"
@@ -90,8 +90,11 @@ def parallel_sweep(parallel: int) -> Callable[[str], Run]:
     return lambda dsn: reaper_sweep(dsn, REQUESTS, {"parallel": str(parallel)}, label=label)
 
 
-# B1's variants of reaper's sweep at another --parallel than the default's (c).
-PARALLEL_LABELS = {1: "g. reaper, --parallel 1", 3: "h. reaper, --parallel 3"}
+# B1's variants of reaper's sweep at --parallel 1, 2 and 3 other than the default's, (c).
+PARALLEL_LABELS = {
+    n: f"{letter}. reaper, --parallel {n}"
+    for letter, n in zip("gh", [n for n in (1, 2, 3) if n != DEFAULT_PARALLEL], strict=False)
+}
 
 
 def backlog(server: Server, rows: int, *, with_loop: bool = True,
@@ -101,7 +104,7 @@ def backlog(server: Server, rows: int, *, with_loop: bool = True,
     """B1/B2: ``rows`` requests, two thirds garbage interleaved. Returns the runs and the
     seconds the seeding took. ``with_trail``: also (e) reaper with an archive table and (f)
     reaper logging each batch's keys. ``with_parallel``: also (g) and (h), reaper's sweep at
-    ``--parallel`` 1 and 3 (the default, 2, is (c)).
+    the two of ``--parallel`` 1, 2 and 3 that are not the default ((c)).
 
     ``repeat``: the variants run that many rounds, interleaved (a, b, c, d, a, b, ...), each
     on a fresh clone; each variant's run of median wall time is returned, with every round's

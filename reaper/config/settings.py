@@ -62,9 +62,11 @@ DEFAULT_EPHEMERAL_NODE_RETENTION = timedelta(hours=1)
 DEFAULT_BATCH_SIZE = 20_000
 # A heap-walk batch aims at this long; half the 100 ms p99 ceiling (docs/performance.md).
 DEFAULT_BATCH_TARGET_SECONDS = 0.05
-# A heap walk runs on at most this many connections at once while the database is idle
+# A heap walk runs on at most this many connections at once while the database is idle.
+# One: on the 2-core benchmark machine, shared with other work, two connections were 0.55x
+# one in some runs and no faster in others, and bench B4 was not shown met at two
 # (docs/performance.md, "Parallel heap ranges").
-DEFAULT_PARALLEL = 2
+DEFAULT_PARALLEL = 1
 # ... and never on more than this many: each is a server process busy deleting.
 MAX_PARALLEL = 16
 # A batch statement that runs longer than this is cancelled: a sweep never holds locks long.
