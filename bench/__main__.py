@@ -21,11 +21,14 @@ from typing import Any
 from bench import b7, report, scenarios, startup
 from bench.pg import Server
 from bench.variants import Run, percentile
+from reaper.config.settings import DEFAULT_PARALLEL
 from reaper.dev import devserver
 
 B1_ROWS = 2_000_000
 # B1's variants run this many interleaved rounds; the median of each is reported.
 B1_ROUNDS = 3
+# B1 at --parallel 2: at most this fraction of one plain DELETE's time.
+PARALLEL_TARGET = 0.75
 B2_ROWS = (200_000, 2_000_000)
 B2_LARGE_ROWS = 20_000_000
 B3_ROWS = 10_000_000
@@ -115,6 +118,7 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
             runs, _ = scenarios.backlog(
                 server, rows, loop_max_seconds=LARGE_LOOP_MAX_SECONDS,
                 with_trail=rows == B1_ROWS and "B1" in only,
+                with_parallel=rows == B1_ROWS and "B1" in only,
                 repeat=B1_ROUNDS if rows == B1_ROWS else 1, say=say)
             scaling.append((rows, runs))
             if rows == B1_ROWS and "B1" in only:
@@ -259,8 +263,9 @@ def b1_verdict(runs: list[Run]) -> str:
                  f"{d.seconds / a.seconds:.2f}x (a); (c)/(d) = {c.seconds / d.seconds:.2f}x.")
     for r in runs[4:]:
         cpu = (f", server CPU {r.backend_cpu / c.backend_cpu:.2f}x (c)'s"
-               if r.backend_cpu and c.backend_cpu else "")
+               if r.backend_cpu and c.backend_cpu and "--parallel" not in r.variant else "")
         text += f" ({r.variant[0]}) {r.variant[3:]}: {r.seconds / c.seconds:.2f}x (c){cpu}."
+    text += " " + parallel_verdict(runs)
     rounds = [r.extra.get("rounds", []) for r in runs]
     if len(rounds[0]) > 1:
         each = ", ".join(f"{r[0]}: " + " / ".join(f"{x:.2f}" for x in seconds)
@@ -270,6 +275,27 @@ def b1_verdict(runs: list[Run]) -> str:
         text += (f" Each variant's median of {len(rounds[0])} interleaved rounds is shown "
                  f"(s per round: {each}); (c)/(a) round by round: {ratios}.")
     return text
+
+
+def parallel_verdict(runs: list[Run]) -> str:
+    """B1's parallel heap ranges: each reaper variant's time against one plain DELETE (a),
+    and its WAL per row against (a)'s; the target is --parallel 2's."""
+    a, c = runs[0], runs[2]
+
+    def wal(r: Run) -> str:
+        return f"{r.wal_bytes / r.rows:.0f} B" if r.wal_bytes and r.rows else "?"
+
+    def name(r: Run) -> str:
+        return f"--parallel {DEFAULT_PARALLEL}" if r is c else r.variant.split(", ")[1]
+
+    shown = sorted([c] + [r for r in runs[4:] if "--parallel" in r.variant], key=name)
+    each = "; ".join(f"({r.variant[0]}) {name(r)} {r.seconds / a.seconds:.2f}x (a), "
+                     f"WAL {wal(r)} per row" for r in shown)
+    two = next((r for r in shown if name(r) == "--parallel 2"), None)
+    verdict = "" if two is None else (
+        f" Target: ({two.variant[0]}) at --parallel 2 <= {PARALLEL_TARGET}x (a): "
+        f"{'met' if two.seconds / a.seconds <= PARALLEL_TARGET else 'MISSED'}.")
+    return f"Parallel heap ranges: {each}; (a) WAL {wal(a)} per row.{verdict}"
 
 
 def scaling_table(scaling: list[tuple[int, list[Run]]]) -> str:

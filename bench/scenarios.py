@@ -30,7 +30,7 @@ from bench.variants import (
 )
 from reaper import sqltext
 from reaper.config.connection import connection_settings
-from reaper.config.settings import DEFAULT_BACKLOG_LIMIT
+from reaper.config.settings import DEFAULT_BACKLOG_LIMIT, DEFAULT_PARALLEL
 from reaper.db import SweepStatements
 
 REQUESTS = "enrollment_requests"
@@ -83,13 +83,28 @@ def keys_sweep(dsn: str) -> Run:
                         log_level="debug")
 
 
+def parallel_sweep(parallel: int) -> Callable[[str], Run]:
+    """(g, h) reaper's sweep at ``--parallel N``: the heap walk's ranges on up to N
+    connections while nothing else runs (docs/performance.md, "Parallel heap ranges")."""
+    label = PARALLEL_LABELS[parallel]
+    return lambda dsn: reaper_sweep(dsn, REQUESTS, {"parallel": str(parallel)}, label=label)
+
+
+# B1's variants of reaper's sweep at --parallel 1, 2 and 3 other than the default's, (c).
+PARALLEL_LABELS = {
+    n: f"{letter}. reaper, --parallel {n}"
+    for letter, n in zip("gh", [n for n in (1, 2, 3) if n != DEFAULT_PARALLEL], strict=False)
+}
+
+
 def backlog(server: Server, rows: int, *, with_loop: bool = True,
             loop_max_seconds: float | None = None, with_unlocked: bool = True,
-            with_trail: bool = False, repeat: int = 1,
+            with_trail: bool = False, with_parallel: bool = False, repeat: int = 1,
             say: Callable[[str], None] = print) -> tuple[list[Run], float]:
     """B1/B2: ``rows`` requests, two thirds garbage interleaved. Returns the runs and the
     seconds the seeding took. ``with_trail``: also (e) reaper with an archive table and (f)
-    reaper logging each batch's keys.
+    reaper logging each batch's keys. ``with_parallel``: also (g) and (h), reaper's sweep at
+    the two of ``--parallel`` 1, 2 and 3 that are not the default ((c)).
 
     ``repeat``: the variants run that many rounds, interleaved (a, b, c, d, a, b, ...), each
     on a fresh clone; each variant's run of median wall time is returned, with every round's
@@ -108,6 +123,8 @@ def backlog(server: Server, rows: int, *, with_loop: bool = True,
         steps.append(lambda dsn: unlocked_walk(dsn, REQUESTS, 256))
     if with_trail:
         steps += [archived_sweep, keys_sweep]
+    if with_parallel:
+        steps += [parallel_sweep(n) for n in PARALLEL_LABELS]
     rounds: list[list[Run]] = [[] for _ in steps]
     for n in range(repeat):
         for i, step in enumerate(steps):

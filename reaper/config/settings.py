@@ -62,6 +62,13 @@ DEFAULT_EPHEMERAL_NODE_RETENTION = timedelta(hours=1)
 DEFAULT_BATCH_SIZE = 20_000
 # A heap-walk batch aims at this long; half the 100 ms p99 ceiling (docs/performance.md).
 DEFAULT_BATCH_TARGET_SECONDS = 0.05
+# A heap walk runs on at most this many connections at once while the database is idle.
+# One: on the 2-core benchmark machine, shared with other work, two connections were 0.55x
+# one in some runs and no faster in others, and bench B4 was not shown met at two
+# (docs/performance.md, "Parallel heap ranges").
+DEFAULT_PARALLEL = 1
+# ... and never on more than this many: each is a server process busy deleting.
+MAX_PARALLEL = 16
 # A batch statement that runs longer than this is cancelled: a sweep never holds locks long.
 DEFAULT_STATEMENT_TIMEOUT = timedelta(seconds=10)
 # How long a batch may wait for a lock: a table lock (a migration's ACCESS EXCLUSIVE, say) or a
@@ -150,6 +157,14 @@ def optional_window(value: Any) -> tuple[time, time] | None:
 def sweep_window(value: Any) -> tuple[time, time] | str | None:
     """A ``[sweeps.NAME]`` window: its own, or "any" (any time, whatever the global one)."""
     return ANY_TIME if value == ANY_TIME else optional_window(value)
+
+
+def parallel_connections(value: Any) -> int:
+    """How many connections a heap walk may use: 1 to MAX_PARALLEL."""
+    n = positive_int(value)
+    if n > MAX_PARALLEL:
+        raise ValueError(f"must be at most {MAX_PARALLEL}, got {n}")
+    return n
 
 
 def _setting(
@@ -330,6 +345,14 @@ class Settings:
         positive_duration,
         "A heap-walk batch sizes its block range to take about this long.",
         "DURATION",
+    )
+    parallel: int = _setting(
+        DEFAULT_PARALLEL,
+        parallel_connections,
+        "A heap walk deletes disjoint block ranges on up to this many connections at once "
+        "while the database is idle (no live traffic, no standby behind, no wait); one "
+        "connection otherwise. Each range is still one short batch.",
+        "CONNECTIONS",
     )
     optimistic_batches: bool = _setting(
         True,

@@ -312,6 +312,7 @@ EXPECTED = {
     "DURATION": 'a duration with a unit, e.g. "30d", "72h", "90s" or "500ms"',
     "FRACTION": "a number from 0 to 1, e.g. 0.1",
     "SHARE": "a number more than 0 and at most 1, e.g. 0.5",
+    "CONNECTIONS": "a whole number of connections from 1 to 16, e.g. 2",
     "SCHEMA": 'a schema name as PostgreSQL spells it, in quotes, e.g. "controlplane"',
     "DSN": 'a libpq connection string in quotes, e.g. "host=db.internal dbname=app"',
     "HOST:PORT": 'an address in quotes, e.g. "127.0.0.1:9465"',

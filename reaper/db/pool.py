@@ -154,6 +154,11 @@ class Database:
         self._connect_error: str | None = None
         self._connect_failed_at = 0.0  # time.monotonic() of the last failed attempt
         self._connect_failures = 0
+        # The pool's own size, and the helper sessions lent now: each adds one connection to
+        # the pool's size while it is lent (helper_session).
+        self._max_connections = max_connections
+        self._helpers = 0
+        self._helpers_lock = threading.Lock()
         self._pool: ConnectionPool[BoundedConnection] = _Pool(
             self._conninfo,
             connection_class=BoundedConnection,
@@ -518,6 +523,24 @@ class Database:
             finally:
                 with self._lent_lock:
                     self._lent.discard(conn)
+
+    @contextlib.contextmanager
+    def helper_session(self) -> Iterator[Session]:
+        """A session for one helper of a run's parallel heap walk
+        (:func:`reaper.engine.batches.walk_heap`): a pooled connection, for which the pool
+        grows by one while it is lent, so that a run's helpers never take a connection another
+        run waits for, and never fail for want of one. Raises as :meth:`session` does."""
+        self._resize_helpers(+1)
+        try:
+            with self.session() as session:
+                yield session
+        finally:
+            self._resize_helpers(-1)
+
+    def _resize_helpers(self, change: int) -> None:
+        with self._helpers_lock:
+            self._helpers += change
+            self._pool.resize(1, self._max_connections + self._helpers)
 
     def renew_connections(self) -> None:
         """Replace every pooled connection (those lent out when they come back): new sessions

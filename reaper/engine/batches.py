@@ -9,8 +9,10 @@ the run stops (docs/engine.md, "A run ends").
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -21,7 +23,14 @@ from reaper import errors
 from reaper.config.settings import Settings
 from reaper.db import BatchRows, DeleteObstacle, HeapStatements
 from reaper.engine.context import Run
-from reaper.engine.failures import held_row, isolable, run_failure, skip_reason
+from reaper.engine.failures import (
+    LOCK_NOT_AVAILABLE,
+    held_row,
+    isolable,
+    run_failure,
+    skip_reason,
+)
+from reaper.engine.port import BatchSession
 from reaper.engine.sizing import BatchSizer, Splitter
 from reaper.engine.stalls import StallGuard
 from reaper.engine.strategy import FIRST_BLOCKS_UNKNOWN
@@ -64,10 +73,14 @@ class Deleter:
         run: the run whose batches these are.
         hs: the heap's statements.
         sizer: the batch size as the batches' durations adapt it (shared by a run's heaps).
+        session: the session the batches run on (None: the run's own; a helper of a
+            parallel heap walk has its own: :meth:`helper`).
     """
 
-    def __init__(self, run: Run, hs: HeapStatements, sizer: BatchSizer) -> None:
+    def __init__(self, run: Run, hs: HeapStatements, sizer: BatchSizer,
+                 session: BatchSession | None = None) -> None:
         self.run, self.hs, self.sizer = run, hs, sizer
+        self.session = session or run.session
         self.splitter = Splitter()
         self.guard = StallGuard()
         # The row limit while the database is busy (None: not busy, or not measured yet).
@@ -88,10 +101,25 @@ class Deleter:
         known = run.undeletable.recall(oid, run.clock())
         if not known:
             return []
-        versions = run.session.row_versions(run.statements, self.hs, sorted(known))
+        versions = self.session.row_versions(run.statements, self.hs, sorted(known))
         kept = run.undeletable.still_undeletable(oid, versions, run.clock())
         run.result.known_undeletable += len(kept)
         return sorted(kept)
+
+    def helper(self, session: BatchSession) -> Deleter:
+        """A deleter of the same heap on ``session``, for a helper of a parallel heap walk:
+        the rows this one leaves out and what the catalog says of the heap are its too (read
+        already); the sizer is shared, so that a batch past statement_timeout on any worker
+        makes every worker's batches smaller; its splitter and stall guard are its own, as
+        its batches are."""
+        other = Deleter.__new__(Deleter)
+        other.run, other.hs, other.session = self.run, self.hs, session
+        other.sizer = self.sizer
+        other.splitter, other.guard = Splitter(), StallGuard()
+        other.busy_limit, other.last_failure = self.busy_limit, None
+        other.skip = list(self.skip)
+        other._obstacles = self.obstacles()
+        return other
 
     def fixed_seconds(self) -> float:
         """What one heap-walk batch of this heap costs whatever its rows, in seconds: the
@@ -102,7 +130,7 @@ class Deleter:
         for _ in range(FIXED_PROBES):
             t0 = run.clock()
             try:
-                run.session.empty_batch(run.statements, self.hs, run.params)
+                self.session.empty_batch(run.statements, self.hs, run.params)
             except errors.DatabaseError:
                 return 0.0
             least = min(least, run.clock() - t0)
@@ -112,7 +140,7 @@ class Deleter:
         """What the catalog says can keep this heap's deletes from removing the rows they
         name (read once per run of the heap)."""
         if self._obstacles is None:
-            self._obstacles = self.run.session.delete_obstacles(self.hs)
+            self._obstacles = self.session.delete_obstacles(self.hs)
         return self._obstacles
 
     def limit(self) -> int:
@@ -229,10 +257,10 @@ class Deleter:
         reason = skip_reason(exc)
         self.last_failure = reason
         if reason == SkipReason.TIMEOUT:
-            r.timed_out_batches += 1
+            self.run.tally("timed_out_batches")
             self.sizer.timed_out()
         elif reason == SkipReason.LOCKED:
-            r.contended_batches += 1
+            self.run.tally("contended_batches")
         held = held_row(exc, self.hs.heap.name)
         if held is not None and held not in self.skip:
             # The server named the row a writer holds: leave it out, and retry the batch
@@ -251,13 +279,13 @@ class Deleter:
             return BatchRows(0, 0, None)
         run = self.run
         try:
-            rows = run.session.delete_row(run.statements, self.hs, run.params, tid,
+            rows = self.session.delete_row(run.statements, self.hs, run.params, tid,
                                           before_commit=run.before_commit)
         except errors.DatabaseError as exc:
             self._fail_run(exc)
             reason = skip_reason(exc)
             if reason == SkipReason.TIMEOUT:
-                run.result.timed_out_batches += 1
+                run.tally("timed_out_batches")
             self.skip.append(tid)
             run.skipped(self.hs.heap.table, tid, exc)
             if reason != SkipReason.LOCKED:
@@ -279,7 +307,7 @@ class Deleter:
         run = self.run
         if run.undeletable is None:
             return
-        xmin = run.session.row_versions(run.statements, self.hs, [tid]).get(tid)
+        xmin = self.session.row_versions(run.statements, self.hs, [tid]).get(tid)
         if xmin is not None:
             run.undeletable.remember(self.hs.heap.oid, tid, xmin, reason, run.clock())
 
@@ -386,12 +414,21 @@ def walk_heap(
     next batch starts right after the last row selected. A range is sized to hold about that
     many garbage rows and to take about ``target_seconds``, from the catalog's rows per block,
     then from what each batch found (:func:`next_span`).
+
+    With ``--parallel`` above 1 and more than one range to walk, the ranges are handed out
+    to the run's own session and up to ``parallel - 1`` helpers, each on its own connection
+    (:class:`_ParallelWalk`), unless the catalog names something that may keep a delete
+    from removing the rows it names (:meth:`Deleter.ranges_tell`): such a heap is walked on
+    one connection.
     """
     run, hs = deleter.run, deleter.hs
-    session, stmts, params = run.session, run.statements, run.params
     end = hs.heap.stats.blocks
     span = first_span(deleter, estimated_fraction)
     fixed = deleter.fixed_seconds() if end > 0 else 0.0
+    if (run.parallel > 1 and run.helper_session is not None and end > span
+            and deleter.ranges_tell()):
+        return _ParallelWalk(deleter, end, span, fixed, target_seconds).walk()
+    session, stmts, params = deleter.session, run.statements, run.params
     pos = (0, 0)
     while pos[0] < end:
         stopped = run.should_stop()
@@ -433,6 +470,307 @@ def walk_heap(
         span = next_span(span, limit, deleter.limit() * RANGE_FILL, rows.selected, covered,
                          seconds, target, fixed)
     return StopReason.DONE
+
+
+
+# A parallel heap walk's own thread looks at its helpers this often (seconds) once every range
+# is handed out, pacing them (Run.should_stop) until they finish; a helper that may not
+# delete (the database is busy) looks again this often.
+PARALLEL_POLL_SECONDS = 0.02
+
+
+def _table_lock_wait(exc: errors.DatabaseError) -> bool:
+    """Whether ``exc`` is a wait past the batch's lock timeout for a lock that no row is to
+    blame for (:func:`reaper.engine.failures.isolable`): in a parallel walk, perhaps a lock
+    another worker's statement held."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, errors.DatabaseError) else exc
+    return cause.sqlstate == LOCK_NOT_AVAILABLE and not isolable(cause)
+
+
+class _Ranges:
+    """A parallel heap walk's block ranges, handed out front to back, each to one worker;
+    a range a worker gives up on (the database got busy, a timeout) comes back, from the
+    worker's position in it, and is handed out again first."""
+
+    def __init__(self, end: int, span: int) -> None:
+        self.end, self.span, self._next = end, span, 0
+        self._back: list[tuple[tuple[int, int], int]] = []
+        # Ranges handed out and not yet finished or given back.
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[tuple[int, int], int] | None:
+        """``(first tuple id, end block)`` of the next range, or None: none left now."""
+        with self._lock:
+            if self._back:
+                self.held += 1
+                return self._back.pop()
+            if self._next >= self.end:
+                return None
+            first, self._next = self._next, min(self._next + self.span, self.end)
+            self.held += 1
+            return (first, 0), self._next
+
+    def split(self, middle: tuple[int, int], end_block: int) -> None:
+        """A range held timed out: its part from ``middle`` is handed out again, and the
+        ranges handed out from now on are half as large."""
+        with self._lock:
+            self._back.append((middle, end_block))
+            self.span = max(MIN_BLOCKS_PER_BATCH, self.span // 2)
+
+    def finished(self) -> None:
+        with self._lock:
+            self.held -= 1
+
+    def give_back(self, pos: tuple[int, int], end_block: int) -> None:
+        """The rest of a range, from ``pos``, to be handed out again."""
+        with self._lock:
+            self.held -= 1
+            if pos[0] < end_block:
+                self._back.append((pos, end_block))
+
+    def idle(self) -> bool:
+        """Every range walked: none left, none held."""
+        with self._lock:
+            return self.held == 0 and not self._back and self._next >= self.end
+
+
+class _ParallelWalk:
+    """One heap's walk on the run's session and up to ``parallel - 1`` helpers, each a thread
+    on its own pooled connection (:meth:`reaper.db.Database.helper_session`), over disjoint
+    block ranges (:class:`_Ranges`). Each range is deleted by the same short batches as the
+    walk on one connection, by a deleter of its own (:meth:`Deleter.helper`).
+
+    The run's own thread leads: before each of its batches it asks :meth:`Run.should_stop`
+    (the pacer, the budget, the durable count), and lets the helpers delete only once one of
+    its own batches removed the rows it named (a stalled heap stops at its first batch, as
+    on one connection), and only while the database is idle (:meth:`Run.idle`): otherwise
+    they give their ranges back and wait, and the walk goes on as on one connection. Helpers
+    check the stop and the budget before each batch. With ``max_rows_per_run``, every batch
+    is limited to the rows the budget has left beside the other workers' batches in flight,
+    so that the workers together never delete more than the budget (one connection may pass
+    it by its last batch). The first failure of any worker ends the walk: the others stop
+    before their next batch, and it is raised on the run's thread, as one batch's failure
+    is.
+    """
+
+    def __init__(self, deleter: Deleter, end: int, span: int, fixed: float,
+                 target_seconds: float) -> None:
+        self.deleter, self.run = deleter, deleter.run
+        self.ranges = _Ranges(end, span)
+        self.fixed, self.target_seconds = fixed, target_seconds
+        self.halt = threading.Event()  # the walk ends: helpers stop before their next batch
+        self.go = threading.Event()  # the database is idle: helpers may delete
+        self.wake = threading.Event()  # a helper finished or gave back a range
+        self.failure: BaseException | None = None
+        # A batch of the run's own removed the rows it named: helpers may join.
+        self.proven = False
+        # Helpers were let delete (at least once); the walk went on alone (_go_alone).
+        self.helped = self.alone = False
+        # The run's own batch was tried again alone after a lock wait (at most once).
+        self.retried = False
+        self.helpers: list[threading.Thread] = []
+        self._reserved = 0  # rows the workers' batches in flight may delete
+        self._lock = threading.Lock()
+
+    def walk(self) -> StopReason:
+        # What the helpers share is read on the run's session first: what the catalog says
+        # of the heap (every heap-walk batch asks it).
+        self.deleter.obstacles()
+        self.helpers = [
+            threading.Thread(target=self._help, name=f"reaper-walk-{i}", daemon=True)
+            for i in range(1, self.run.parallel)
+        ]
+        for t in self.helpers:
+            t.start()
+        try:
+            return self._lead()
+        finally:
+            self.halt.set()
+            self.go.set()
+            for t in self.helpers:
+                t.join()
+            if self.failure is not None:
+                raise self.failure
+
+    def _lead(self) -> StopReason:
+        run, deleter = self.run, self.deleter
+        held: tuple[tuple[int, int], int] | None = None
+        while True:
+            if self.failure is not None:
+                raise self.failure
+            stopped = run.should_stop()
+            if stopped:
+                if held is not None:
+                    self.ranges.give_back(*held)
+                return stopped
+            if self.proven and not self.alone and run.idle():
+                self.go.set()
+                self.helped = True
+            else:
+                self.go.clear()
+            if held is None:
+                held = self.ranges.take()
+                if held is None:
+                    if self.ranges.idle():
+                        return StopReason.DONE
+                    # Helpers are still deleting: pace them until they finish.
+                    self.wake.wait(PARALLEL_POLL_SECONDS)
+                    self.wake.clear()
+                    continue
+            limit = self._reserve(deleter.limit())
+            if limit <= 0:
+                # The row budget's rest is in the helpers' batches in flight: see what they
+                # deleted.
+                self.wake.wait(PARALLEL_POLL_SECONDS)
+                self.wake.clear()
+                continue
+            before = run.result.rows
+            try:
+                held = self._batch(deleter, *held, limit)
+            except errors.DatabaseError as exc:
+                if not self.helped or self.retried or not _table_lock_wait(exc):
+                    raise
+                # Perhaps a helper's statement held the lock (a table's extension by an
+                # archive table's or a trigger's inserts): the range is tried again, once,
+                # alone.
+                self._go_alone(exc)
+                for t in self.helpers:
+                    t.join()
+                self.retried = True
+                continue
+            finally:
+                self._release(limit)
+            if deleter.guard.short == 0 and run.result.rows > before:
+                self.proven = True
+
+    def _help(self) -> None:
+        try:
+            with contextlib.ExitStack() as stack:
+                assert self.run.helper_session is not None
+                try:
+                    session = stack.enter_context(self.run.helper_session())
+                except errors.ReaperError as exc:
+                    # Fewer connections, not a failed run: the run's own session goes on.
+                    log.info("parallel_helper_unavailable", sweep=self.run.result.sweep,
+                             error=str(exc))
+                    return
+                self._work(self.deleter.helper(session))
+        except BaseException as exc:  # raised on the run's thread (walk)
+            with self._lock:
+                if self.failure is None:
+                    self.failure = exc
+            self.halt.set()
+        finally:
+            self.wake.set()
+
+    def _work(self, deleter: Deleter) -> None:
+        held: tuple[tuple[int, int], int] | None = None
+        while True:
+            if self.halt.is_set() or self.alone or self.run.limits() is not None:
+                break
+            if not self.go.is_set():
+                if held is not None:
+                    self.ranges.give_back(*held)
+                    self.wake.set()
+                    held = None
+                self.go.wait(PARALLEL_POLL_SECONDS)
+                continue
+            if held is None:
+                held = self.ranges.take()
+                if held is None:
+                    return
+            limit = self._reserve(deleter.limit())
+            if limit <= 0:
+                break
+            try:
+                held = self._batch(deleter, *held, limit)
+            except errors.DatabaseError as exc:
+                if not _table_lock_wait(exc):
+                    raise
+                # Perhaps another worker's statement held the lock: the range goes back to
+                # the run's own session, which goes on alone.
+                self._go_alone(exc)
+                break
+            finally:
+                self._release(limit)
+            if held is None:
+                self.wake.set()
+        if held is not None:
+            self.ranges.give_back(*held)
+
+    def _go_alone(self, exc: errors.DatabaseError) -> None:
+        """The walk's workers waited for each other's locks: the run's own session goes on
+        alone, as on one connection (logged once)."""
+        with self._lock:
+            if self.alone:
+                return
+            self.alone = True
+        self.go.clear()
+        self.wake.set()
+        log.info("parallel_walk_alone", sweep=self.run.result.sweep,
+                 heap=self.deleter.hs.heap.table, error=str(exc), sqlstate=exc.sqlstate)
+
+    def _reserve(self, limit: int) -> int:
+        """A batch's ``limit``, within what the row budget has left beside the other
+        workers' batches in flight (0: nothing left now)."""
+        max_rows = self.run.budget.max_rows
+        if max_rows is None:
+            return limit
+        with self._lock:
+            limit = min(limit, max_rows - self.run.result.rows - self._reserved)
+            if limit > 0:
+                self._reserved += limit
+            return limit
+
+    def _release(self, limit: int) -> None:
+        if self.run.budget.max_rows is not None:
+            with self._lock:
+                self._reserved -= limit
+
+    def _batch(self, deleter: Deleter, pos: tuple[int, int], end_block: int,
+               limit: int) -> tuple[tuple[int, int], int] | None:
+        """One batch of the range from ``pos`` to ``end_block``; returns what is left of the
+        range (None: the range is finished, or given back)."""
+        run, hs, session = self.run, deleter.hs, deleter.session
+        span = end_block - pos[0]
+        target = run.busy_seconds() or self.target_seconds
+        t0 = run.clock()
+        rows = deleter.attempt(
+            limit,
+            functools.partial(
+                session.delete_heap_batch, run.statements, hs, run.params, pos, end_block,
+                limit, list(deleter.skip), deleter.trusts_ranges(),
+                before_commit=run.before_commit,
+            ),
+            functools.partial(
+                session.first_victim, run.statements, hs, run.params, list(deleter.skip), pos,
+                end_block,
+            ),
+        )
+        seconds = run.clock() - t0
+        if rows is None:
+            if deleter.last_failure == SkipReason.TIMEOUT and span > MIN_BLOCKS_PER_BATCH:
+                # Past statement_timeout: the range's scan may be what is slow, not the rows.
+                # Its second half is handed out again; the first is tried alone.
+                middle = pos[0] + span // 2
+                self.ranges.split((middle, 0), end_block)
+                return pos, middle
+            return pos, end_block
+        if rows.selected >= limit and rows.last is not None:
+            # The range holds more garbage than one batch may delete: go on right after it.
+            rest: tuple[tuple[int, int], int] | None = (
+                (rows.last[0], rows.last[1] + 1), end_block)
+            covered = rows.last[0] - pos[0] + 1
+        else:
+            rest = None
+            covered = span
+        if deleter.splitter.limit is None:
+            self.ranges.span = next_span(span, limit, deleter.limit() * RANGE_FILL,
+                                         rows.selected, covered, seconds, target, self.fixed)
+        if rest is None:
+            self.ranges.finished()
+        return rest
 
 
 def follow_index(deleter: Deleter) -> StopReason:

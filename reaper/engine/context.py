@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +68,14 @@ class Run:
             (None: none kept, as for a dry run).
         before_commit: called with each batch's rows before its COMMIT (the archive file's
             writer, :class:`reaper.engine.archive.LineArchive`; None: nothing).
+        parallel: how many connections a heap walk may delete on at once while the database
+            is idle (``--parallel``; :func:`reaper.engine.batches.walk_heap`).
+        helper_session: lends a heap walk's helper its own session, as a context manager
+            (:meth:`reaper.db.Database.helper_session`; None: the run has only its own).
+
+    Thread-safe where a parallel heap walk's helpers share it: :meth:`batch`,
+    :meth:`skipped`, :meth:`tally` and :meth:`limits`; the rest (:meth:`should_stop`, the
+    pacer, :meth:`count_durable`) is called by the run's own thread only, on its session.
     """
 
     sweep: Sweep
@@ -93,6 +102,9 @@ class Run:
     _unmarked: int = field(default=0, init=False)
     _checked_at: float | None = field(default=None, init=False)
     before_commit: Callable[[BatchRows], None] | None = None
+    parallel: int = 1
+    helper_session: Callable[[], AbstractContextManager[BatchSession]] | None = None
+    _lock: threading.RLock = field(default_factory=threading.RLock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.started is None:
@@ -114,18 +126,31 @@ class Run:
             return None
         return self.busy_batch_seconds
 
+    def idle(self) -> bool:
+        """Whether the run may use its extra connections now: the pacer saw the database
+        idle at its last measurement (:meth:`reaper.engine.pacing.Pacer.idle`); with pacing
+        off, always."""
+        return self.pace is None or self.pace.idle()
+
     def batch(self, rows: int, seconds: float) -> None:
         """Count one committed batch of ``rows`` deleted in ``seconds``."""
-        r = self.result
-        r.rows += rows
-        r.batches += 1
-        r.batch_seconds.append(seconds)
-        if self.metrics is not None:
-            self.metrics.batch_finished(r.sweep, seconds)
-            self._unmarked += rows
-        log.debug("batch_deleted", sweep=r.sweep, rows=rows, seconds=round(seconds, 4))
-        if self.on_batch is not None:
-            self.on_batch(r)
+        with self._lock:
+            r = self.result
+            r.rows += rows
+            r.batches += 1
+            r.batch_seconds.append(seconds)
+            if self.metrics is not None:
+                self.metrics.batch_finished(r.sweep, seconds)
+                self._unmarked += rows
+            log.debug("batch_deleted", sweep=r.sweep, rows=rows, seconds=round(seconds, 4))
+            if self.on_batch is not None:
+                self.on_batch(r)
+
+    def tally(self, field_name: str) -> None:
+        """Add one to the result's counter ``field_name`` (``timed_out_batches``,
+        ``contended_batches``)."""
+        with self._lock:
+            setattr(self.result, field_name, getattr(self.result, field_name) + 1)
 
     def count_durable(self, wait: float = 0.0, session: BatchSession | None = None) -> int:
         """Count in the metrics the rows of the committed batches whose deletes are durable
@@ -143,6 +168,10 @@ class Run:
         deadline = self.clock() + wait
         try:
             while self._marked or self._unmarked:
+                # The rows committed before the mark is taken (a helper of a parallel heap
+                # walk may commit more meanwhile: they stay for the next mark).
+                with self._lock:
+                    before = self._unmarked
                 got = ask.wal_mark(self._mark, self._incarnation)
                 self._checked_at = self.clock()
                 if not got.same_server:
@@ -154,7 +183,8 @@ class Run:
                         self.metrics.rows_deleted(self.result.table, self.result.reason,
                                                   self._marked)
                     self._mark, self._incarnation = got.mark, got.started
-                    self._marked, self._unmarked = self._unmarked, 0
+                    with self._lock:
+                        self._marked, self._unmarked = before, self._unmarked - before
                     if self._marked and wait > 0:
                         continue  # the new mark is checked at once: often flushed already
                 if wait <= 0 or self.clock() >= deadline:
@@ -173,11 +203,13 @@ class Run:
 
     def drop_uncounted(self, reason: str) -> None:
         """Give up counting the rows not yet known durable: logged, never counted."""
-        rows = self._marked + self._unmarked
+        with self._lock:
+            rows = self._marked + self._unmarked
+            self._marked = self._unmarked = 0
         if rows:
             log.warning("deleted_rows_not_counted", sweep=self.result.sweep,
                         table=self.result.table, rows=rows, reason=reason)
-        self._marked = self._unmarked = 0
+
     def deleted_keys(self, heap: TableName, key: Sequence[str], rows: BatchRows) -> None:
         """The keys of one committed batch's deleted rows, one ``batch_keys`` debug line
         (none when the batch returned no keys: it deleted nothing, or keys were not asked
@@ -196,7 +228,8 @@ class Run:
         """A row whose delete failed alone: logged once (with the SQLSTATE) and counted."""
         r = self.result
         reason = skip_reason(exc)
-        r.skipped[reason] = r.skipped.get(reason, 0) + 1
+        with self._lock:
+            r.skipped[reason] = r.skipped.get(reason, 0) + 1
         if self.metrics is not None:
             self.metrics.row_skipped(r.table, reason)
         # A held row is expected (writers are busy) and tried again next run: info, not warning.
@@ -221,6 +254,13 @@ class Run:
         ends = [s for s in (self.budget.max_seconds, self.budget.window_seconds) if s is not None]
         deadline = self._started() + min(ends) if ends else None
         return self.pace(last, deadline) or self._limits()
+
+    def limits(self) -> StopReason | None:
+        """The reason to stop that needs no measurement (a stop asked for, the row or time
+        budget spent), or None: what a parallel heap walk's helpers check before each
+        batch."""
+        with self._lock:
+            return self._limits()
 
     def _started(self) -> float:
         assert self.started is not None

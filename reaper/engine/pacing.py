@@ -66,6 +66,9 @@ HISTORY_LENGTH = 72_000
 # A sample older than this (seconds) is taken again before the next batch: live traffic that
 # starts is seen within a second, as is a standby that starts streaming.
 MAX_SAMPLE_AGE_SECONDS = 1.0
+# A standby at most this far behind (seconds), and at most a quarter of max_replica_lag,
+# leaves the database idle (Pacer.idle).
+IDLE_LAG_SECONDS = 1.0
 # Two WAL positions recorded further apart than this (seconds) are not interpolated between.
 MAX_INTERPOLATED_SECONDS = 5.0
 
@@ -226,6 +229,18 @@ class Pacer:
         self._last, self._last_at = sample, now
         self._last_lag = self.lag(sample)[0] if sample is not None else 0.0
         return sample
+
+    def idle(self) -> bool:
+        """Whether the database was idle at the last measurement, as this pacer sees it: a
+        sample taken, no live traffic (when load pacing is on), no standby more than
+        IDLE_LAG_SECONDS or a quarter of ``max_replica_lag`` behind (when replica pacing is
+        on). A run uses its extra connections only then
+        (:meth:`reaper.engine.context.Run.idle`)."""
+        if self._last is None or self.busy:
+            return False
+        if self.max_replica_lag is None:
+            return True
+        return self._last_lag <= min(IDLE_LAG_SECONDS, self.max_replica_lag / 4)
 
     def _ceiling(self, batch_seconds: float | None) -> float:
         """The largest lag (seconds) at which a batch of ``batch_seconds`` may start: the

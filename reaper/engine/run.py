@@ -192,6 +192,10 @@ class Sweeper:
                             )
                             run.busy_batch_seconds = settings.busy_batch_seconds.total_seconds()
                             run.undeletable = self._of(db).undeletable
+                            # A heap walk's extra connections (docs/engine.md, "Parallel
+                            # heap ranges").
+                            run.parallel = settings.parallel
+                            run.helper_session = db.helper_session
                         if refusal is None:
                             _sweep_batches(session, run, self.ledger(db, projected=dry_run))
                         else:

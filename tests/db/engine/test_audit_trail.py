@@ -9,6 +9,7 @@ Every test declares tables of its own: a database of its own each.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -233,6 +234,25 @@ def test_the_archive_table_holds_exactly_the_rows_deleted(
     count = conn.execute("SELECT count(*) FROM audit.events_archive").fetchone()
     assert count is not None and count[0] == len(GO)
     assert result.partitions == []
+
+
+def test_workers_of_a_parallel_walk_archive_each_row_they_delete_once(
+    dsn: str, conn: psycopg.Connection[Any], database: Database,
+) -> None:
+    # Many ranges, three connections inserting into one archive table: however they meet
+    # (a wait for the archive's extension ends the parallel part), the run succeeds, and the
+    # archive holds each deleted row once.
+    events_table(conn, rows=30_000)
+    conn.execute("ANALYZE public.events")
+    make_archive(conn)
+    settings = settings_for(dsn, batch_size=300, strategy="heap",
+                            archive="audit.events_archive")
+    settings = dataclasses.replace(settings, parallel=3)
+    result = sweep(database, settings)
+    assert result.outcome == "success", result.error
+    assert result.rows == 20_000 == 30_000 - len(ids(conn, "public.events"))
+    row = conn.execute("SELECT count(*), count(DISTINCT id) FROM audit.events_archive").fetchone()
+    assert row == (20_000, 20_000)
 
 
 HELD = (4, 11)

@@ -40,7 +40,8 @@ from tests.support import (
 from tests.support.daemon import scalar, wait_for
 
 NODE = timedelta(days=30)
-STRATEGIES = pytest.mark.parametrize("strategy", ["heap", "index"])
+# The heap walk on one connection and on three (--parallel), and the index path.
+WALKS = pytest.mark.parametrize(("strategy", "parallel"), [("heap", 1), ("heap", 3), ("index", 1)])
 # Long enough that a sweep waiting on a writer's row lock would be caught failing, short
 # enough to keep a broken build's test quick.
 WAIT_LIMIT = "3s"
@@ -99,13 +100,14 @@ class Refresher(threading.Thread):
             self.errors.append(exc)
 
 
-@STRATEGIES
+@WALKS
 def test_refreshes_racing_a_sweep_keep_their_rows(
-    dsn, conn, make_settings, strategy
+    dsn, conn, make_settings, strategy, parallel
 ) -> None:
     peers = seed_silent(conn, 3000, NOW - NODE - SECOND)
     settings = make_settings(
-        strategy=strategy, batch_size=20, lock_timeout=WAIT_LIMIT, statement_timeout=WAIT_LIMIT
+        strategy=strategy, batch_size=20, lock_timeout=WAIT_LIMIT, statement_timeout=WAIT_LIMIT,
+        parallel=parallel,
     )
     stop = threading.Event()
     # Each heartbeat stream has members of its own: two streams that shared members could
@@ -182,13 +184,14 @@ class LockHolder(threading.Thread):
             self.locked.set()
 
 
-@STRATEGIES
+@WALKS
 def test_a_writer_holding_row_locks_is_neither_waited_for_nor_deadlocked(
-    dsn, conn, make_settings, strategy
+    dsn, conn, make_settings, strategy, parallel
 ) -> None:
     peers = seed_silent(conn, 600, NOW - timedelta(days=60))
     settings = make_settings(
-        strategy=strategy, batch_size=10, lock_timeout=WAIT_LIMIT, statement_timeout=WAIT_LIMIT
+        strategy=strategy, batch_size=10, lock_timeout=WAIT_LIMIT, statement_timeout=WAIT_LIMIT,
+        parallel=parallel,
     )
     writer = LockHolder(dsn, peers[:3] + peers[-3:], peers[3:-3])
     writer.start()

@@ -36,6 +36,8 @@ NODE = timedelta(days=30)
 EPHEMERAL = timedelta(hours=1)
 
 STRATEGIES = pytest.mark.parametrize("strategy", ["heap", "index"])
+# The heap walk on one connection and on three (--parallel), and the index path.
+WALKS = pytest.mark.parametrize(("strategy", "parallel"), [("heap", 1), ("heap", 3), ("index", 1)])
 
 
 def sweep_once(database: Database, settings: Settings, name: str) -> int:
@@ -251,10 +253,10 @@ def test_token_referenced_only_by_stale_requests_goes_in_the_same_run(
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 1000])
-@STRATEGIES
-def test_batches_add_up(conn, make_settings, database, strategy, batch_size) -> None:
+@WALKS
+def test_batches_add_up(conn, make_settings, database, strategy, parallel, batch_size) -> None:
     """However the garbage is cut into batches, every row goes once and every batch is short."""
-    settings = make_settings(strategy=strategy, batch_size=batch_size)
+    settings = make_settings(strategy=strategy, batch_size=batch_size, parallel=parallel)
     old = NOW - timedelta(days=60)
     conn.execute(
         "INSERT INTO nodes (peer_id, enrolled_at, banned)"
@@ -292,11 +294,12 @@ def test_cutoffs_come_from_the_database_clock(conn, database, settings) -> None:
     assert abs(result.cutoffs["cutoff"] + NODE - db_now) < timedelta(seconds=30)
 
 
-@STRATEGIES
+@WALKS
 def test_a_run_stops_at_its_row_budget_after_the_batch_in_flight(
-    conn, make_settings, database, strategy
+    conn, make_settings, database, strategy, parallel
 ) -> None:
-    settings = make_settings(strategy=strategy, batch_size=10, max_rows_per_run=25)
+    settings = make_settings(strategy=strategy, batch_size=10, max_rows_per_run=25,
+                             parallel=parallel)
     conn.execute(
         "INSERT INTO nodes (peer_id, enrolled_at) SELECT 'go-' || i, %s"
         " FROM generate_series(1, 2000) i",

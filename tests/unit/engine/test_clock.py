@@ -190,6 +190,9 @@ class _Database:
     def session(self, *, read_only: bool = False, since: float | None = None) -> Iterator[_Session]:
         yield _Session(self)
 
+    def helper_session(self) -> contextlib.AbstractContextManager[_Session]:
+        return self.session()
+
 
 class _HostClock:
     def __init__(self, at: datetime) -> None:
