@@ -246,6 +246,12 @@ class LoadControl:
             self.share = min(self.share_cap, self.share + self.share_cap / GROWTH_STEPS)
         return suffered
 
+    def restart(self) -> None:
+        """Live traffic came back after a quiet spell: start again from the strictest aim
+        and the full share, with a slow start (the baseline is kept until measured again)."""
+        self.aim, self.share, self.slow_start = self.floor, self.share_cap, True
+        self._pool, self._ratios = [], []
+
     def wait_after(self, batch_seconds: float) -> float:
         """Seconds to wait after a batch of ``batch_seconds`` so that batches take at most
         :attr:`share` of the wall time."""
@@ -474,6 +480,9 @@ class Pacer:
         # waits no longer than load pacing asks.
         was_busy = self.busy and self._batched
         self.busy = sample is not None and self.busy_share < 1.0 and sample.busy_sessions > 0
+        if self.busy and not was_busy and self._batched:
+            self.control.restart()
+            self._baseline_at = None
         if sample is None:
             return None
         if self.max_replica_lag is not None:

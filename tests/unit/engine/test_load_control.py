@@ -203,6 +203,21 @@ def test_the_baseline_comes_from_statements_that_ran_without_a_batch() -> None:
     assert holds
 
 
+def test_traffic_that_comes_back_starts_from_the_strictest_aim() -> None:
+    clock = FakeClock()
+    server = Server(clock, harm_aim=None)
+    pacer, _ = make(clock, server)
+    drive(pacer, server, 10.0)
+    assert pacer.aim == pytest.approx(0.05)
+    server.sessions = 0
+    drive(pacer, server, 2.0)
+    assert not pacer.busy
+    server.sessions = 4
+    aims = drive(pacer, server, 1.5)
+    assert 0.002 in aims  # back to --busy-batch-seconds, then growing again
+    assert pacer.control.baseline == pytest.approx(MS)
+
+
 def test_quiet_database_is_not_sampled_more_often_nor_held() -> None:
     clock = FakeClock()
     server = Server(clock, sessions=0)
