@@ -211,20 +211,25 @@ def _client(dsn: str, kind: str, peers: Callable[[random.Random], str], traffic:
             time.sleep(THINK_SECONDS)
 
 
+PACED = "c. reaper sweep"
+UNPACED = "c'. reaper sweep, unpaced (busy_share 1)"
+
+
 def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print,
                  variants: list[tuple[str, dict[str, Any]]] | None = None,
-                 ) -> list[tuple[Run, Traffic, int]]:
+                 rounds: int = 1) -> list[tuple[Run, Traffic, int]]:
     """B4: while (a) and then (c) delete the nodes backlog, clients refresh members.
 
     ``variants``: (label, settings) of reaper's sweeps to run after (a) (default: reaper's
-    defaults, then without pacing)."""
+    defaults, then without pacing), ``rounds`` times in turn, so that the machine's load
+    weighs on each variant alike."""
     template = server.seed(f"nodes_{rows}", seed_nodes(rows))
     say(f"  seeded {rows:,} nodes")
     out = []
     sweeps = variants if variants is not None else [
-        ("c. reaper sweep", {}), ("c'. reaper sweep, unpaced (busy_share 1)", {"busy_share": 1}),
+        (PACED, {}), (UNPACED, {"busy_share": 1}),
     ]
-    steps: list[tuple[str, dict[str, Any]]] = [("a", {}), *sweeps]
+    steps: list[tuple[str, dict[str, Any]]] = [("a", {}), *(sweeps * rounds)]
     for variant, sweep_settings in steps:
         with server.clone(template) as dsn:
             traffic = Traffic()
@@ -269,6 +274,43 @@ def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print,
         say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s, "
             f"{len(traffic.refreshed):,} members refreshed, {lost} of them deleted")
         out.append((run, traffic, lost))
+    server.release(template)
+    return out
+
+
+@dataclass
+class WalRun:
+    """One sweep of the WAL brake's line: its run, the WAL the server wrote meanwhile
+    (bytes) and the brake's limit (bytes a second; None: off)."""
+
+    run: Run
+    wal_bytes: int
+    limit: int | None
+
+    @property
+    def rate(self) -> float:
+        return self.wal_bytes / self.run.seconds if self.run.seconds > 0 else 0.0
+
+
+def wal_brake(server: Server, rows: int, limit: int, rounds: int = 1,
+              say: Callable[[str], None] = print) -> list[WalRun]:
+    """The WAL brake: reaper's sweep of the nodes backlog (no other client), with and without
+    ``--max-wal-rate limit``, in turn ``rounds`` times; the server's WAL written over each
+    sweep's wall time (the server's: other work on it counts too)."""
+    template = server.seed(f"nodes_{rows}", seed_nodes(rows))
+    out = []
+    for _ in range(rounds):
+        for rate in (None, limit):
+            with server.clone(template) as dsn:
+                wal0, _ = wal_and_checkpoints(dsn)
+                run = reaper_sweep(dsn, "nodes_silent", {"max_wal_rate": rate or 0},
+                                   label="reaper sweep" + (f", max_wal_rate {rate:,}" if rate
+                                                           else ", no brake"))
+                wal1, _ = wal_and_checkpoints(dsn)
+            w = WalRun(run, wal1 - wal0, rate)
+            say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s, "
+                f"{w.wal_bytes / 1e6:.0f} MB of WAL, {w.rate / 1e6:.1f} MB/s")
+            out.append(w)
     server.release(template)
     return out
 

@@ -62,8 +62,11 @@ class ThrottleReason(_Word):
 
     # A standby was further behind than --max-replica-lag.
     REPLICA_LAG = "replica_lag"
-    # Other sessions used the database: batches kept to --busy-share of the wall time.
+    # Other sessions used the database: batches kept to --busy-share of the wall time, or
+    # less while their statements suffered.
     LOAD = "load"
+    # The server's WAL grew faster than --max-wal-rate.
+    WAL = "wal"
 
 
 # A run that ended on one of these left a backlog behind it (a closed window's backlog waits

@@ -31,6 +31,7 @@ from reaper.config.values import (
     non_negative_int,
     nonempty_text,
     one_line,
+    optional_byte_rate,
     optional_interval,
     optional_positive_duration,
     optional_positive_int,
@@ -109,10 +110,11 @@ DEFAULT_GAUGE_INTERVAL = timedelta(minutes=1)
 # Batches pause while a standby replays more than this far behind the primary (pacing).
 DEFAULT_MAX_REPLICA_LAG = timedelta(seconds=10)
 # While other sessions use the database, batches take at most this share of a run's wall
-# time (bench B4, docs/performance.md).
-DEFAULT_BUSY_SHARE = 0.5
-# While other sessions use the database, a batch aims at this long: a short batch adds
-# little latency to a live transaction (bench B4, docs/performance.md).
+# time, down to half of it while their statements suffer (bench B4, docs/pacing.md: at 0.5
+# the paced sweep took over twice the unpaced one's time by construction).
+DEFAULT_BUSY_SHARE = 0.75
+# While other sessions use the database, a batch aims at least at this long (the load
+# controller grows the aim while their statements do not suffer: docs/pacing.md).
 DEFAULT_BUSY_BATCH_SECONDS = 0.002
 # After a failed run the sweep retries after failure_backoff, doubling per consecutive
 # failure up to max_failure_backoff (then the success resets it).
@@ -393,16 +395,26 @@ class Settings:
         DEFAULT_BUSY_SHARE,
         share,
         "While other sessions use the database, batches take at most this fraction of a "
-        "run's wall time, waiting between them (1: no pause for live traffic).",
+        "run's wall time, waiting between them, and down to half of it while those sessions' "
+        "statements run slower beside the batches (1: no pause for live traffic).",
         "SHARE",
     )
     busy_batch_seconds: timedelta = _setting(
         timedelta(seconds=DEFAULT_BUSY_BATCH_SECONDS),
         positive_duration,
-        "While other sessions use the database, each batch aims at this long (its row limit "
-        "follows the rows per second of the batches before): a short batch adds little "
-        "latency to a live transaction. Ignored with --busy-share 1.",
+        "While other sessions use the database, the least a batch aims at: batches start "
+        "this short and grow toward --batch-target-seconds while those sessions' statements "
+        "run no slower beside them, and shrink back when they do (their row limit follows the "
+        "rows per second of the batches before). Ignored with --busy-share 1.",
         "DURATION",
+    )
+    max_wal_rate: int | None = _setting(
+        None,
+        optional_byte_rate,
+        "The WAL brake: while a sweep runs, the server's WAL (every session's, as "
+        "pg_current_wal_lsn() moves) may grow by at most this many bytes a second; batches "
+        "wait while it grew faster (e.g. 16MB; 0: no brake, the default).",
+        "BYTES",
     )
     timestamp_time_zone: str = _setting(
         DEFAULT_TIMESTAMP_TIME_ZONE,

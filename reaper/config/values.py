@@ -162,6 +162,30 @@ def optional_positive_duration(value: Any) -> timedelta | None:
     return None if value in (None, "", 0, "0") else positive_duration(value)
 
 
+_BYTE_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*(b|kb|mb|gb|kib|mib|gib)?(?:/s)?", re.IGNORECASE)
+_BYTE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
+               "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+def optional_byte_rate(value: Any) -> int | None:
+    """Bytes per second from a whole number of bytes or a number with a unit (``16MB``,
+    ``16MiB``, ``16MB/s``; kB, MB, GB are powers of 1000, KiB, MiB, GiB of 1024); 0: None."""
+    if value in (None, "", 0, "0"):
+        return None
+    if isinstance(value, bool | float):
+        raise ValueError(f"{shown(value)} is not a number of bytes per second")
+    m = _BYTE_RATE.fullmatch(str(value).strip())
+    if m is None:
+        raise ValueError(f"{shown(value)} is not a number of bytes per second "
+                         "(e.g. 16MB, 16MiB, 16000000)")
+    rate = float(m.group(1)) * _BYTE_UNITS[(m.group(2) or "b").lower()]
+    if rate < 1:
+        raise ValueError(f"{shown(value)} is less than one byte per second")
+    if rate > 1024**4:
+        raise ValueError(f"{shown(value)} is more than 1 TiB a second; is it a typo?")
+    return int(rate)
+
+
 # A sweep interval this short is a typo (1ms for 1m): it would keep every sweep running back to
 # back. The tests run sweeps every 200-300 ms.
 MIN_INTERVAL = timedelta(milliseconds=100)
@@ -313,6 +337,7 @@ EXPECTED = {
     "FRACTION": "a number from 0 to 1, e.g. 0.1",
     "SHARE": "a number more than 0 and at most 1, e.g. 0.5",
     "CONNECTIONS": "a whole number of connections from 1 to 16, e.g. 2",
+    "BYTES": 'bytes per second, a whole number or in quotes with a unit, e.g. "16MB", or 0',
     "SCHEMA": 'a schema name as PostgreSQL spells it, in quotes, e.g. "controlplane"',
     "DSN": 'a libpq connection string in quotes, e.g. "host=db.internal dbname=app"',
     "HOST:PORT": 'an address in quotes, e.g. "127.0.0.1:9465"',

@@ -255,12 +255,18 @@ class Sample:
         busy_sessions: other client sessions of the swept database that ran a statement within
             the window the caller gives (reaper's own sessions excluded).
         hidden_sessions: client sessions of the database whose state this role may not read.
+        statements: for each other client session (reaper's own excluded) whose last
+            statement ended within the window, ``(seconds it took, seconds since it ended)``
+            as the server saw them (``pg_stat_activity``: from ``query_start`` to
+            ``state_change``, its commit included); a statement still running counts as
+            ``(seconds so far, 0.0)``.
     """
 
     wal_lsn: int | None = None
     standbys: tuple[Standby, ...] = ()
     busy_sessions: int = 0
     hidden_sessions: int = 0
+    statements: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -437,8 +437,9 @@ class Session(Catalog, AdvisoryLocks):
 
     def pacing_sample(self, busy_window: float) -> Sample:
         """What the pacer measures before a batch (``pacing_sample.sql``): the WAL position,
-        the other sessions busy on this database within ``busy_window`` seconds, and every
-        standby's replay position and lag."""
+        the other sessions busy on this database within ``busy_window`` seconds, every
+        standby's replay position and lag, and the latency of the other sessions' statements
+        that ended within ``busy_window``."""
         with self._errors(), self._conn.cursor() as cur:
             cur.execute(
                 sql.SQL(sqltext.engine("pacing_sample")),
@@ -447,9 +448,11 @@ class Session(Catalog, AdvisoryLocks):
             row = cur.fetchone()
         if row is None:
             return Sample()
-        wal, busy, hidden, standbys = row
+        wal, busy, hidden, standbys, statements = row
         if isinstance(standbys, str):
             standbys = json.loads(standbys)
+        if isinstance(statements, str):
+            statements = json.loads(statements)
         return Sample(
             wal_lsn=None if wal is None else int(wal),
             busy_sessions=int(busy),
@@ -462,6 +465,10 @@ class Session(Catalog, AdvisoryLocks):
                     replay_lag=None if s["replay_lag"] is None else float(s["replay_lag"]),
                 )
                 for s in standbys
+            ),
+            statements=tuple(
+                (max(float(took), 0.0), max(float(ago), 0.0))
+                for took, ago in statements if took is not None and ago is not None
             ),
         )
 

@@ -599,6 +599,9 @@ class _ParallelWalk:
         while True:
             if self.failure is not None:
                 raise self.failure
+            # Helpers start no batch while the pacer decides: a wait it makes for live
+            # traffic, a standby or the WAL brake holds them too.
+            self.go.clear()
             stopped = run.should_stop()
             if stopped:
                 if held is not None:

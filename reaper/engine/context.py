@@ -63,7 +63,8 @@ class Run:
         started: when the run began, on ``clock`` (the budget counts from there).
         pace: called before each batch (:mod:`reaper.engine.pacing`): waits while the
             database asks to (None: pacing off).
-        busy_batch_seconds: while the pacer sees live traffic, what a batch aims at.
+        busy_batch_seconds: ``--busy-batch-seconds``, the least a batch aims at while the
+            pacer sees live traffic (the pacer's controller sets the aim: :meth:`busy_seconds`).
         undeletable: the rows the process found undeletable, remembered across its runs
             (None: none kept, as for a dry run).
         before_commit: called with each batch's rows before its COMMIT (the archive file's
@@ -120,11 +121,12 @@ class Run:
         return self.stop is not None and self.stop.is_set()
 
     def busy_seconds(self) -> float | None:
-        """The seconds a batch aims at while other sessions use the database (None: not
-        busy now, or load pacing off)."""
+        """The seconds a batch aims at while other sessions use the database, as the load
+        pacer's controller sets it from what they suffer (None: not busy now, or load pacing
+        off)."""
         if self.pace is None or not self.pace.busy:
             return None
-        return self.busy_batch_seconds
+        return self.pace.aim
 
     def idle(self) -> bool:
         """Whether the run may use its extra connections now: the pacer saw the database

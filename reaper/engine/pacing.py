@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
@@ -71,6 +71,49 @@ MAX_SAMPLE_AGE_SECONDS = 1.0
 IDLE_LAG_SECONDS = 1.0
 # Two WAL positions recorded further apart than this (seconds) are not interpolated between.
 MAX_INTERPOLATED_SECONDS = 5.0
+# While other sessions use the database (or the WAL brake is on), a sample older than this
+# (seconds) is taken again: the load controller decides about ten times a second on what the
+# live statements suffered since the sample before, and the WAL brake sees a run's WAL within
+# a tenth of a second.
+BUSY_SAMPLE_AGE_SECONDS = 0.1
+# Live traffic suffers when the 90th percentile of the latencies of its statements (pooled
+# until there are JUDGED_STATEMENTS of them) is more than HARM_RATIO times the 95th
+# percentile of their baseline, and at least HARM_MIN_SECONDS more. The statements the pacer
+# sees are those that ended just before it samples, just after a batch: nearly all ran beside
+# that batch, while the clients' own percentiles count every statement, most of which ran
+# while reaper waited. So what is judged is whether the statements that ran beside a batch
+# took longer than the slowest few that ran without one, as the live traffic's own p99
+# would show (bench B4 on a 2-core machine: 0.8 ms median, 2.6-5 ms p90 with no sweep).
+HARM_RATIO = 1.5
+HARM_MIN_SECONDS = 0.0005
+HARM_QUANTILE = 0.9
+BASELINE_QUANTILE = 0.95
+JUDGED_STATEMENTS = 16
+# Each judgement takes the median of the last JUDGED_POOLS pools' ratios to the baseline: one
+# pool that a stall of the machine made slow does not halve the batches (on a shared 2-core
+# machine, half of single pools were judged harmed whatever the sweep did).
+JUDGED_POOLS = 3
+# The baseline is the latency of live statements that ran while the run deleted nothing:
+# those that ended before the run's first batch, then every BASELINE_EVERY_SECONDS while the
+# database is busy, those that ran within a hold of BASELINE_HOLD_SECONDS without a batch
+# (1% of the run's time). Its percentile is taken over the last BASELINE_KEPT of them.
+BASELINE_EVERY_SECONDS = 10.0
+BASELINE_HOLD_SECONDS = 0.1
+BASELINE_KEPT = 32
+# While live traffic does not suffer, the batches' aim doubles at each judgement until it first
+# suffers (a slow start, as TCP's), then grows by 1/GROWTH_STEPS of the way from
+# --busy-batch-seconds to --batch-target-seconds (additive increase); their share of wall time
+# grows by 1/GROWTH_STEPS of --busy-share. A judgement at which it suffers halves both
+# (multiplicative decrease).
+GROWTH_STEPS = 16
+# The batches' share of wall time never falls below this fraction of --busy-share: the aim
+# is what mostly decides how long a statement waits beside a batch.
+MIN_SHARE_FRACTION = 0.5
+# The WAL brake lets a run write this many seconds' worth of --max-wal-rate at once (a token
+# bucket), and carries at most MAX_WAL_DEBT_SECONDS' worth of WAL written beyond the limit
+# (by any session: a bulk load elsewhere holds the sweep back at most that long).
+WAL_BURST_SECONDS = 1.0
+MAX_WAL_DEBT_SECONDS = 60.0
 
 
 class WalHistory:
@@ -124,6 +167,136 @@ def standby_lag(standby: Standby, history: WalHistory, now: float) -> float | No
     return lag
 
 
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    n = len(ordered)
+    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class LoadControl:
+    """The load pacer's feedback controller (AIMD): how long a batch aims to take and what
+    share of wall time batches take while other sessions use the database, from what their
+    statements suffer.
+
+    Starts where the pacer's guarantees are strictest (batches aim at ``floor``, share
+    ``share_cap``). Latencies of live statements are pooled until there are
+    :data:`JUDGED_STATEMENTS`; the pool is then judged: unharmed while its
+    :data:`HARM_QUANTILE` percentile is within :data:`HARM_RATIO` of the baseline's
+    :data:`BASELINE_QUANTILE` percentile (the median of the last :data:`JUDGED_POOLS`
+    pools' ratios; see
+    :data:`GROWTH_STEPS` for how both grow, up to ``ceiling`` and ``share_cap``), harmed
+    otherwise (both halved, down to ``floor`` and ``share_cap`` x :data:`MIN_SHARE_FRACTION`).
+    Pure: tested with plain numbers.
+
+    Args:
+        floor: the least a batch aims at (seconds, ``--busy-batch-seconds``).
+        ceiling: the most (seconds, ``--batch-target-seconds``; at least ``floor``).
+        share_cap: the largest share of wall time batches take (``--busy-share``).
+    """
+
+    def __init__(self, floor: float, ceiling: float, share_cap: float) -> None:
+        self.floor = floor
+        self.ceiling = max(ceiling, floor)
+        self.share_cap = share_cap
+        self.aim = floor
+        self.share = share_cap
+        self._baseline: list[float] = []
+        self._pool: list[float] = []
+        self._ratios: list[float] = []
+        self.slow_start = True
+        self.harmed = 0
+        self.unharmed = 0
+
+    @property
+    def baseline(self) -> float | None:
+        """The :data:`BASELINE_QUANTILE` percentile of the live statements' latency while the
+        run deletes nothing (seconds; None: not measured yet)."""
+        return _quantile(self._baseline, BASELINE_QUANTILE) if self._baseline else None
+
+    def unexposed(self, latencies: Sequence[float]) -> None:
+        """Latencies (seconds) of live statements that ran while the run deleted nothing."""
+        self._baseline = [*self._baseline, *latencies][-BASELINE_KEPT:]
+
+    def observe(self, latencies: Sequence[float]) -> bool | None:
+        """Latencies (seconds) of the live statements that ended since the last call: once
+        :data:`JUDGED_STATEMENTS` are pooled, True when they suffered (the aim and share are
+        halved), False when not (both grow); None while the pool fills or without a
+        baseline (nothing changes)."""
+        base = self.baseline
+        if base is None:
+            return None
+        self._pool.extend(latencies)
+        if len(self._pool) < JUDGED_STATEMENTS:
+            return None
+        seen, self._pool = _quantile(self._pool, HARM_QUANTILE), []
+        limit = max(base * HARM_RATIO, base + HARM_MIN_SECONDS)
+        self._ratios = [*self._ratios, seen / limit][-JUDGED_POOLS:]
+        suffered = _median(self._ratios) > 1.0
+        if suffered:
+            self.harmed += 1
+            self.slow_start = False
+            self.aim = max(self.floor, self.aim / 2)
+            self.share = max(self.share_cap * MIN_SHARE_FRACTION, self.share / 2)
+        else:
+            self.unharmed += 1
+            step = self.aim if self.slow_start else (self.ceiling - self.floor) / GROWTH_STEPS
+            self.aim = min(self.ceiling, self.aim + step)
+            self.share = min(self.share_cap, self.share + self.share_cap / GROWTH_STEPS)
+        return suffered
+
+    def restart(self) -> None:
+        """Live traffic came back after a quiet spell: start again from the strictest aim
+        and the full share, with a slow start (the baseline is kept until measured again)."""
+        self.aim, self.share, self.slow_start = self.floor, self.share_cap, True
+        self._pool, self._ratios = [], []
+
+    def wait_after(self, batch_seconds: float) -> float:
+        """Seconds to wait after a batch of ``batch_seconds`` so that batches take at most
+        :attr:`share` of the wall time."""
+        return batch_seconds * (1.0 - self.share) / self.share
+
+
+class WalBrake:
+    """A token bucket of WAL bytes: the server's WAL (every session's, as
+    ``pg_current_wal_lsn()`` moves) may grow by ``rate`` bytes a second, with a burst of
+    :data:`WAL_BURST_SECONDS` of it; :meth:`owed` says how long to wait before the next batch
+    so that it does not grow faster. Pure: fed WAL positions and clock readings.
+
+    Args:
+        rate: bytes per second (``--max-wal-rate``).
+        now: the clock's reading at the start (seconds).
+    """
+
+    def __init__(self, rate: float, now: float) -> None:
+        self.rate = rate
+        self.burst = rate * WAL_BURST_SECONDS
+        self.tokens = self.burst
+        self._at = now
+        self._lsn: int | None = None
+
+    def _refill(self, now: float) -> None:
+        self.tokens = min(self.burst, self.tokens + self.rate * max(now - self._at, 0.0))
+        self._at = now
+
+    def written(self, lsn: int, now: float) -> None:
+        """The server's WAL position was ``lsn`` (bytes) at ``now``."""
+        self._refill(now)
+        if self._lsn is not None and lsn >= self._lsn:
+            self.tokens = max(self.tokens - (lsn - self._lsn),
+                              -self.rate * MAX_WAL_DEBT_SECONDS)
+        self._lsn = lsn
+
+    def owed(self, now: float) -> float:
+        """Seconds to wait at ``now`` before the WAL written is back within the limit."""
+        self._refill(now)
+        return max(-self.tokens / self.rate, 0.0)
+
+
 class Measure(Protocol):
     """Takes a :class:`Sample` of the server (may raise; the pacer then does not wait)."""
 
@@ -147,6 +320,11 @@ class Pacer:
         told: the warnings already logged (``replica_lag_unknown``, ``load_unknown``,
             ``pacing_sample_failed``), shared by the runs of one database so that each is
             logged once per process.
+        busy_batch_seconds: the least a batch aims at while other sessions are busy.
+        batch_target_seconds: the most a batch aims at while they are busy (and their
+            statements do not suffer): :class:`LoadControl`.
+        max_wal_rate: bytes of WAL per second the server may write while the run goes on
+            (None: no WAL brake): :class:`WalBrake`.
     """
 
     def __init__(
@@ -162,6 +340,9 @@ class Pacer:
         max_pause: float = MAX_PAUSE_SECONDS,
         max_sample_age: float = MAX_SAMPLE_AGE_SECONDS,
         told: set[str] | None = None,
+        busy_batch_seconds: float = 0.002,
+        batch_target_seconds: float = 0.05,
+        max_wal_rate: float | None = None,
     ) -> None:
         self.measure = measure
         self.max_replica_lag = max_replica_lag
@@ -183,6 +364,24 @@ class Pacer:
         self.waited: dict[ThrottleReason, float] = dict.fromkeys(ThrottleReason, 0.0)
         # Warnings already logged (shared by the runs of one database: logged once).
         self._told: set[str] = told if told is not None else set()
+        self.control = LoadControl(busy_batch_seconds, batch_target_seconds, busy_share)
+        self.brake = None if max_wal_rate is None else WalBrake(max_wal_rate, clock())
+        # When the run's first batch started (None: none yet), when the baseline was last
+        # measured, and the sample the load controller last judged.
+        self._batched = False
+        self._baseline_at: float | None = None
+        self._judged: Sample | None = None
+        self._previous_at: float | None = None
+
+    @property
+    def aim(self) -> float:
+        """Seconds a batch aims at while other sessions are busy (:class:`LoadControl`)."""
+        return self.control.aim
+
+    def _max_age(self) -> float:
+        if self.busy or self.brake is not None:
+            return min(self.max_sample_age, BUSY_SAMPLE_AGE_SECONDS)
+        return self.max_sample_age
 
     def _sample(self) -> Sample | None:
         try:
@@ -192,6 +391,8 @@ class Pacer:
             return None
         if s.wal_lsn is not None:
             self.history.record(self.clock(), s.wal_lsn)
+            if self.brake is not None:
+                self.brake.written(s.wal_lsn, self.clock())
         if self.max_replica_lag is not None and any(not sb.visible for sb in s.standbys):
             self._once(
                 "replica_lag_unknown",
@@ -219,13 +420,14 @@ class Pacer:
         now = self.clock()
         if self._last is not None:
             age = now - self._last_at
-            fresh = 0.0 <= age < self.max_sample_age
+            fresh = 0.0 <= age < self._max_age()
             if fresh and self.max_replica_lag is not None:
                 fresh = (self._last_lag + age + (next_batch_seconds or 0.0)
                          <= self._ceiling(next_batch_seconds))
             if fresh:
                 return self._last
         sample = self._sample()
+        self._previous_at = self._last_at if self._last is not None else None
         self._last, self._last_at = sample, now
         self._last_lag = self.lag(sample)[0] if sample is not None else 0.0
         return sample
@@ -234,9 +436,11 @@ class Pacer:
         """Whether the database was idle at the last measurement, as this pacer sees it: a
         sample taken, no live traffic (when load pacing is on), no standby more than
         IDLE_LAG_SECONDS or a quarter of ``max_replica_lag`` behind (when replica pacing is
-        on). A run uses its extra connections only then
+        on), no WAL owed to the brake (when it is on). A run uses its extra connections only then
         (:meth:`reaper.engine.context.Run.idle`)."""
         if self._last is None or self.busy:
+            return False
+        if self.brake is not None and self.brake.owed(self.clock()) > 0:
             return False
         if self.max_replica_lag is None:
             return True
@@ -289,7 +493,13 @@ class Pacer:
             :data:`MAX_PAUSE_SECONDS` ran out), else None (go on, or check the budget).
         """
         sample = self._current(last_batch_seconds)
+        # The baseline is measured from the second batch beside live traffic on: the first
+        # waits no longer than load pacing asks.
+        was_busy = self.busy and self._batched
         self.busy = sample is not None and self.busy_share < 1.0 and sample.busy_sessions > 0
+        if self.busy and not was_busy and self._batched:
+            self.control.restart()
+            self._baseline_at = None
         if sample is None:
             return None
         if self.max_replica_lag is not None:
@@ -318,13 +528,65 @@ class Pacer:
                 if lag <= ceiling:
                     log.info("replica_lag_resume", lag_seconds=round(lag, 3),
                              paused_seconds=round(self.clock() - paused_at, 3))
-        if self.busy_share < 1.0 and sample.busy_sessions and last_batch_seconds:
-            pause = last_batch_seconds * (1.0 - self.busy_share) / self.busy_share
+        idle_since = self.clock()
+        if self.busy:
+            self._judge(sample)
+        if self.busy and last_batch_seconds:
+            pause = self.control.wait_after(last_batch_seconds)
             if deadline is not None:
                 pause = min(pause, deadline - self.clock())
-            if pause > 0:
-                self._spend(ThrottleReason.LOAD, pause)
+            if pause > 0 and self._spend(ThrottleReason.LOAD, pause):
+                return None
+        if (self.busy and was_busy and self._baseline_due()
+                and self._measure_baseline(idle_since, deadline)):
+            return None
+        if self.brake is not None:
+            owed = self.brake.owed(self.clock())
+            if deadline is not None:
+                owed = min(owed, deadline - self.clock())
+            if owed > 0:
+                self._spend(ThrottleReason.WAL, owed)
+        self._batched = True
         return None
+
+    def _judge(self, sample: Sample) -> None:
+        """While busy: feed the load controller what the live statements suffered since the
+        sample before (once per sample). Before the run's first batch, every statement the
+        sample saw ran without the run: they are the baseline."""
+        if sample is self._judged:
+            return
+        self._judged = sample
+        if not self._batched:
+            self.control.unexposed([took for took, _ in sample.statements])
+            self._baseline_at = self.clock()
+            return
+        if self._previous_at is None:
+            return
+        since = self._last_at - self._previous_at
+        self.control.observe([took for took, ago in sample.statements if ago < since])
+
+    def _baseline_due(self) -> bool:
+        return (self._baseline_at is None
+                or self.clock() - self._baseline_at >= BASELINE_EVERY_SECONDS)
+
+    def _measure_baseline(self, idle_since: float, deadline: float | None) -> bool:
+        """Hold still until :data:`BASELINE_HOLD_SECONDS` passed since ``idle_since`` (the
+        last batch's end), then take the latency of the live statements that ran entirely
+        meanwhile as the baseline. True when told to stop."""
+        self._baseline_at = self.clock()
+        hold = idle_since + BASELINE_HOLD_SECONDS - self.clock()
+        if deadline is not None:
+            hold = min(hold, deadline - self.clock())
+        if hold > 0 and self._spend(ThrottleReason.LOAD, hold):
+            return True
+        later = self._sample()
+        if later is None:
+            return False
+        idle = self.clock() - idle_since
+        self._previous_at, self._last, self._last_at = self._last_at, later, self.clock()
+        self._judged = later
+        self.control.unexposed([took for took, ago in later.statements if took + ago <= idle])
+        return False
 
 
 class Memory:
@@ -350,14 +612,14 @@ def for_run(
     metrics: Metrics | None,
     stop: threading.Event | None,
 ) -> Pacer | None:
-    """The pacer of one run of ``sweep`` on ``session`` (None when both pacers are off), with
+    """The pacer of one run of ``sweep`` on ``session`` (None when every pacer is off), with
     the ``memory`` of its database.
 
     Waits end early when ``stop`` is set; each wait is added to ``metrics``'
     ``reaper_throttled_seconds_total{sweep,reason}``.
     """
     lag = settings.max_replica_lag
-    if lag is None and settings.busy_share >= 1.0:
+    if lag is None and settings.busy_share >= 1.0 and settings.max_wal_rate is None:
         return None
     event = stop or threading.Event()
 
@@ -373,4 +635,7 @@ def for_run(
         throttled=throttled,
         history=memory.history,
         told=memory.told,
+        busy_batch_seconds=settings.busy_batch_seconds.total_seconds(),
+        batch_target_seconds=settings.batch_target_seconds.total_seconds(),
+        max_wal_rate=None if settings.max_wal_rate is None else float(settings.max_wal_rate),
     )

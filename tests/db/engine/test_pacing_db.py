@@ -98,6 +98,42 @@ def test_live_sessions_make_the_batches_short(
     assert min(sizes[:-1]) < 1_000, sizes
 
 
+def _wal(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_the_wal_brake_keeps_a_sweep_within_its_rate(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """With --max-wal-rate, a sweep deletes no faster than the limit lets it write WAL: every
+    deleted row writes at least a heap delete record (over 50 bytes), so rows per second stay
+    under the limit / 50 (with the one second of it the brake lets through at once, and
+    slack). The brake counts the server's WAL, other work on this shared server included,
+    which can only slow the sweep more: a time budget bounds the test. Rows kept stay; the
+    waits are counted as reason "wal"."""
+    seed_nodes(conn, garbage=20_000, keep=100)
+    limit = 250_000
+    settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 500,
+                               "busy_share": 1, "max_wal_rate": limit,
+                               "max_seconds_per_run": "6s", "max_eligible_fraction": 1})
+    registry = CollectorRegistry()
+    metrics = Metrics(BUILTIN_SWEEPS, registry)
+    with Database(connection_settings(settings)) as db:
+        wal0, t0 = _wal(conn), time.monotonic()
+        result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
+        wal1, wall = _wal(conn), time.monotonic() - t0
+    assert result.outcome == SUCCESS and result.rows > 0
+    assert counts(conn) == (20_000 - result.rows, 100)
+    # Unbraked, 20,000 rows go in well under a second here; braked, at most about
+    # limit / 50 = 5,000 rows a second.
+    assert result.rows <= 1.5 * limit * (wall + 1.0) / 50, (result.rows, wall)
+    assert wal1 - wal0 >= 50 * result.rows
+    assert throttled(registry, "wal") > 0.0
+    assert throttled(registry, "load") == 0.0
+
+
 @pytest.mark.fresh_db
 def test_check_warns_when_the_role_cannot_see_standbys_and_sessions(
     dsn: str, conn: psycopg.Connection[Any]

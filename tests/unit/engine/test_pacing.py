@@ -381,7 +381,7 @@ def test_pacing_settings_defaults_and_off() -> None:
     from reaper.config.settings import build_settings
 
     s = build_settings({})
-    assert s.max_replica_lag == timedelta(seconds=10) and s.busy_share == 0.5
+    assert s.max_replica_lag == timedelta(seconds=10) and s.busy_share == 0.75
     off = build_settings({"max_replica_lag": "0", "busy_share": "1"})
     assert off.max_replica_lag is None and off.busy_share == 1.0
     assert build_settings({}, {"max-replica-lag": "2m", "busy_share": 0.25}).max_replica_lag \
