@@ -8,7 +8,9 @@ live request. On identical copies:
 (b) one plain ``DELETE FROM bootstrap_tokens WHERE <the sweep's predicate>``;
 (c) copy-and-swap, offline: under an ACCESS EXCLUSIVE lock, the survivors copied into a new
     table, its indexes built, the requests' foreign key moved to it, the old table dropped
-    and the new one renamed (what pg_repack does online, without its trigger and its log).
+    and the new one renamed (what pg_repack does online, without its trigger and its log);
+(d) reaper's token sweep as (a), on the index path (``strategy = index``): its batches
+    through expires_at, each from where the last one ended (the keyset).
 
 Each is measured for wall time, WAL written, the table's size after (heap and indexes),
 then a ``VACUUM`` of it (time and WAL). Every variant must leave exactly the survivors
@@ -32,7 +34,7 @@ import psycopg
 
 from bench import report
 from bench.pg import Server, compose, connect, wal_and_checkpoints
-from bench.variants import Run, cutoffs, reaper_sweep, sweep_named
+from bench.variants import Run, cutoffs, percentile, reaper_sweep, sweep_named
 
 B8_ROWS = 8_000_000
 # Each variant runs this many interleaved rounds (a, b, c, a, b, c, ...); medians are shown.
@@ -194,9 +196,26 @@ def sweep(dsn: str) -> Run:
                         label="a. reaper token sweep (opted in)")
 
 
+def index_sweep(dsn: str) -> Run:
+    return reaper_sweep(dsn, TOKENS, settings={"max_eligible_fraction": 1.0,
+                                                "strategy": "index"},
+                        label="d. reaper token sweep (opted in), index path")
+
+
+def drains(run: Run) -> str:
+    """The median batch of the run's first tenth and of its last tenth, in ms: a sweep that
+    slows as the table drains has a larger second."""
+    times = run.batch_seconds
+    if len(times) < 20:
+        return "-"
+    tenth = len(times) // 10
+    return (f"{percentile(times[:tenth], 0.5) * 1000:.0f} / "
+            f"{percentile(times[-tenth:], 0.5) * 1000:.0f}")
+
+
 def run(server: Server, rows: int = B8_ROWS, rounds: int = B8_ROUNDS,
         say: Callable[[str], None] = print,
-        variants: str = "abc") -> str:
+        variants: str = "abcd") -> str:
     """B8 on ``server``: seed once, run the variants on copies, ``rounds`` times interleaved;
     Markdown."""
     t0 = time.perf_counter()
@@ -212,7 +231,8 @@ def run(server: Server, rows: int = B8_ROWS, rounds: int = B8_ROUNDS,
         assert row is not None
         survivors = (int(row[0]), str(row[1]))
         size = conn.execute(TABLE_SIZE).fetchone() or (0, 0)
-    steps: dict[str, Callable[[str], Run]] = {"a": sweep, "b": plain_delete, "c": copy_and_swap}
+    steps: dict[str, Callable[[str], Run]] = {"a": sweep, "b": plain_delete, "c": copy_and_swap,
+                                              "d": index_sweep}
     results: dict[str, list[tuple[Run, After, float]]] = {k: [] for k in variants}
     for n in range(rounds):
         for key in variants:
@@ -252,6 +272,7 @@ def table(results: dict[str, list[tuple[Run, After, float]]], survivors: tuple[i
             "-" if after.vacuum_wal_bytes is None else f"{after.vacuum_wal_bytes / mib:,.0f}",
             f"{after.heap_bytes_vacuumed / mib:,.0f}",
             f"{res.extra.get('strategy') or res.strategy or '-'}",
+            f"{len(res.batch_seconds):,}" if res.strategy else "-", drains(res),
             "yes" if after.fingerprint == survivors else
             f"NO ({after.fingerprint[0]:,} rows left)",
         ])
@@ -264,6 +285,7 @@ def table(results: dict[str, list[tuple[Run, After, float]]], survivors: tuple[i
              "load average (1 min) each round", "WAL MiB (this database)",
              "WAL MiB (whole server)", "heap / indexes MiB after",
              "VACUUM after s", "VACUUM WAL MiB", "heap MiB after VACUUM", "strategy",
+             "batches", "median batch ms, first / last tenth",
              "survivors exactly kept"],
             lines,
         ),
@@ -281,7 +303,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--rows", type=int, default=B8_ROWS, help="tokens to seed (default 8,000,000)")
     p.add_argument("--rounds", type=int, default=B8_ROUNDS,
                    help="interleaved rounds of the variants (default 1)")
-    p.add_argument("--variants", default="abc", help="which variants, e.g. ab (default abc)")
+    p.add_argument("--variants", default="abcd", help="which variants, e.g. ab (default abcd)")
     p.add_argument("--reuse", action="store_true",
                    help="keep the seeded template database (reaper_bench_*) and reuse it")
     p.add_argument("--dsn", default=None, help="server DSN (default: REAPER_BENCH_DSN, "
