@@ -77,7 +77,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tune", action="store_true",
                    help="reaper's sweep at several batch settings (sets the defaults)")
     p.add_argument("--b8-rows", type=int, default=b8.B8_ROWS,
-                   help="B8's table size (default 8,000,000: about 10 minutes)")
+                   help="B8's table size (default 8,000,000: about half an hour a round)")
     p.add_argument("--b8-rounds", type=int, default=b8.B8_ROUNDS,
                    help="B8's interleaved rounds of its variants (default 1)")
     p.add_argument("--reuse", action="store_true",

@@ -121,35 +121,36 @@ def fingerprint(conn: psycopg.Connection[Any]) -> tuple[int, str]:
 class DatabaseWal:
     """The WAL of one database's relations between two points, from the records themselves
     (pg_walinspect): the server's WAL position also counts what other databases of a shared
-    server write meanwhile. A temporary physical replication slot keeps the records from
-    being recycled by the checkpoints a large delete causes; it is dropped with the session.
-    ``bytes`` is None where the extension is missing."""
+    server write meanwhile. No replication slot keeps the records: on a shared server one
+    would keep every database's WAL until the variant ends (a full disk stopped the server
+    once). ``bytes`` is None where the extension is missing or a checkpoint has already
+    recycled the variant's first records."""
 
     def __init__(self, dsn: str) -> None:
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.bytes: int | None = None
+        self.start: str | None = None
         try:
             self.conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+            row = self.conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+            self.start = row[0] if row else None
         except psycopg.Error:
-            self.start = None
-            return
-        row = self.conn.execute(
-            "SELECT lsn FROM pg_create_physical_replication_slot("
-            "'reaper_b8_' || pg_backend_pid(), true, true)").fetchone()
-        self.start = row[0] if row else None
+            pass
 
     def stop(self) -> None:
-        if self.start is None:
+        try:
+            if self.start is not None:
+                row = self.conn.execute(
+                    "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info("
+                    "%(start)s::pg_lsn, pg_current_wal_flush_lsn()) "
+                    "WHERE block_ref ~ ('rel [0-9]+/' || (SELECT oid FROM pg_database "
+                    "WHERE datname = current_database()) || '/')",
+                    {"start": self.start}).fetchone()
+                self.bytes = int(row[0]) if row else None
+        except psycopg.Error:
+            self.bytes = None
+        finally:
             self.conn.close()
-            return
-        row = self.conn.execute(
-            "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info("
-            "%(start)s, pg_current_wal_flush_lsn()) "
-            "WHERE block_ref ~ ('rel [0-9]+/' || (SELECT oid FROM pg_database "
-            "WHERE datname = current_database()) || '/')",
-            {"start": self.start}).fetchone()
-        self.bytes = int(row[0]) if row else None
-        self.conn.close()
 
 
 def measure_after(dsn: str) -> After:
@@ -247,7 +248,10 @@ def run(server: Server, rows: int = B8_ROWS, rounds: int = B8_ROUNDS,
                 res.extra["server_wal_bytes"] = wal1 - wal0
                 after = measure_after(dsn)
             say(f"  {res.variant}: {res.rows:,} rows in {res.seconds:.2f} s "
-                f"(round {n + 1} of {rounds}, load {load:.2f})")
+                f"(round {n + 1} of {rounds}, load {load:.2f}); WAL "
+                f"{'-' if res.wal_bytes is None else f'{res.wal_bytes / 2**20:,.0f}'} MiB, "
+                f"heap {after.heap_bytes / 2**20:,.0f} MiB, VACUUM {after.vacuum_seconds:.2f} s, "
+                f"batch ms first/last tenth {drains(res)}")
             results[key].append((res, after, load))
     server.release(template)
     return table(results, survivors, rows, size)
