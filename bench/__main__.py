@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import b7, report, scenarios, startup
+from bench import b7, b8, report, scenarios, startup
 from bench.pg import Server
 from bench.variants import Run, percentile
 from reaper.config.settings import DEFAULT_PARALLEL
@@ -76,7 +76,7 @@ def machine(server: Server) -> str:
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     p.add_argument("--only", default="S,B1,B2,B3,B4,B5,B6",
-                   help="comma-separated scenarios (S: start-up, B1..B7); default S and "
+                   help="comma-separated scenarios (S: start-up, B1..B8); default S and "
                    "B1..B6")
     p.add_argument("--large", action="store_true",
                    help="add B2's 20,000,000-row point (about 8 more minutes)")
@@ -84,6 +84,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="heap walk vs index batches by garbage fraction (sets heap_walk_threshold)")
     p.add_argument("--tune", action="store_true",
                    help="reaper's sweep at several batch settings (sets the defaults)")
+    p.add_argument("--b8-rows", type=int, default=b8.B8_ROWS,
+                   help="B8's table size (default 8,000,000: about half an hour a round)")
+    p.add_argument("--b8-rounds", type=int, default=b8.B8_ROUNDS,
+                   help="B8's interleaved rounds of its variants (default 1)")
     p.add_argument("--reuse", action="store_true",
                    help="keep the seeded template databases (reaper_bench_*) and reuse them")
     p.add_argument("--dsn", default=None, help="server DSN (default: REAPER_BENCH_DSN, "
@@ -205,6 +209,9 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
             out(replica_table(b6) + "\n", flush=True)
     if "B7" in only:
         out(b7.run(server, say=say), flush=True)  # partition retention (python -m bench.b7)
+    if "B8" in only:
+        say("B8: near-total deletes")  # python -m bench.b8
+        out(b8.run(server, args.b8_rows, args.b8_rounds, say=say), flush=True)
     if args.crossover:
         say("crossover: heap vs index by garbage fraction")
         fr = [(1, 1000), (1, 200), (1, 100), (1, 50), (1, 20), (1, 10), (1, 5)]

@@ -42,6 +42,7 @@ from reaper.db.rows import (
 )
 from reaper.db.session import Session
 from reaper.db.statements import (
+    KEYSET_START,
     MIN_HEAP_WALK_VERSION,
     BatchRows,
     Heap,
@@ -55,6 +56,7 @@ from reaper.db.statements import (
 )
 
 __all__ = [
+    "KEYSET_START",
     "MIN_HEAP_WALK_VERSION",
     "BatchRows",
     "BrokenIndex",

@@ -19,6 +19,7 @@ from reaper.db.locks import AdvisoryLocks
 from reaper.db.pinning import APPLICATION_NAME
 from reaper.db.rows import DeleteObstacle, Sample, Standby, VisibleRows, WalMark
 from reaper.db.statements import (
+    KEYSET_START,
     BatchRows,
     HeapStatements,
     SweepStatements,
@@ -46,6 +47,20 @@ def _keys(values: list[Any] | None, columns: int) -> tuple[tuple[Any, ...], ...]
     if columns == 1:
         return tuple((k,) for k in values or ())
     return tuple(tuple(k) for k in values or ())
+
+
+# How an index batch with a keyset may read its heap: an ordered range of an index; and
+# what its plan must not have: a sort of every eligible row, in every batch.
+_ORDERED_SCANS = ("Index Scan", "Index Only Scan")
+_SORTS = ("Sort", "Incremental Sort")
+
+
+def _plan_nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan, from its top node down."""
+    out = [plan]
+    for child in plan.get("Plans", ()):
+        out += _plan_nodes(child)
+    return out
 
 
 class _OverLimit(Exception):
@@ -261,14 +276,45 @@ class Session(Catalog, AdvisoryLocks):
         limit: int,
         skip: Sequence[tuple[int, int]] = (),
         before_commit: BeforeCommit | None = None,
+        keyset: str | None = None,
     ) -> BatchRows:
         """One index-served batch: delete at most ``limit`` garbage rows of heap ``hs``, minus
         ``skip``. One transaction, no row lock; raises and calls ``before_commit`` as
-        :meth:`delete_heap_batch`."""
+        :meth:`delete_heap_batch`. With ``keyset`` (the ``key`` of the run's last batch, or
+        KEYSET_START) and a heap whose predicate has one age (``hs.index_keyset_batch``), the
+        victims are the first in the age's order from that age on, and the result's ``key``
+        is where the next batch starts."""
         p = dict(params, limit=limit, skip=[tid_text(t) for t in skip])
+        stmt = hs.index_batch
+        if keyset is not None and hs.index_keyset_batch is not None:
+            stmt, p["keyset"] = hs.index_keyset_batch, keyset
         # A short batch ends the heap's sweep, and commits flushed.
-        return self._batch(hs, hs.index_batch, p, stmts, index=True, last_if_under=limit,
+        return self._batch(hs, stmt, p, stmts, index=True, last_if_under=limit,
                            before_commit=before_commit)
+
+    def keyset_served(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        limit: int,
+    ) -> bool:
+        """Whether index batches of heap ``hs`` can keep a keyset (index_keyset_batch.sql):
+        its predicate has one age and one range, and the plan of a batch's victims, made as
+        an index batch is planned, reads the heap only through an ordered index range and
+        sorts nothing. Where it would sort (no index on the age, or one in another order),
+        each batch would sort every eligible row. Reads only (a plan, never a run); False
+        when the plan fails."""
+        if hs.keyset_victims is None:
+            return False
+        p = dict(params, limit=limit, skip=[], keyset=KEYSET_START)
+        try:
+            plan = self.explain(hs.keyset_victims, p, index_batch=True,
+                                context=str(hs.heap.table))
+        except errors.DatabaseError:
+            return False
+        nodes = _plan_nodes(plan)
+        if any(n["Node Type"] in _SORTS for n in nodes):
+            return False
+        reads = [n for n in nodes if n.get("Relation Name") == hs.heap.name]
+        return bool(reads) and all(n["Node Type"] in _ORDERED_SCANS for n in reads)
 
     def first_victim(
         self,
@@ -278,18 +324,22 @@ class Session(Catalog, AdvisoryLocks):
         skip: Sequence[tuple[int, int]] = (),
         first: tuple[int, int] | None = None,
         end_block: int | None = None,
+        keyset: str | None = None,
     ) -> tuple[int, int] | None:
         """The tuple id of one garbage row of heap ``hs`` (not in ``skip``): the first of the
         range from ``first`` to ``end_block`` when given, else one found through the
-        predicate's index. None when there is none. Reads only."""
+        predicate's index (with ``keyset``: the first from that age on, as
+        :meth:`delete_index_batch`). None when there is none. Reads only."""
         p: dict[str, Any] = dict(params, skip=[tid_text(t) for t in skip])
         if first is not None and end_block is not None:
             p.update(first_tid=tid_text(first), end_tid=tid_text((end_block, 0)))
             stmt = hs.heap_first_victim
+        elif keyset is not None and hs.keyset_first_victim is not None:
+            stmt, p["keyset"] = hs.keyset_first_victim, keyset
         else:
             stmt = hs.index_first_victim
         with self._sweep_errors(stmts), self._conn.transaction(), self._conn.cursor() as cur:
-            if stmt is hs.index_first_victim:
+            if stmt is not hs.heap_first_victim:
                 cur.execute(sql.SQL(sqltext.engine("index_batch_settings")))
             cur.execute(stmt, p)
             row = cur.fetchone()
@@ -388,7 +438,8 @@ class Session(Catalog, AdvisoryLocks):
                 assert row is not None
                 result = BatchRows(int(row[0]), int(row[1]),
                                    parse_tid(row[2]) if row[2] else None,
-                                   _keys(row[3], len(hs.trail.keys)), tuple(row[4] or ()))
+                                   _keys(row[3], len(hs.trail.keys)), tuple(row[4] or ()),
+                                   row[5] if len(row) > 5 else None)
             if at_most is not None and result.deleted > at_most:
                 raise _OverLimit  # rolls the transaction back: nothing was deleted
             if before_commit is not None:

@@ -67,6 +67,11 @@ _NOTHING = sql.SQL("")
 _NOT_SKIPPED = sql.SQL(" AND ctid <> ALL (%(skip)s::tid[])")
 _LIMIT = sql.Placeholder("limit")
 _ALL = sql.SQL("ALL")
+# The keyset's bound on the age (index_keyset_batch.sql): from the greatest age the run's
+# last batch selected, that age included (rows of the same age that the LIMIT left out).
+_KEYSET = " AND ({}) >= %(keyset)s::timestamptz"
+# The keyset of a run's first index batch: before every age.
+KEYSET_START = "-infinity"
 
 
 def _table(table: TableName) -> TableName:
@@ -265,6 +270,27 @@ class HeapStatements:
             return first_eligible(predicate, columns=_CTID, relation=only, limit=limit,
                                   also=_NOT_SKIPPED)
 
+        # The index path with a keyset (index_keyset_batch.sql): for a predicate of one age
+        # and one range (no arms), each batch's victims in the age's order, from where the
+        # run's last batch stopped. None where the predicate has several ages or arms.
+        self.index_keyset_batch: sql.Composed | None = None
+        self.keyset_victims: sql.Composed | None = None
+        self.keyset_first_victim: sql.Composed | None = None
+        if len(predicate.ages) == 1 and not predicate.arms:
+            age = predicate.ages[0]
+
+            def keyed(limit: sql.Composable) -> sql.Composed:
+                return sql.SQL(sqltext.engine("first_eligible_arm")).format(
+                    columns=sql.SQL("ctid, ({})::timestamptz AS key").format(age),
+                    relation=only, arm=predicate.where, age=age, limit=limit,
+                    also=sql.Composed([_NOT_SKIPPED, sql.SQL(_KEYSET).format(age)]),
+                )
+
+            self.index_keyset_batch = compose("index_keyset_batch", victims=keyed(_LIMIT),
+                                              **kept)
+            self.keyset_victims = compose("index_first_victim", victims=keyed(_LIMIT))
+            self.keyset_first_victim = compose("index_first_victim",
+                                               victims=keyed(sql.Literal(1)))
         self.lock_heap = compose("lock_heap")
         self.heap_batch = compose("heap_batch", **kept)
         self.heap_range_batch = bare("heap_range_batch")
@@ -375,13 +401,16 @@ class BatchRows:
     when a concurrent transaction changed a victim so that the predicate no longer holds),
     and the ``last`` tuple id selected, ``(block, offset)`` (heap walk only; None when none).
     With a :class:`Trail`: ``keys``, each deleted row's key values (in the trail's key
-    columns' order), and ``lines``, each deleted row as a JSON object's text."""
+    columns' order), and ``lines``, each deleted row as a JSON object's text. ``key``: the
+    greatest age an index batch with a keyset selected, as text (None otherwise, or when it
+    selected none): where the run's next batch starts."""
 
     deleted: int
     selected: int
     last: tuple[int, int] | None = None
     keys: tuple[tuple[Any, ...], ...] = ()
     lines: tuple[str, ...] = ()
+    key: str | None = None
 
 
 def parse_tid(text: str) -> tuple[int, int]:

@@ -21,7 +21,7 @@ import structlog
 
 from reaper import errors
 from reaper.config.settings import Settings
-from reaper.db import BatchRows, DeleteObstacle, HeapStatements
+from reaper.db import KEYSET_START, BatchRows, DeleteObstacle, HeapStatements
 from reaper.engine.context import Run
 from reaper.engine.failures import (
     LOCK_NOT_AVAILABLE,
@@ -778,9 +778,17 @@ class _ParallelWalk:
 
 def follow_index(deleter: Deleter) -> StopReason:
     """Delete one heap's garbage through the predicate's index, at most the sizer's limit of
-    rows per batch, until a batch comes back short; returns stopped_by."""
+    rows per batch, until a batch comes back short; returns stopped_by.
+
+    Where the predicate's index returns the victims in their age's order
+    (:meth:`reaper.db.Session.keyset_served`, asked once per heap and run), the run keeps a
+    keyset: each batch starts at the greatest age the last one selected, so it never reads
+    again the index entries of the rows the run deleted (an index walk that restarts from the
+    front each batch reads them all again: quadratic in the rows deleted)."""
     run, hs = deleter.run, deleter.hs
     session, stmts, params = run.session, run.statements, run.params
+    served = session.keyset_served(stmts, hs, params, deleter.sizer.size)
+    keyset = KEYSET_START if served else None
     while True:
         stopped = run.should_stop()
         if stopped:
@@ -790,11 +798,14 @@ def follow_index(deleter: Deleter) -> StopReason:
             limit,
             functools.partial(
                 session.delete_index_batch, stmts, hs, params, limit, list(deleter.skip),
-                before_commit=run.before_commit,
+                before_commit=run.before_commit, keyset=keyset,
             ),
-            functools.partial(session.first_victim, stmts, hs, params, list(deleter.skip)),
+            functools.partial(session.first_victim, stmts, hs, params, list(deleter.skip),
+                              keyset=keyset),
         )
         if rows is None:
             continue
+        if keyset is not None and rows.key is not None:
+            keyset = rows.key
         if rows.selected < limit:
             return StopReason.DONE

@@ -63,18 +63,29 @@ class BatchSession(Protocol):
         self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
         limit: int, skip: Sequence[tuple[int, int]] = (),
         before_commit: Callable[[BatchRows], None] | None = None,
+        keyset: str | None = None,
     ) -> BatchRows:
         """Delete at most ``limit`` garbage rows of ``hs`` found through the index, minus
-        ``skip``; ``before_commit`` as for :meth:`delete_heap_batch`."""
+        ``skip``; ``before_commit`` as for :meth:`delete_heap_batch`. With ``keyset``: the
+        first in the age's order from that age on; the result's ``key`` is where the next
+        batch starts."""
+        ...
+
+    def keyset_served(
+        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        limit: int,
+    ) -> bool:
+        """Whether the index batches of ``hs`` can keep a keyset across a run (an ordered
+        index range serves their victims)."""
         ...
 
     def first_victim(
         self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
         skip: Sequence[tuple[int, int]] = (), first: tuple[int, int] | None = None,
-        end_block: int | None = None,
+        end_block: int | None = None, keyset: str | None = None,
     ) -> tuple[int, int] | None:
-        """One garbage row's tuple id (the first of the range when given), not in ``skip``;
-        None when there is none."""
+        """One garbage row's tuple id (the first of the range when given; with ``keyset``,
+        from that age on), not in ``skip``; None when there is none."""
         ...
 
     def delete_row(

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reaper import errors
-from reaper.db import BatchRows, DeleteObstacle, Trail, WalMark
-from reaper.db.statements import TableStats
+from reaper.db import KEYSET_START, BatchRows, DeleteObstacle, Trail, WalMark
+from reaper.db.statements import TableStats, parse_tid, tid_text
 from reaper.sqltext.names import TableName
 
 Tid = tuple[int, int]
@@ -130,6 +130,11 @@ class FakeSession:
     ranges: list[tuple[int, int]] = field(default_factory=list)
     # Statements that failed (each rolled back).
     failed: int = 0
+    # Whether index batches may keep a keyset (keyset_served): the fake's age of a row is
+    # its tuple id, and a key is a tuple id's text.
+    keyset: bool = False
+    # The keyset each index batch was given, in order (None: none).
+    keysets: list[str | None] = field(default_factory=list)
 
     def _call(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -196,21 +201,33 @@ class FakeSession:
         self._call("empty_batch")
         self.clock.advance(hs.fake.batch_seconds)
 
+    def keyset_served(self, stmts: Any, hs: Any, params: Mapping[str, Any],
+                      limit: int) -> bool:
+        self._call("keyset_served")
+        return self.keyset
+
+    def _from_key(self, keyset: str | None) -> Tid:
+        return (-1, -1) if keyset in (None, KEYSET_START) else parse_tid(str(keyset))
+
     def delete_index_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any], limit: int,
-                           skip: Sequence[Tid] = (), before_commit: Any = None) -> BatchRows:
+                           skip: Sequence[Tid] = (), before_commit: Any = None,
+                           keyset: str | None = None) -> BatchRows:
         self._call("delete_index_batch")
+        self.keysets.append(keyset)
         heap: FakeHeap = hs.fake
-        victims = [t for t in heap.garbage if t not in skip][:limit]
+        start = self._from_key(keyset)
+        victims = [t for t in heap.garbage if t not in skip and t >= start][:limit]
         n = self._delete(heap, victims)
-        return BatchRows(n, len(victims), None)
+        key = tid_text(victims[-1]) if keyset is not None and victims else None
+        return BatchRows(n, len(victims), None, key=key)
 
     def first_victim(self, stmts: Any, hs: Any, params: Mapping[str, Any],
                      skip: Sequence[Tid] = (), first: Tid | None = None,
-                     end_block: int | None = None) -> Tid | None:
+                     end_block: int | None = None, keyset: str | None = None) -> Tid | None:
         self._call("first_victim")
         heap: FakeHeap = hs.fake
         for t in heap.garbage:
-            if t in skip:
+            if t in skip or t < self._from_key(keyset):
                 continue
             if first is not None and end_block is not None and not first <= t < (end_block, 0):
                 continue

@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry
 
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep, by_name, configured_sweeps
-from reaper.db import WalMark
+from reaper.db import KEYSET_START, WalMark
+from reaper.db.statements import parse_tid
 from reaper.engine.batches import Deleter, batch_strategy
 from reaper.engine.context import Run
 from reaper.engine.interlock import EXACT_MARGIN, EligibleMeasure, TableWindow, judge_table
@@ -114,6 +115,46 @@ def test_a_row_whose_cascade_meets_a_held_row_is_found_by_splitting() -> None:
     # Halved down to the one row that fails alone: 16, 8, 4, 2, then one row at a time.
     assert session.calls["delete_row"] >= 1
     assert _metric(run, "reaper_skipped_rows_total", table=SWEEP.table, reason="locked") == 1
+
+
+# -- the index path's keyset ----------------------------------------------------------------
+
+
+def test_index_batches_start_where_the_last_one_ended() -> None:
+    garbage = [(b, o) for b in range(10) for o in (1, 3, 5)]
+    heap = FakeHeap.of("nodes", blocks=10, per_block=6, garbage=garbage)
+    session = FakeSession(keyset=True)
+    run = _run(session, heap)
+    assert _sweep_heap(run, Strategy.INDEX, batch_size=7) == StopReason.DONE
+    assert heap.garbage == []
+    assert run.result.rows == 30
+    # Asked once; the first batch from the start, each next one from the last one's key.
+    assert session.calls["keyset_served"] == 1
+    assert session.keysets == [KEYSET_START, "(2,1)", "(4,3)", "(6,5)", "(9,1)"]
+
+
+def test_a_row_isolated_from_a_keyset_batch_is_looked_for_from_the_keyset() -> None:
+    garbage = [(b, o) for b in range(4) for o in (1, 2, 3)]
+    heap = FakeHeap.of("nodes", blocks=4, per_block=5, garbage=garbage, refused={(2, 2)})
+    session = FakeSession(keyset=True)
+    run = _run(session, heap)
+    assert _sweep_heap(run, Strategy.INDEX, batch_size=4) == StopReason.DONE
+    assert heap.garbage == [(2, 2)]
+    assert run.result.rows == 11
+    assert run.result.skipped == {SkipReason.FOREIGN_KEY: 1}
+    # Never back to the front once started: the keys only grow.
+    keys = [k for k in session.keysets if k != KEYSET_START]
+    assert keys == sorted(keys, key=parse_tid)
+
+
+def test_without_an_ordered_index_the_batches_keep_no_keyset() -> None:
+    garbage = [(b, 1) for b in range(10)]
+    heap = FakeHeap.of("nodes", blocks=10, per_block=3, garbage=garbage)
+    session = FakeSession(keyset=False)
+    run = _run(session, heap)
+    assert _sweep_heap(run, Strategy.INDEX, batch_size=4) == StopReason.DONE
+    assert heap.garbage == []
+    assert session.keysets == [None, None, None]
 
 
 # -- heap or index -------------------------------------------------------------------------
