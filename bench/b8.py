@@ -123,24 +123,29 @@ class DatabaseWal:
     (pg_walinspect): the server's WAL position also counts what other databases of a shared
     server write meanwhile. No replication slot keeps the records: on a shared server one
     would keep every database's WAL until the variant ends (a full disk stopped the server
-    once). ``bytes`` is None where the extension is missing or a checkpoint has already
+    once). No connection stays open meanwhile either: reaper's pacer counts a session of the
+    database that was active within its busy window as live traffic, and shortens its first
+    batches. ``bytes`` is None where the extension is missing or a checkpoint has already
     recycled the variant's first records."""
 
     def __init__(self, dsn: str) -> None:
-        self.conn = psycopg.connect(dsn, autocommit=True)
+        self.dsn = dsn
         self.bytes: int | None = None
         self.start: str | None = None
         try:
-            self.conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
-            row = self.conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
-            self.start = row[0] if row else None
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+                row = conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()
+                self.start = row[0] if row else None
         except psycopg.Error:
             pass
 
     def stop(self) -> None:
+        if self.start is None:
+            return
         try:
-            if self.start is not None:
-                row = self.conn.execute(
+            with psycopg.connect(self.dsn, autocommit=True) as conn:
+                row = conn.execute(
                     "SELECT coalesce(sum(record_length), 0) FROM pg_get_wal_records_info("
                     "%(start)s::pg_lsn, pg_current_wal_flush_lsn()) "
                     "WHERE block_ref ~ ('rel [0-9]+/' || (SELECT oid FROM pg_database "
@@ -149,8 +154,6 @@ class DatabaseWal:
                 self.bytes = int(row[0]) if row else None
         except psycopg.Error:
             self.bytes = None
-        finally:
-            self.conn.close()
 
 
 def measure_after(dsn: str) -> After:
