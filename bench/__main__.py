@@ -272,13 +272,30 @@ def b4_verdict(results: list[tuple[Run, scenarios.Traffic, int]]) -> str:
 
 
 def wal_table(runs: list[scenarios.WalRun]) -> str:
+    from reaper.engine.pacing import BUSY_SAMPLE_AGE_SECONDS, WAL_BURST_SECONDS
+
+    # What the brake allows by design: the limit over the sweep's time, its burst, and the
+    # WAL of the batches between two samples at the unbraked rate (the brake sees the WAL a
+    # sample late; the run's last batch is never waited after).
+    unbraked = max((r.rate for r in runs if r.limit is None), default=0.0)
+
+    def allowed(r: scenarios.WalRun) -> float:
+        assert r.limit is not None
+        return (r.limit * (r.run.seconds + WAL_BURST_SECONDS)
+                + unbraked * BUSY_SAMPLE_AGE_SECONDS)
+
     rows = [[r.run.variant, f"{r.run.rows:,}", f"{r.run.seconds:.2f}",
              f"{r.wal_bytes / 1e6:.0f}", f"{r.rate / 1e6:.1f}",
              f"{(r.run.extra.get('throttled') or {}).get('wal') or 0.0:.2f}",
-             "-" if r.limit is None else ("met" if r.rate <= r.limit * 1.1 else "MISSED")]
+             "-" if r.limit is None else f"{allowed(r) / 1e6:.0f}",
+             "-" if r.limit is None else ("met" if r.wal_bytes <= allowed(r) else "MISSED")]
             for r in runs]
     return report.table(["sweep", "rows deleted", "wall s", "WAL MB (server)", "WAL MB/s",
-                         "waited for WAL s", "within the limit (+10%)"], rows)
+                         "waited for WAL s", "WAL MB the brake allows", "within it"], rows) + (
+        f"\n\nThe brake allows the limit over the sweep's time plus its burst "
+        f"({WAL_BURST_SECONDS:g} s of the limit) and what the unbraked sweep writes in "
+        f"{BUSY_SAMPLE_AGE_SECONDS:g} s (it reads the server's WAL position once per sample); "
+        "over a longer sweep the rate converges to the limit.")
 
 
 def replica_table(r: scenarios.ReplicaLagRun) -> str:
