@@ -15,7 +15,10 @@ from reaper.db import Sample
 from reaper.engine.pacing import (
     BASELINE_EVERY_SECONDS,
     BASELINE_HOLD_SECONDS,
+    BASELINE_MIN,
+    BASELINE_RETRIES,
     GROWTH_STEPS,
+    JUDGED_POOLS,
     JUDGED_STATEMENTS,
     MAX_WAL_DEBT_SECONDS,
     MIN_SHARE_FRACTION,
@@ -62,24 +65,40 @@ def test_suffering_traffic_halves_the_aim_and_the_share_down_to_their_floors() -
     c = LoadControl(0.002, 0.05, 0.5)
     c.unexposed([MS])
     c.aim = 0.05
-    assert judge(c, 3 * MS) is True
+    # Harm is judged on JUDGED_POOLS pools, from the run's start as after a halving.
+    assert [judge(c, 3 * MS) for _ in range(JUDGED_POOLS)] == [None, None, True]
     assert (c.aim, c.share) == (pytest.approx(0.025), 0.25)
     assert c.wait_after(0.01) == pytest.approx(0.03)  # 0.01 x (1 - 0.25) / 0.25
+    # After a halving, the next decision waits for JUDGED_POOLS pools judged at the new aim:
+    # the pools that decided it do not halve it again.
     for _ in range(10):
-        assert judge(c, 5 * MS) is True
+        assert [judge(c, 5 * MS) for _ in range(JUDGED_POOLS)] == [None, None, True]
     assert c.aim == 0.002 and c.share == 0.5 * MIN_SHARE_FRACTION
     assert c.harmed == 11
-    # After the slow start ended, growth is additive: 1/GROWTH_STEPS of the way per pool (the
-    # first good pool is outvoted by the two slow ones before it).
-    assert [judge(c, 0.5 * MS) for _ in range(3)] == [True, False, False]
+    # After the slow start ended, growth is additive: 1/GROWTH_STEPS of the way per pool.
+    assert [judge(c, 0.5 * MS) for _ in range(4)] == [None, None, False, False]
     assert c.aim == pytest.approx(0.002 + 2 * 0.048 / GROWTH_STEPS)
+
+
+def test_one_bad_spell_halves_the_aim_once() -> None:
+    c = LoadControl(0.002, 0.05, 0.5)
+    c.unexposed([MS])
+    for _ in range(5):
+        judge(c, MS)  # a slow start to the ceiling
+    assert c.aim == 0.05
+    # Three slow pools in a row: the third makes the median of three slow, and halves; the
+    # two slow ones before it are not counted again at the halved aim.
+    assert [judge(c, 5 * MS) for _ in range(3)] == [False, True, None]
+    assert c.aim == pytest.approx(0.025) and c.harmed == 1
+    assert [judge(c, MS) for _ in range(2)] == [None, False]
+    assert c.aim == pytest.approx(0.025 + 0.048 / GROWTH_STEPS)
 
 
 def test_harm_is_half_again_the_baseline_and_more_than_noise() -> None:
     for seen, harmed in ((1.4 * MS, False), (1.6 * MS, True)):
         c = LoadControl(0.002, 0.05, 0.5)
         c.unexposed([MS] * 5)
-        assert judge(c, seen) is harmed
+        assert [judge(c, seen) for _ in range(JUDGED_POOLS)][-1] is harmed
     tiny = LoadControl(0.002, 0.05, 0.5)
     tiny.unexposed([0.1 * MS])
     assert judge(tiny, 0.4 * MS) is False  # 4x, but 0.3 ms: noise
@@ -299,3 +318,18 @@ def test_wal_owed_to_the_brake_takes_a_parallel_walks_extra_connections_away() -
     assert not pacer.idle()
     clock.now += 10.0
     assert pacer.idle()  # paid back
+
+
+def test_a_short_baseline_is_measured_again_a_few_times_a_run_not_before_every_batch() -> None:
+    # One client: each sample and each hold sees one statement, never BASELINE_MIN.
+    clock = FakeClock()
+    server = Server(clock, sessions=1)
+    pacer, _ = make(clock, server)
+    drive(pacer, server, 5.0)
+    assert len(pacer.control._baseline) == 1 + BASELINE_RETRIES < BASELINE_MIN
+    # Six clients: the first sample and the holds fill it.
+    clock = FakeClock()
+    server = Server(clock, sessions=6)
+    pacer, _ = make(clock, server)
+    drive(pacer, server, 5.0)
+    assert len(pacer.control._baseline) >= BASELINE_MIN
