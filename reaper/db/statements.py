@@ -59,14 +59,7 @@ def first_eligible(
     )
     return sql.SQL(sqltext.engine("first_eligible_arms")).format(arms=arms, limit=limit)
 
-# The pieces of first_eligible.sql that differ between the statements that read the first
-# eligible rows: what they select, and the tuple ids a run skipped (left out of its batches).
-_CTID = sql.SQL("ctid")
-_ONE = sql.SQL("1")
-_NOTHING = sql.SQL("")
-_NOT_SKIPPED = sql.SQL(" AND ctid <> ALL (%(skip)s::tid[])")
-_LIMIT = sql.Placeholder("limit")
-_ALL = sql.SQL("ALL")
+
 # The keyset's bound on the age (index_keyset_batch.sql): from the greatest age the run's
 # last batch selected, that age included (rows of the same age that the LIMIT left out).
 _KEYSET = " AND ({}) >= %(keyset)s::timestamptz"

@@ -63,8 +63,6 @@ class Run:
         started: when the run began, on ``clock`` (the budget counts from there).
         pace: called before each batch (:mod:`reaper.engine.pacing`): waits while the
             database asks to (None: pacing off).
-        busy_batch_seconds: ``--busy-batch-seconds``, the least a batch aims at while the
-            pacer sees live traffic (the pacer's controller sets the aim: :meth:`busy_seconds`).
         undeletable: the rows the process found undeletable, remembered across its runs
             (None: none kept, as for a dry run).
         before_commit: called with each batch's rows before its COMMIT (the archive file's
@@ -92,7 +90,6 @@ class Run:
     clock: Callable[[], float] = time.monotonic
     started: float | None = None
     pace: Pacer | None = None
-    busy_batch_seconds: float | None = None
     undeletable: UndeletableRows | None = None
     sleep: Callable[[float], None] = time.sleep
     # Rows committed but not yet counted: those under the last WAL mark (counted once it is

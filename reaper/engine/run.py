@@ -190,7 +190,6 @@ class Sweeper:
                             run.pace = pacing.for_run(
                                 self.pacing(db), session, settings, sweep.name, metrics, stop
                             )
-                            run.busy_batch_seconds = settings.busy_batch_seconds.total_seconds()
                             run.undeletable = self._of(db).undeletable
                             # A heap walk's extra connections (docs/engine.md, "Parallel
                             # heap ranges").
