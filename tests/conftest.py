@@ -29,6 +29,7 @@ from reaper.config.settings import Settings, build_settings
 from reaper.db import ConnectionSettings, Database
 from reaper.dev import devserver
 from tests.support import TEST_DEFAULTS
+from tests.support.daemon import kill_leftovers
 from tests.support.databases import empty_swept_tables, fingerprint_changes, schema_fingerprint
 
 LAYERS = ("unit", "db", "process")
@@ -51,6 +52,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             raise pytest.UsageError(
                 f"{item.nodeid}: a unit test needs no database; move it under tests/db"
             )
+
+
+@pytest.fixture(autouse=True)
+def _no_reaper_left() -> Iterator[None]:
+    """After each test, SIGKILL every reaper process it started (start_reaper) that still
+    runs: a failed test's."""
+    yield
+    kill_leftovers()
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@ reaper_check_failures, --strict refusing the start) and SIGHUP reloading the con
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,6 @@ from reaper.daemon.scheduler import Daemon
 from tests.db.daemon.test_daemon import make_daemon, value
 from tests.support.daemon import (
     count,
-    kill_leftovers,
     seed_routers,
     wait_for,
 )
@@ -25,12 +24,6 @@ from tests.support.ops import spec
 
 __all__ = ["make_daemon"]  # a fixture, used by name
 
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    yield
-    kill_leftovers()
 
 
 def failures(daemon: Daemon, sweep: str, check: str) -> float:

@@ -26,19 +26,12 @@ from reaper.db import ConnectionSettings, Database
 from tests.support import BUILTIN_SWEEPS, sweeps_of
 from tests.support.daemon import (
     http_get,
-    kill_leftovers,
     scalar,
     seed_routers,
     wait_for,
 )
 
 SWEEPS = by_name(BUILTIN_SWEEPS)
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    yield
-    kill_leftovers()
 
 
 # -- connection settings ---------------------------------------------------------------

@@ -4,7 +4,6 @@ reaper_check_failures, --strict refusing the start) and SIGHUP reloading the con
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ from tests.db.daemon.test_daemon import make_daemon
 from tests.support.daemon import (
     count,
     free_port,
-    kill_leftovers,
     seed_routers,
     start_reaper,
     wait_for,
@@ -24,12 +22,6 @@ from tests.support.ops import apply_grants
 
 __all__ = ["make_daemon"]  # a fixture, used by name
 
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    yield
-    kill_leftovers()
 
 
 def _config(path: Path, retention: str) -> None:

@@ -26,7 +26,6 @@ from tests.support.daemon import (
     count,
     free_port,
     http_get,
-    kill_leftovers,
     metric_samples,
     reaper_command,
     reaper_sessions,
@@ -35,12 +34,6 @@ from tests.support.daemon import (
     start_reaper,
     wait_for,
 )
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    yield
-    kill_leftovers()
 
 
 def one_line_error(args: list[str], tmp_path: Path) -> str:

@@ -4,28 +4,19 @@ opens it (the garbage goes), and a bad schedule on reload is one line and change
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 
 from tests.support.daemon import (
     count,
     free_port,
-    kill_leftovers,
     seed_routers,
     start_reaper,
     wait_for,
 )
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    yield
-    kill_leftovers()
 
 
 def hours_from_now(first: int, last: int) -> str:

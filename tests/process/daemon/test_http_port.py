@@ -18,7 +18,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,7 @@ from reaper.daemon.http import (
     READ_TIMEOUT_SECONDS,
     HttpServer,
 )
-from tests.support.daemon import free_port, http_get, kill_leftovers, start_reaper, wait_for
+from tests.support.daemon import free_port, http_get, start_reaper, wait_for
 from tests.support.http_port import _server
 
 # ~98 header lines of 65 KB each, never finished.
@@ -48,12 +47,6 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    yield
-    kill_leftovers()
 
 
 def _connect(port: int) -> socket.socket | None:

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,6 @@ from tests.support import BUILTIN_SWEEPS, run_reaper, sweeps_of
 from tests.support.daemon import (
     free_port,
     http_get,
-    kill_leftovers,
     reaper_command,
     scalar,
     seed_routers,
@@ -50,12 +49,6 @@ CREATE FUNCTION slow_delete() RETURNS trigger LANGUAGE plpgsql AS
 $$BEGIN PERFORM pg_sleep(0.25); RETURN OLD; END$$;
 CREATE TRIGGER slow_delete BEFORE DELETE ON routers FOR EACH ROW EXECUTE FUNCTION slow_delete();
 """
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    yield
-    kill_leftovers()
 
 
 def lock_holder(conn: psycopg.Connection[Any]) -> int | None:

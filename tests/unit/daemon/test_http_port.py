@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -31,17 +30,7 @@ from reaper.daemon.http import (
     make_app,
 )
 from reaper.errors import ConfigError
-from tests.support.daemon import kill_leftovers
 from tests.support.http_port import _server
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    yield
-    kill_leftovers()
-
-
-
 
 # Fixed (bcrypt.hashpw(b"scrape-pw", bcrypt.gensalt(rounds=4))): the test ids that show it
 # are then the same in every pytest-xdist worker.
