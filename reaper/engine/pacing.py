@@ -302,18 +302,34 @@ class WalBrake:
         self.tokens = self.burst
         self._at = now
         self._lsn: int | None = None
+        # Bytes the server's WAL grew by per batch between the last two positions (None:
+        # unknown yet).
+        self.per_batch: float | None = None
 
     def _refill(self, now: float) -> None:
         self.tokens = min(self.burst, self.tokens + self.rate * max(now - self._at, 0.0))
         self._at = now
 
-    def written(self, lsn: int, now: float) -> None:
-        """The server's WAL position was ``lsn`` (bytes) at ``now``."""
+    def written(self, lsn: int, now: float, batches: int = 0) -> None:
+        """The server's WAL position was ``lsn`` (bytes) at ``now``, after ``batches``
+        batches since the position before."""
         self._refill(now)
         if self._lsn is not None and lsn >= self._lsn:
             self.tokens = max(self.tokens - (lsn - self._lsn),
                               -self.rate * MAX_WAL_DEBT_SECONDS)
+            if batches > 0:
+                self.per_batch = (lsn - self._lsn) / batches
         self._lsn = lsn
+
+    def covers(self, batches: int, now: float) -> bool:
+        """Whether the bucket holds the WAL of ``batches`` more batches at the last
+        measured WAL per batch (False while it is unknown): else the position is read again
+        before the next batch, so that a fast sweep cannot run through its credit between
+        two samples."""
+        if self.per_batch is None:
+            return False
+        self._refill(now)
+        return self.per_batch * batches <= self.tokens
 
     def owed(self, now: float) -> float:
         """Seconds to wait at ``now`` before the WAL written is back within the limit."""
@@ -395,6 +411,8 @@ class Pacer:
         self._batched = False
         self._baseline_at: float | None = None
         self._baseline_retries = 0
+        # Batches started since the last sample (the WAL brake's measure of a batch's WAL).
+        self._unsampled = 0
         self._judged: Sample | None = None
         self._previous_at: float | None = None
 
@@ -417,7 +435,8 @@ class Pacer:
         if s.wal_lsn is not None:
             self.history.record(self.clock(), s.wal_lsn)
             if self.brake is not None:
-                self.brake.written(s.wal_lsn, self.clock())
+                self.brake.written(s.wal_lsn, self.clock(), self._unsampled)
+        self._unsampled = 0
         if self.max_replica_lag is not None and any(not sb.visible for sb in s.standbys):
             self._once(
                 "replica_lag_unknown",
@@ -449,6 +468,8 @@ class Pacer:
             if fresh and self.max_replica_lag is not None:
                 fresh = (self._last_lag + age + (next_batch_seconds or 0.0)
                          <= self._ceiling(next_batch_seconds))
+            if fresh and self.brake is not None:
+                fresh = self.brake.covers(self._unsampled + 1, now)
             if fresh:
                 return self._last
         sample = self._sample()
@@ -573,6 +594,7 @@ class Pacer:
             if owed > 0:
                 self._spend(ThrottleReason.WAL, owed)
         self._batched = True
+        self._unsampled += 1
         return None
 
     def _judge(self, sample: Sample) -> None:

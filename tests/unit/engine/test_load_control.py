@@ -333,3 +333,12 @@ def test_a_short_baseline_is_measured_again_a_few_times_a_run_not_before_every_b
     pacer, _ = make(clock, server)
     drive(pacer, server, 5.0)
     assert len(pacer.control._baseline) >= BASELINE_MIN
+
+
+def test_the_brake_reads_the_wal_again_before_a_batch_its_credit_may_not_cover() -> None:
+    b = WalBrake(1e6, now=0.0)
+    b.written(0, 0.0)
+    assert not b.covers(1, 0.0)  # a batch's WAL is not known yet: read the position again
+    b.written(100_000, 0.001, batches=1)  # 100 kB a batch
+    assert b.covers(9, 0.001)  # 900 kB in 9 batches: what is left
+    assert not b.covers(10, 0.001)
