@@ -3,8 +3,8 @@
 The server: ``REAPER_BENCH_DSN``, else ``REAPER_TEST_DSN``, else an embedded one
 (reaper.dev.devserver). Each scenario creates its own databases and drops them; B6 runs on a
 throwaway primary and standby of its own (bench.replica). The default run (S, the start-up,
-then B1-B6) takes about 10 minutes on 2 cores; ``--large`` adds the 20,000,000-row point of
-B2; ``--crossover`` and ``--tune`` measure what reaper's defaults are set from.
+then B1-B6 and B8) takes about 15 minutes on 2 cores; ``--large`` adds the 20,000,000-row point
+of B2; ``--crossover`` and ``--tune`` measure what reaper's defaults are set from.
 """
 
 from __future__ import annotations
@@ -75,9 +75,9 @@ def machine(server: Server) -> str:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--only", default="S,B1,B2,B3,B4,B5,B6",
-                   help="comma-separated scenarios (S: start-up, B1..B8); default S and "
-                   "B1..B6")
+    p.add_argument("--only", default="S,B1,B2,B3,B4,B5,B6,B8",
+                   help="comma-separated scenarios (S: start-up, B1..B8); default S, B1..B6 "
+                   "and B8")
     p.add_argument("--large", action="store_true",
                    help="add B2's 20,000,000-row point (about 8 more minutes)")
     p.add_argument("--crossover", action="store_true",
@@ -85,9 +85,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--tune", action="store_true",
                    help="reaper's sweep at several batch settings (sets the defaults)")
     p.add_argument("--b8-rows", type=int, default=b8.B8_ROWS,
-                   help="B8's table size (default 8,000,000: about half an hour a round)")
+                   help="B8's table size (default 8,000,000: about 3.5 minutes a round of "
+                   "a, b and c)")
     p.add_argument("--b8-rounds", type=int, default=b8.B8_ROUNDS,
                    help="B8's interleaved rounds of its variants (default 1)")
+    p.add_argument("--b8-variants", default=b8.B8_VARIANTS,
+                   help="B8's variants (default abc; d, the index path, takes about 8 minutes "
+                   "at 8,000,000 rows)")
     p.add_argument("--reuse", action="store_true",
                    help="keep the seeded template databases (reaper_bench_*) and reuse them")
     p.add_argument("--dsn", default=None, help="server DSN (default: REAPER_BENCH_DSN, "
@@ -211,7 +215,8 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
         out(b7.run(server, say=say), flush=True)  # partition retention (python -m bench.b7)
     if "B8" in only:
         say("B8: near-total deletes")  # python -m bench.b8
-        out(b8.run(server, args.b8_rows, args.b8_rounds, say=say), flush=True)
+        out(b8.run(server, args.b8_rows, args.b8_rounds, say=say, variants=args.b8_variants),
+            flush=True)
     if args.crossover:
         say("crossover: heap vs index by garbage fraction")
         fr = [(1, 1000), (1, 200), (1, 100), (1, 50), (1, 20), (1, 10), (1, 5)]
@@ -331,6 +336,8 @@ def b1_verdict(runs: list[Run]) -> str:
         text += (f" Plain block ranges without row locks (d) take "
                  f"{d.seconds / a.seconds:.2f}x (a); (c)/(d) = {c.seconds / d.seconds:.2f}x.")
     for r in runs[4:]:
+        if r.variant.startswith("i."):
+            continue
         cpu = (f", server CPU {r.backend_cpu / c.backend_cpu:.2f}x (c)'s"
                if r.backend_cpu and c.backend_cpu and "--parallel" not in r.variant else "")
         text += f" ({r.variant[0]}) {r.variant[3:]}: {r.seconds / c.seconds:.2f}x (c){cpu}."
@@ -364,7 +371,12 @@ def parallel_verdict(runs: list[Run]) -> str:
     verdict = "" if two is None else (
         f" Target: ({two.variant[0]}) at --parallel 2 <= {PARALLEL_TARGET}x (a): "
         f"{'met' if two.seconds / a.seconds <= PARALLEL_TARGET else 'MISSED'}.")
-    return f"Parallel heap ranges: {each}; (a) WAL {wal(a)} per row.{verdict}"
+    split = next((r for r in runs if r.variant.startswith("i.")), None)
+    ceiling = "" if split is None else (
+        f" The ceiling on this machine: (i) {split.variant[3:]}, {split.seconds / a.seconds:.2f}x"
+        f" (a), WAL {wal(split)} per row" + ("" if two is None else
+        f"; --parallel 2 is {two.seconds / split.seconds:.2f}x (i)") + ".")
+    return f"Parallel heap ranges: {each}; (a) WAL {wal(a)} per row.{verdict}{ceiling}"
 
 
 def scaling_table(scaling: list[tuple[int, list[Run]]]) -> str:

@@ -25,6 +25,7 @@ from bench.variants import (
     percentile,
     plain_delete,
     reaper_sweep,
+    split_delete,
     sweep_named,
     unlocked_walk,
 )
@@ -104,7 +105,8 @@ def backlog(server: Server, rows: int, *, with_loop: bool = True,
     """B1/B2: ``rows`` requests, two thirds garbage interleaved. Returns the runs and the
     seconds the seeding took. ``with_trail``: also (e) reaper with an archive table and (f)
     reaper logging each batch's keys. ``with_parallel``: also (g) and (h), reaper's sweep at
-    the two of ``--parallel`` 1, 2 and 3 that are not the default ((c)).
+    the two of ``--parallel`` 1, 2 and 3 that are not the default ((c)), and (i), two plain
+    DELETEs at once over the two halves of the heap (the ceiling of two connections).
 
     ``repeat``: the variants run that many rounds, interleaved (a, b, c, d, a, b, ...), each
     on a fresh clone; each variant's run of median wall time is returned, with every round's
@@ -125,6 +127,7 @@ def backlog(server: Server, rows: int, *, with_loop: bool = True,
         steps += [archived_sweep, keys_sweep]
     if with_parallel:
         steps += [parallel_sweep(n) for n in PARALLEL_LABELS]
+        steps.append(lambda dsn: split_delete(dsn, REQUESTS, 2))
     rounds: list[list[Run]] = [[] for _ in steps]
     for n in range(repeat):
         for i, step in enumerate(steps):

@@ -3,7 +3,9 @@
 (a) one plain DELETE of the rows the sweep's predicate matches: the physical limit;
 (b) the ``DELETE ... WHERE key IN (SELECT key ... LIMIT n)`` loop most cleaners use;
 (c) reaper's sweep, through :func:`reaper.engine.run.run_sweep`, in a child process;
-(d) the heap walk's block ranges without row locks (what FOR UPDATE SKIP LOCKED costs).
+(d) the heap walk's block ranges without row locks (what FOR UPDATE SKIP LOCKED costs);
+(i) N plain DELETEs at once, each over its own 1/N of the heap: what N backends can do on this
+machine at all, the ceiling of any sweep on N connections.
 
 Each returns a :class:`Run`. Cutoffs for a, b and d come from the same retentions reaper uses,
 by the same database clock.
@@ -121,6 +123,45 @@ def unlocked_walk(dsn: str, sweep_name: str, blocks_per_batch: int) -> Run:
         cpu = backend_cpu_seconds(conn.info.backend_pid)
         run.backend_cpu = None if cpu is None or cpu0 is None else cpu - cpu0
     run.note = f"{blocks_per_batch} blocks per batch"
+    return run
+
+
+def split_delete(dsn: str, sweep_name: str, parts: int) -> Run:
+    """(i) ``parts`` plain DELETEs started together on as many connections, each over its own
+    contiguous 1/``parts`` of the heap (one transaction each, no batches, no row locks): the
+    wall time from the start to the last one's end."""
+    sweep = sweep_named(sweep_name)
+    stmt = compose("ctid_range_delete", sweep.table, sweep.predicate.where)
+    conns = [connect(dsn) for _ in range(parts)]
+    try:
+        params = cutoffs(conns[0], sweep)
+        (blocks,) = conns[0].execute(
+            "SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int",
+            (sweep.table,),
+        ).fetchone() or (0,)
+        step = math.ceil(int(blocks) / parts) + 1
+        done: list[tuple[float, int]] = []
+        start = threading.Barrier(parts + 1)
+
+        def one(i: int) -> None:
+            start.wait()
+            done.append(timed(conns[i], stmt, dict(
+                params, first_tid=f"({i * step},0)", end_tid=f"({(i + 1) * step},0)")))
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(parts)]
+        for t in threads:
+            t.start()
+        start.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+        seconds = time.perf_counter() - t0
+    finally:
+        for conn in conns:
+            conn.close()
+    run = Run(f"i. {parts} plain DELETEs at once, 1/{parts} of the heap each",
+              sum(rows for _, rows in done), seconds, [secs for secs, _ in done])
+    run.note = "the ceiling of any sweep on this many connections"
     return run
 
 
