@@ -151,18 +151,57 @@ def split_delete(dsn: str, sweep_name: str, parts: int) -> Run:
         threads = [threading.Thread(target=one, args=(i,)) for i in range(parts)]
         for t in threads:
             t.start()
-        start.wait()
-        t0 = time.perf_counter()
-        for t in threads:
-            t.join()
-        seconds = time.perf_counter() - t0
+        with WaitSampler(dsn) as waits:
+            start.wait()
+            t0 = time.perf_counter()
+            for t in threads:
+                t.join()
+            seconds = time.perf_counter() - t0
     finally:
         for conn in conns:
             conn.close()
     run = Run(f"i. {parts} plain DELETEs at once, 1/{parts} of the heap each",
               sum(rows for _, rows in done), seconds, [secs for secs, _ in done])
-    run.note = "the ceiling of any sweep on this many connections"
+    run.note = f"the ceiling of {parts} connections; their backends: {waits.shares()}"
     return run
+
+
+class WaitSampler:
+    """What the database's active backends are doing, every 5 ms while the ``with`` block
+    runs (``pg_stat_activity``'s wait event, or CPU when none): where the time of statements
+    that run at once goes (waiting on each other's WAL flushes, say)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.seen: dict[str, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> WaitSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while not self._stop.is_set():
+                for (event,) in conn.execute(
+                    "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU') "
+                    "FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid() AND state = 'active'"
+                ):
+                    self.seen[event] = self.seen.get(event, 0) + 1
+                self._stop.wait(0.005)
+
+    def shares(self, top: int = 3) -> str:
+        """The ``top`` most sampled states with their shares, e.g. ``CPU 41%,
+        LWLock:WALWrite 39%, IO:WALSync 10%``."""
+        total = sum(self.seen.values()) or 1
+        ranked = sorted(self.seen.items(), key=lambda kv: -kv[1])[:top]
+        return ", ".join(f"{event} {n / total:.0%}" for event, n in ranked)
 
 
 def reaper_sweep(dsn: str, sweep_name: str, settings: dict[str, Any] | None = None,
