@@ -289,7 +289,9 @@ class WalBrake:
     """A token bucket of WAL bytes: the server's WAL (every session's, as
     ``pg_current_wal_lsn()`` moves) may grow by ``rate`` bytes a second, with a burst of
     :data:`WAL_BURST_SECONDS` of it; :meth:`owed` says how long to wait before the next batch
-    so that it does not grow faster. Pure: fed WAL positions and clock readings.
+    so that it does not grow faster. Pure: fed WAL positions and clock readings. One bucket
+    serves every run on a database (:meth:`Memory.brake`): a run that starts after another
+    inherits its debt, not a fresh burst, and runs at once share the limit. Thread-safe.
 
     Args:
         rate: bytes per second (``--max-wal-rate``).
@@ -305,6 +307,7 @@ class WalBrake:
         # Bytes the server's WAL grew by per batch between the last two positions (None:
         # unknown yet).
         self.per_batch: float | None = None
+        self._lock = threading.Lock()
 
     def _refill(self, now: float) -> None:
         self.tokens = min(self.burst, self.tokens + self.rate * max(now - self._at, 0.0))
@@ -312,29 +315,35 @@ class WalBrake:
 
     def written(self, lsn: int, now: float, batches: int = 0) -> None:
         """The server's WAL position was ``lsn`` (bytes) at ``now``, after ``batches``
-        batches since the position before."""
-        self._refill(now)
-        if self._lsn is not None and lsn >= self._lsn:
-            self.tokens = max(self.tokens - (lsn - self._lsn),
-                              -self.rate * MAX_WAL_DEBT_SECONDS)
-            if batches > 0:
-                self.per_batch = (lsn - self._lsn) / batches
-        self._lsn = lsn
+        batches since the position before (the last one any run reported). A position behind
+        the last one is taken as the new start without a debit: another server behind the
+        address (a failover), or one run's reading that another's overtook (its bytes may
+        then be counted twice: the brake errs on the side of waiting)."""
+        with self._lock:
+            self._refill(now)
+            if self._lsn is not None and lsn >= self._lsn:
+                self.tokens = max(self.tokens - (lsn - self._lsn),
+                                  -self.rate * MAX_WAL_DEBT_SECONDS)
+                if batches > 0:
+                    self.per_batch = (lsn - self._lsn) / batches
+            self._lsn = lsn
 
     def covers(self, batches: int, now: float) -> bool:
         """Whether the bucket holds the WAL of ``batches`` more batches at the last
         measured WAL per batch (False while it is unknown): else the position is read again
         before the next batch, so that a fast sweep cannot run through its credit between
         two samples."""
-        if self.per_batch is None:
-            return False
-        self._refill(now)
-        return self.per_batch * batches <= self.tokens
+        with self._lock:
+            if self.per_batch is None:
+                return False
+            self._refill(now)
+            return self.per_batch * batches <= self.tokens
 
     def owed(self, now: float) -> float:
         """Seconds to wait at ``now`` before the WAL written is back within the limit."""
-        self._refill(now)
-        return max(-self.tokens / self.rate, 0.0)
+        with self._lock:
+            self._refill(now)
+            return max(-self.tokens / self.rate, 0.0)
 
 
 class Measure(Protocol):
@@ -365,6 +374,8 @@ class Pacer:
             statements do not suffer): :class:`LoadControl`.
         max_wal_rate: bytes of WAL per second the server may write while the run goes on
             (None: no WAL brake): :class:`WalBrake`.
+        brake: the bucket of ``max_wal_rate`` that the database's runs share
+            (:meth:`Memory.brake`; None: one of the run's own).
     """
 
     def __init__(
@@ -383,6 +394,7 @@ class Pacer:
         busy_batch_seconds: float = 0.002,
         batch_target_seconds: float = 0.05,
         max_wal_rate: float | None = None,
+        brake: WalBrake | None = None,
     ) -> None:
         self.measure = measure
         self.max_replica_lag = max_replica_lag
@@ -405,7 +417,8 @@ class Pacer:
         # Warnings already logged (shared by the runs of one database: logged once).
         self._told: set[str] = told if told is not None else set()
         self.control = LoadControl(busy_batch_seconds, batch_target_seconds, busy_share)
-        self.brake = None if max_wal_rate is None else WalBrake(max_wal_rate, clock())
+        self.brake = (None if max_wal_rate is None
+                      else brake or WalBrake(max_wal_rate, clock()))
         # When the run's first batch started (None: none yet), when the baseline was last
         # measured, and the sample the load controller last judged.
         self._batched = False
@@ -644,11 +657,21 @@ class Memory:
     """What the pacers of one database's runs share, kept by the process
     (:class:`reaper.engine.run.Sweeper`): the primary's WAL positions, so that a run that
     starts while a standby is behind already knows how old the WAL it lacks is; and the
-    warnings already logged, so that each is logged once."""
+    warnings already logged, so that each is logged once; and the WAL brake's bucket."""
 
     def __init__(self) -> None:
         self.history = WalHistory()
         self.told: set[str] = set()
+        self._brake: WalBrake | None = None
+        self._lock = threading.Lock()
+
+    def brake(self, rate: float, now: float) -> WalBrake:
+        """The WAL brake's bucket of ``rate`` bytes a second that every run on the database
+        shares (a new one, full, when the rate changed: a reload)."""
+        with self._lock:
+            if self._brake is None or self._brake.rate != rate:
+                self._brake = WalBrake(rate, now)
+            return self._brake
 
 
 class _SampleSource(Protocol):
@@ -673,6 +696,7 @@ def for_run(
     if lag is None and settings.busy_share >= 1.0 and settings.max_wal_rate is None:
         return None
     event = stop or threading.Event()
+    rate = None if settings.max_wal_rate is None else float(settings.max_wal_rate)
 
     def throttled(reason: ThrottleReason, seconds: float) -> None:
         if metrics is not None:
@@ -688,5 +712,6 @@ def for_run(
         told=memory.told,
         busy_batch_seconds=settings.busy_batch_seconds.total_seconds(),
         batch_target_seconds=settings.batch_target_seconds.total_seconds(),
-        max_wal_rate=None if settings.max_wal_rate is None else float(settings.max_wal_rate),
+        max_wal_rate=rate,
+        brake=None if rate is None else memory.brake(rate, time.monotonic()),
     )

@@ -24,6 +24,7 @@ from reaper.engine.pacing import (
     MIN_SHARE_FRACTION,
     WAL_BURST_SECONDS,
     LoadControl,
+    Memory,
     Pacer,
     WalBrake,
 )
@@ -272,6 +273,23 @@ def test_wal_brake_never_outlasts_the_budget_and_off_never_waits() -> None:
     off, got = make(clock2, server2)
     drive(off, server2, 5.0, batch=0.05)
     assert got == [] and off.brake is None
+
+
+def test_runs_on_one_database_share_one_wal_bucket() -> None:
+    """Seven short runs one after the other (a run-once) write at the limit, not at the limit
+    plus a burst each; a new rate (a reload) starts a new bucket."""
+    clock = FakeClock()
+    server = Server(clock, sessions=0, wal_per_second=50e6)
+    memory = Memory()
+    start, wal0 = clock.now, server.wal
+    for _ in range(7):
+        pacer, _ = make(clock, server, max_wal_rate=10e6,
+                        brake=memory.brake(10e6, clock.now))
+        drive(pacer, server, 0.5, batch=0.05)
+    elapsed = clock.now - start
+    assert server.wal - wal0 <= 10e6 * (elapsed + WAL_BURST_SECONDS) + 50e6 * 0.1
+    assert memory.brake(10e6, clock.now) is memory.brake(10e6, clock.now)
+    assert memory.brake(20e6, clock.now).rate == 20e6
 
 
 def test_wal_brake_bucket() -> None:
