@@ -135,6 +135,20 @@ class Catalog(Queries):
         trail = self.trail(predicate.table, keep) if keep is not None else None
         return SweepStatements(predicate, heaps=heaps, trail=trail)
 
+    def refuse_unsweepable(self, predicate: Predicate, *, relations: bool = True) -> None:
+        """What :meth:`statements` refuses of ``predicate``, without composing anything:
+        the relations its table covers (:meth:`heaps`; not with ``relations`` False, when
+        the caller has already read them for another sweep of the table) and the declared
+        reads.
+
+        Raises:
+            ObjectMissing: no such table.
+            RelationRefused: as :meth:`statements`.
+        """
+        if relations:
+            self.heaps(predicate.table)
+        self._refuse_declared_reads(predicate)
+
     def columns(self, table: TableName) -> list[TableColumn]:
         """``table``'s columns, in order (none when it does not exist)."""
         return self.fetch(TableColumn, sqltext.ops("table_columns"),

@@ -55,6 +55,7 @@ from reaper.engine.sizing import BatchSizer
 from reaper.engine.strategy import choose_strategy
 from reaper.engine.undeletable import UndeletableRows
 from reaper.metrics import Metrics
+from reaper.sqltext.names import TableName
 from reaper.vocab import Outcome, StopReason
 
 _LOG_NAME = "reaper.runner"
@@ -407,8 +408,9 @@ def warn_if_superuser_in(session: Session) -> bool:
 def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:
     """Check, before any sweep runs, that every sweep's table is one reaper can delete from
     (an ordinary table, or a partitioned or inheritance parent whose every member is one), and
-    that a declared sweep reads only tables and columns of built-in types (composing its
-    statements, :meth:`reaper.db.Session.statements`).
+    that a declared sweep reads only tables and columns of built-in types (what
+    :meth:`reaper.db.Session.statements` refuses, without composing the statements; the
+    relations of a table that several sweeps delete from are read once).
 
     A table that does not exist is left to the run (which fails and says so).
 
@@ -417,13 +419,16 @@ def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:
             materialized view ... or covers one; the message names the table and why.
         DatabaseError: the catalog could not be read.
     """
+    read: set[TableName] = set()
     for sweep in sweeps:
         try:
-            session.statements(sweep.predicate)
+            session.refuse_unsweepable(sweep.predicate, relations=sweep.table not in read)
         except errors.ObjectMissing:
             continue
         except errors.RelationRefused as exc:
             raise errors.RelationRefused(f"sweep {sweep.name}: {exc}") from None
+        finally:
+            read.add(sweep.table)
 
 
 def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
