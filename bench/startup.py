@@ -22,9 +22,11 @@ from bench.pg import Server
 from bench.variants import percentile
 
 STARTUP_RUNS = 9
-# A folder holding another reaper's package, e.g. `git archive main reaper | tar -x -C DIR`:
-# each start of it (the same interpreter and packages, that folder first on PYTHONPATH)
-# follows each start of the installed reaper, as rows of their own.
+# A folder holding another reaper's package with its SQL inside it, as a wheel installs it:
+# `git archive REV reaper sql | tar -x -C DIR && mv DIR/sql DIR/reaper/sql` (without it, the
+# editable install's SQL would be read): each start of it (the same interpreter and packages,
+# that folder first on PYTHONPATH) follows each start of the installed reaper, as rows of
+# their own.
 BASELINE_ENV = "REAPER_BENCH_S_BASELINE"
 VERSION_TARGET_SECONDS = 0.15
 RUN_ONCE_TARGET_SECONDS = 0.5
