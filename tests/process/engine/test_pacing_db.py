@@ -34,7 +34,12 @@ pytestmark = pytest.mark.fresh_db
 
 
 @pytest.mark.slow
-def test_paused_standby_stops_the_sweep_until_it_replays_again() -> None:
+@pytest.mark.parametrize(("strategy", "parallel"), [("index", 1), ("heap", 3)])
+def test_paused_standby_stops_the_sweep_until_it_replays_again(
+    strategy: str, parallel: int
+) -> None:
+    """Paused replay stops every batch, a parallel walk's extra connections' too, until the
+    standby replays again."""
     garbage = 300_000
     reason = replica.why_unavailable()
     if reason:
@@ -46,9 +51,9 @@ def test_paused_standby_stops_the_sweep_until_it_replays_again() -> None:
             # Enough batches that the sweep outlasts max_replica_lag by far (1,500 of them).
             seed_nodes(conn, garbage=garbage, keep=1_000)
         replica.wait_streaming(pair.primary)
-        settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 200,
-                                   "max_replica_lag": "1s", "busy_share": 1,
-                                   "max_eligible_fraction": 1})
+        settings = build_settings({"dsn": dsn, "strategy": strategy, "batch_size": 200,
+                                   "parallel": parallel, "max_replica_lag": "1s",
+                                   "busy_share": 1, "max_eligible_fraction": 1})
         registry = CollectorRegistry()
         metrics = Metrics(BUILTIN_SWEEPS, registry)
         assert throttled(registry, "replica_lag") == 0.0  # the label set exists from the start
