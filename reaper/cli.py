@@ -310,7 +310,10 @@ def run_once(
             stack.enter_context(db)
             if report_missing_tables(first, sweeps, settings):
                 sys.exit(EXIT_FAILED)
-            refuse_unsweepable(first, sweeps)
+            # A by-hand run refuses an archive that cannot take its rows before any sweep
+            # (the daemon's other sweeps go on: that sweep's runs fail and say why); a dry
+            # run archives nothing.
+            refuse_unsweepable(first, sweeps, trails=not dry_run)
             warn_if_superuser_in(first)
             if not settings.strict:
                 _warn_missing_indexes(first, sweeps)

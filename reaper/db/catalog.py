@@ -135,19 +135,28 @@ class Catalog(Queries):
         trail = self.trail(predicate.table, keep) if keep is not None else None
         return SweepStatements(predicate, heaps=heaps, trail=trail)
 
-    def refuse_unsweepable(self, predicate: Predicate, *, relations: bool = True) -> None:
-        """What :meth:`statements` refuses of ``predicate``, without composing anything:
-        the relations its table covers (:meth:`heaps`; not with ``relations`` False, when
-        the caller has already read them for another sweep of the table) and the declared
-        reads.
+    def refuse_unsweepable(
+        self, predicate: Predicate, keep: Keep | None = None, *, relations: bool = True
+    ) -> None:
+        """What :meth:`statements` refuses of ``predicate`` and ``keep``, without composing
+        anything: the relations its table covers (:meth:`heaps`; not with ``relations``
+        False, when the caller has already read them for another sweep of the table), the
+        declared reads, and what ``keep`` names (:meth:`trail`: the key columns, the
+        archive table).
 
         Raises:
             ObjectMissing: no such table.
-            RelationRefused: as :meth:`statements`.
+            RelationRefused: as :meth:`statements`; a key column or an archive table that
+                does not exist too (the table does).
         """
         if relations:
             self.heaps(predicate.table)
         self._refuse_declared_reads(predicate)
+        if keep is not None:
+            try:
+                self.trail(predicate.table, keep)
+            except errors.ObjectMissing as exc:
+                raise errors.RelationRefused(str(exc)) from None
 
     def columns(self, table: TableName) -> list[TableColumn]:
         """``table``'s columns, in order (none when it does not exist)."""

@@ -405,10 +405,14 @@ def warn_if_superuser_in(session: Session) -> bool:
     return superuser
 
 
-def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:
+def refuse_unsweepable(
+    session: Session, sweeps: Iterable[Sweep], *, trails: bool = False
+) -> None:
     """Check, before any sweep runs, that every sweep's table is one reaper can delete from
     (an ordinary table, or a partitioned or inheritance parent whose every member is one), and
-    that a declared sweep reads only tables and columns of built-in types (what
+    that a declared sweep reads only tables and columns of built-in types, and with
+    ``trails`` (``run-once``) that the key columns and the archive table a sweep names exist
+    and can take its rows (what
     :meth:`reaper.db.Session.statements` refuses, without composing the statements; the
     relations of a table that several sweeps delete from are read once).
 
@@ -416,19 +420,25 @@ def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep]) -> None:
 
     Raises:
         RelationRefused: the first sweep whose table is a view, a foreign table, a
-            materialized view ... or covers one; the message names the table and why.
+            materialized view ... or covers one, or whose archive cannot take its rows; the
+            message names the table and why.
         DatabaseError: the catalog could not be read.
     """
     read: set[TableName] = set()
+    missing: set[TableName] = set()
     for sweep in sweeps:
+        if sweep.table in missing:
+            continue
+        trail = keep(sweep) if trails and (sweep.archive is not None or sweep.key) else None
         try:
-            session.refuse_unsweepable(sweep.predicate, relations=sweep.table not in read)
+            session.refuse_unsweepable(sweep.predicate, trail,
+                                       relations=sweep.table not in read)
         except errors.ObjectMissing:
+            missing.add(sweep.table)
             continue
         except errors.RelationRefused as exc:
             raise errors.RelationRefused(f"sweep {sweep.name}: {exc}") from None
-        finally:
-            read.add(sweep.table)
+        read.add(sweep.table)
 
 
 def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
