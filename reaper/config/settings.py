@@ -413,7 +413,9 @@ class Settings:
         optional_byte_rate,
         "The WAL brake: while a sweep runs, the server's WAL (every session's, as "
         "pg_current_wal_lsn() moves) may grow by at most this many bytes a second; batches "
-        "wait while it grew faster (e.g. 16MB; 0: no brake, the default).",
+        "wait while it grew faster (e.g. 16MB; 0: no brake, the default). To keep pg_wal "
+        "within a volume: at most its free space / ((1 + checkpoint_completion_target) x "
+        "checkpoint_timeout).",
         "BYTES",
     )
     timestamp_time_zone: str = _setting(
