@@ -412,9 +412,9 @@ def refuse_unsweepable(
     (an ordinary table, or a partitioned or inheritance parent whose every member is one), and
     that a declared sweep reads only tables and columns of built-in types, and with
     ``trails`` (``run-once``) that the key columns and the archive table a sweep names exist
-    and can take its rows (what
-    :meth:`reaper.db.Session.statements` refuses, without composing the statements; the
-    relations of a table that several sweeps delete from are read once).
+    and can take its rows: what :meth:`reaper.db.Session.statements` refuses, without
+    composing the statements (the relations of a table that several sweeps delete from are
+    read once).
 
     A table that does not exist is left to the run (which fails and says so).
 
