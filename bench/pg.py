@@ -28,6 +28,8 @@ from reaper.dev import devserver
 from reaper.sqltext.names import TableName
 
 SQL_DIR = Path(__file__).with_name("sql")
+# The comment a template database gets once its seeding finished (Server.seed, --reuse).
+SEEDED = "reaper bench: seeded"
 
 
 @functools.cache
@@ -91,7 +93,7 @@ class Server:
         inserting into indexed tables here).
         """
         name = f"{self.prefix}_{label}"
-        if self.reuse and self.exists(name):
+        if self.reuse and self.seeded(name):
             return name
         self.drop(name)
         self.admin(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
@@ -106,6 +108,9 @@ class Server:
             for stmt in sqltext.statements("indexes.sql"):
                 conn.execute(sql.SQL(stmt))  # type: ignore[arg-type,unused-ignore]
             conn.execute("VACUUM (FREEZE, ANALYZE)")
+        # Only now may --reuse take it: a seed that was stopped half-way is made again.
+        self.admin(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+            sql.Identifier(name), sql.Literal(SEEDED)))
         return name
 
     @contextmanager
@@ -125,10 +130,13 @@ class Server:
         finally:
             self.drop(name)
 
-    def exists(self, name: str) -> bool:
+    def seeded(self, name: str) -> bool:
+        """Whether template ``name`` exists and its seeding finished (:meth:`seed`)."""
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            return conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)
-                                ).fetchone() is not None
+            return conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s "
+                "AND shobj_description(oid, 'pg_database') = %s", (name, SEEDED),
+            ).fetchone() is not None
 
     def release(self, template: str) -> None:
         """Drop a seeded template, unless templates are kept for the next run."""
