@@ -35,14 +35,28 @@ def held_snapshot(dsn: str, application_name: str = "monthly-report") -> Iterato
 def sweep_routers(capsys: pytest.CaptureFixture[str], dsn: str, prefix: str = "") -> None:
     """Seed :data:`GARBAGE` expired router leases and :data:`KEEP` live ones (their keys
     starting with ``prefix``), let ``reaper run-once`` delete the expired ones, then VACUUM
-    the table as its owner would (a fresh vacuum)."""
+    the table as its owner would (a fresh vacuum), once the statistics count the deletes: a
+    count that a backend reported after the vacuum would be added to the vacuum's own, and
+    the table would show twice the dead rows it holds."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         seed_routers(conn, garbage=GARBAGE, keep=KEEP, prefix=prefix)
         conn.execute("ANALYZE public.routers")
+        before = _dead_rows(conn)
     code, results = run_json(capsys, "run-once", "--dsn", dsn, "--sweep", "router_leases")
     assert code == 0, results
     assert [r["rows"] for r in results] == [GARBAGE]
+    dead_rows_counted(dsn, before + GARBAGE)
     vacuum_routers(dsn)
+
+
+def _dead_rows(conn: psycopg.Connection[Any], table: str = "routers") -> int:
+    """The statistics' dead rows of ``table`` now (a fresh snapshot of them)."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute(
+        "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = %s::regclass",
+        (f"public.{table}",),
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def vacuum_routers(dsn: str) -> None:
@@ -63,12 +77,5 @@ def dead_rows_counted(dsn: str, at_least: int, table: str = "routers") -> None:
     backend reports its counts when it goes idle or exits, up to seconds after its commit."""
     deadline = time.monotonic() + 10
     with psycopg.connect(dsn, autocommit=True) as conn:
-        while True:
-            conn.execute("SELECT pg_stat_clear_snapshot()")
-            row = conn.execute(
-                "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = %s::regclass",
-                (f"public.{table}",),
-            ).fetchone()
-            if (row and row[0] >= at_least) or time.monotonic() > deadline:
-                return
+        while _dead_rows(conn, table) < at_least and time.monotonic() < deadline:
             time.sleep(0.1)
