@@ -122,6 +122,12 @@ MIN_SHARE_FRACTION = 0.5
 # (by any session: a bulk load elsewhere holds the sweep back at most that long).
 WAL_BURST_SECONDS = 1.0
 MAX_WAL_DEBT_SECONDS = 60.0
+# A wait is counted in reaper_throttled_seconds_total a slice of at most this long at a time.
+THROTTLE_SLICE_SECONDS = 1.0
+# The brake's WAL per batch is measured between two samples; batches that wrote less than this
+# between them (batches of empty heap ranges: a few hundred bytes of the server's other work)
+# say nothing of what a batch that deletes writes, and are not taken as its measure.
+MIN_WAL_PER_BATCH_BYTES = 8192
 
 
 class WalHistory:
@@ -304,8 +310,8 @@ class WalBrake:
         self.tokens = self.burst
         self._at = now
         self._lsn: int | None = None
-        # Bytes the server's WAL grew by per batch between the last two positions (None:
-        # unknown yet).
+        # The most the server's WAL grew by per batch between two positions (None: unknown
+        # yet): what the next batches may write, as the brake counts them.
         self.per_batch: float | None = None
         self._lock = threading.Lock()
 
@@ -324,15 +330,17 @@ class WalBrake:
             if self._lsn is not None and lsn >= self._lsn:
                 self.tokens = max(self.tokens - (lsn - self._lsn),
                                   -self.rate * MAX_WAL_DEBT_SECONDS)
-                if batches > 0:
-                    self.per_batch = (lsn - self._lsn) / batches
+                each = (lsn - self._lsn) / batches if batches > 0 else 0.0
+                if each >= MIN_WAL_PER_BATCH_BYTES:
+                    self.per_batch = max(self.per_batch or 0.0, each)
             self._lsn = lsn
 
     def covers(self, batches: int, now: float) -> bool:
-        """Whether the bucket holds the WAL of ``batches`` more batches at the last
-        measured WAL per batch (False while it is unknown): else the position is read again
+        """Whether the bucket holds the WAL of ``batches`` more batches at the most WAL per
+        batch measured (False while it is unknown: until batches that wrote at least
+        :data:`MIN_WAL_PER_BATCH_BYTES` each were measured): else the position is read again
         before the next batch, so that a fast sweep cannot run through its credit between
-        two samples."""
+        two samples, even after batches that deleted nothing."""
         with self._lock:
             if self.per_batch is None:
                 return False
@@ -530,13 +538,22 @@ class Pacer:
         return worst, name
 
     def _spend(self, reason: ThrottleReason, seconds: float) -> bool:
-        """Wait ``seconds`` for ``reason``; True when told to stop."""
-        t0 = self.clock()
-        stopped = self.wait(seconds)
-        waited = max(self.clock() - t0, 0.0)
-        self.waited[reason] += waited
-        self.throttled(reason, waited)
-        return stopped
+        """Wait ``seconds`` for ``reason``, counted a slice of at most
+        :data:`THROTTLE_SLICE_SECONDS` at a time (so that
+        ``reaper_throttled_seconds_total`` grows while a long wait goes on, not only when it
+        ends); True when told to stop."""
+        end = self.clock() + seconds
+        while True:
+            left = end - self.clock()
+            if left <= 0:
+                return False
+            t0 = self.clock()
+            stopped = self.wait(min(left, THROTTLE_SLICE_SECONDS))
+            waited = max(self.clock() - t0, 0.0)
+            self.waited[reason] += waited
+            self.throttled(reason, waited)
+            if stopped:
+                return True
 
     def __call__(
         self, last_batch_seconds: float | None, deadline: float | None

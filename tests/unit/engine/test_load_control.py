@@ -292,6 +292,26 @@ def test_runs_on_one_database_share_one_wal_bucket() -> None:
     assert memory.brake(20e6, clock.now).rate == 20e6
 
 
+def test_batches_that_wrote_nothing_never_stand_for_those_that_delete() -> None:
+    """Empty heap ranges first (no WAL), then batches that delete: at 1 kB/s the brake reads
+    the position again before each batch until one that wrote WAL is measured, so at most one
+    such batch runs before the first wait."""
+    clock = FakeClock()
+    server = Server(clock, sessions=0)
+    pacer, got = make(clock, server, max_wal_rate=1e3)
+    batches: list[int] = []
+    for i in range(20):
+        assert pacer(0.005 if i else None, None) is None
+        if got:
+            break
+        server.wal_per_second = 0.0 if i < 3 else 70e6  # 350 kB per 5 ms batch
+        before = server.wal
+        server.batch(0.005, 0.005)
+        batches.append(server.wal - before)
+    assert got and got[0][0] == "wal"
+    assert batches[:3] == [0, 0, 0] and len([b for b in batches if b]) == 1
+
+
 def test_wal_brake_bucket() -> None:
     b = WalBrake(1e6, now=0.0)
     b.written(0, 0.0)
