@@ -15,6 +15,7 @@ gets a fresh ``CREATE DATABASE ... TEMPLATE`` copy of its own, dropped afterward
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator
@@ -60,6 +61,19 @@ def _no_reaper_left() -> Iterator[None]:
     runs: a failed test's."""
     yield
     kill_leftovers()
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """After each test, the root logger's handlers and level as they were before it: a test
+    that configures reaper's logging (an in-process command) binds a handler to that test's
+    captured stderr, which is closed once the test ends; a later test's daemon thread that
+    logged through it printed "--- Logging error ---"."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 
 @pytest.fixture(scope="session")
