@@ -63,7 +63,7 @@ def parse_duration(text: str | int | float | timedelta) -> timedelta:
     if isinstance(text, timedelta):
         return text
     if isinstance(text, bool):
-        raise ValueError(f"{text!r} is not a duration")
+        raise ValueError(f"{shown(text)} is not a duration")
     if isinstance(text, int | float):
         text = str(text)
     try:
@@ -218,7 +218,7 @@ def non_negative_int(value: Any) -> int:
 
 def fraction(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
+        raise ValueError(f"{shown(value)} is not a number")
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -230,7 +230,7 @@ def fraction(value: Any) -> float:
 
 def share(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
+        raise ValueError(f"{shown(value)} is not a number")
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -355,7 +355,10 @@ _SHOWN_CHARS = 40
 
 def shown(value: Any) -> str:
     """``value`` as an error message quotes it: repr (control characters escaped, so the
-    message stays one line), cut at :data:`_SHOWN_CHARS`."""
+    message stays one line), cut at :data:`_SHOWN_CHARS`; a boolean as TOML spells it
+    (``true``, not Python's ``True``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     text = repr(value)
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,28 @@ def test_invalid_values_name_the_setting(values: dict[str, str], words: list[str
     assert "\n" not in message
     for w in words:
         assert w in message, message
+
+
+def _toml_error(toml: str) -> str:
+    """The one line that refuses the TOML file ``toml``."""
+    with pytest.raises(ConfigError) as info:
+        build_settings({}, tomllib.loads(toml), source="reaper.toml")
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "refusal"),
+    [
+        ("parallel", "true is not a whole number;"),
+        ("batch_size", "true is not a whole number;"),
+        ("max_rows_per_run", "true is not a whole number;"),
+        ("node_retention", "true is not a duration;"),
+        ("jitter", "true is not a number;"),
+        ("busy_share", "true is not a number;"),
+    ],
+)
+def test_a_toml_boolean_is_quoted_as_toml_spells_it(key: str, refusal: str) -> None:
+    assert _toml_error(f"{key} = true\n").startswith(f"reaper.toml key {key}: {refusal}")
 
 
 def test_ephemeral_retention_may_equal_node_retention() -> None:
