@@ -624,7 +624,11 @@ def build_settings(
             if isinstance(raw, str):
                 # Quotes matter in TOML, where a bare 9465 is a number; a flag is text anyway.
                 expected = expected.replace(" in quotes", "")
-            raise ConfigError(f"{where}: {exc}; expected {expected}") from None
+            message = str(exc)
+            # A message that ends in a question ("is it a typo?") is a sentence: the fix
+            # starts another.
+            joined = f"{message} Expected" if message.endswith("?") else f"{message}; expected"
+            raise ConfigError(f"{where}: {joined} {expected}") from None
     parsed["sweeps"] = _parse_sweeps_table(sweeps_table, source)
     return Settings(**parsed).validate()
 

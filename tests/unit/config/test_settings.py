@@ -156,6 +156,26 @@ def test_a_toml_boolean_is_quoted_as_toml_spells_it(key: str, refusal: str) -> N
     assert _toml_error(f"{key} = true\n").startswith(f"reaper.toml key {key}: {refusal}")
 
 
+@pytest.mark.parametrize(
+    ("values", "line"),
+    [
+        ({"batch_size": "2000000000"},
+         "--batch-size: 2000000000 is more than 1,000,000,000; is it a typo? Expected a whole "
+         "number of rows, e.g. 10000"),
+        ({"node_retention": "40000d"},
+         "--node-retention: '40000d' is longer than 100 years; is it a typo? Expected a "
+         'duration with a unit, e.g. "30d", "72h", "90s" or "500ms"'),
+        ({"interval": "1ms"},
+         "--interval: an interval of 1ms is under 100ms; is it a typo? Expected a duration "
+         'with a unit, e.g. "30d", "72h", "90s" or "500ms"'),
+    ],
+)
+def test_a_question_and_its_fix_are_two_sentences(values: dict[str, str], line: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_settings(values)
+    assert str(info.value) == line
+
+
 def test_ephemeral_retention_may_equal_node_retention() -> None:
     s = build_settings({"ephemeral_node_retention": "7d", "node_retention": "7d"})
     assert s.ephemeral_node_retention == s.node_retention
