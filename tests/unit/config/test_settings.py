@@ -244,6 +244,19 @@ def test_a_byte_rate_of_zero_in_toml_is_off(toml_value: str) -> None:
     assert s.max_wal_rate is None
 
 
+@pytest.mark.parametrize(
+    ("name", "shown_default"),
+    [("max_wal_rate", "0 (off)"), ("parallel", "1"), ("node_retention", "30d"),
+     ("dsn", "none"), ("strict", "off")],
+)
+def test_the_help_shows_a_default_as_a_user_writes_it(name: str, shown_default: str) -> None:
+    from reaper.cli import _default_text
+    from reaper.config.settings import SETTING_FIELDS
+
+    (f,) = [f for f in SETTING_FIELDS if f.name == name]
+    assert _default_text(f) == shown_default
+
+
 def test_ephemeral_retention_may_equal_node_retention() -> None:
     s = build_settings({"ephemeral_node_retention": "7d", "node_retention": "7d"})
     assert s.ephemeral_node_retention == s.node_retention
