@@ -355,9 +355,11 @@ class Settings:
     parallel: int = _setting(
         DEFAULT_PARALLEL,
         parallel_connections,
-        "A heap walk deletes disjoint block ranges on up to this many connections at once "
-        "while the database is idle (no live traffic, no standby behind, no wait); one "
-        "connection otherwise. Each range is still one short batch.",
+        "A heap walk deletes disjoint block ranges on up to this many connections at once, "
+        f"1 to {MAX_PARALLEL}, while the database is idle (no live traffic, no standby "
+        "behind, no wait); one connection otherwise. Batches stay as short as on one "
+        "connection: a range with more garbage than one batch goes on over several, on the "
+        "same connection.",
         "CONNECTIONS",
     )
     optimistic_batches: bool = _setting(

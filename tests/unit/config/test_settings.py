@@ -257,6 +257,24 @@ def test_the_help_shows_a_default_as_a_user_writes_it(name: str, shown_default: 
     assert _default_text(f) == shown_default
 
 
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [("0", "--parallel: must be a positive whole number, got 0; expected a whole number of "
+           "connections from 1 to 16, e.g. 2"),
+     ("17", "--parallel: must be at most 16, got 17; expected a whole number of connections "
+            "from 1 to 16, e.g. 2")],
+)
+def test_parallel_is_1_to_16_as_its_help_says(value: str, line: str) -> None:
+    from reaper.config.settings import MAX_PARALLEL, SETTING_FIELDS
+
+    (f,) = [f for f in SETTING_FIELDS if f.name == "parallel"]
+    assert f"1 to {MAX_PARALLEL}," in f.metadata["help"]
+    assert build_settings({"parallel": str(MAX_PARALLEL)}).parallel == MAX_PARALLEL
+    with pytest.raises(ConfigError) as info:
+        build_settings({"parallel": value})
+    assert str(info.value) == line
+
+
 def test_ephemeral_retention_may_equal_node_retention() -> None:
     s = build_settings({"ephemeral_node_retention": "7d", "node_retention": "7d"})
     assert s.ephemeral_node_retention == s.node_retention
