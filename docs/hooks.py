@@ -49,14 +49,13 @@ def settings_table() -> str:
     """The configuration reference: one entry per setting (its TOML key, flag and variable,
     its default as the CLI shows it, its meaning)."""
     from reaper.cli import _default_text, _envvar
-    from reaper.config.settings import SETTING_FIELDS, Settings
+    from reaper.config.settings import SETTING_FIELDS
 
-    defaults = Settings()
     rows = []
     for f in SETTING_FIELDS:
         metavar = f.metadata.get("metavar") or "BOOL"
         flag = "--" + f.name.replace("_", "-")
-        default = _cell(_default_text(getattr(defaults, f.name)))
+        default = _cell(_default_text(f))
         rows.append(
             f"- **`{f.name}`**: `{flag} {metavar}`, `{_envvar(f.name)}`; default `{default}`. "
             f"{_cell(f.metadata['help'])}"

@@ -10,6 +10,7 @@ database) failed, 2 bad usage or configuration, always with one line on stderr.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -75,9 +76,14 @@ class _SweepNamesOption(click.Option):
         self._help_text = value
 
 
-def _default_text(value: Any) -> str:
+def _default_text(f: dataclasses.Field[Any]) -> str:
+    """How the help and the reference show setting ``f``'s default: as the setting states it
+    (``default_text``, e.g. "0 (off)" where 0 is how a user turns it off), else its value."""
     from datetime import timedelta
 
+    if f.metadata.get("default_text"):
+        return str(f.metadata["default_text"])
+    value = getattr(_DEFAULTS, f.name)
     if isinstance(value, timedelta):
         return format_duration(value)
     if value is None:
@@ -94,10 +100,9 @@ _DEFAULTS = Settings()
 def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add one option per setting, plus ``--config``. Values stay raw strings (None when not
     given) so that :func:`build_settings` parses every source the same way."""
-    defaults = _DEFAULTS
     for f in reversed(SETTING_FIELDS):
         flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata['help']} [default: {_default_text(getattr(defaults, f.name))}]"
+        help_text = f"{f.metadata['help']} [default: {_default_text(f)}]"
         # A boolean setting given alone (`--strict`) means true; `--strict false` also works.
         common: dict[str, Any] = {
             "default": None,

@@ -170,12 +170,16 @@ def parallel_connections(value: Any) -> int:
 
 
 def _setting(
-    default: Any, parse: Callable[[Any], Any], help: str, metavar: str | None = None
+    default: Any, parse: Callable[[Any], Any], help: str, metavar: str | None = None,
+    default_text: str | None = None,
 ) -> Any:
+    """A setting's field. ``default_text``: how the help shows the default when its value
+    would mislead (None shown as "none" where a user writes 0 to get it)."""
     return field(
         default=default,
         metadata={"parse": scalar(parse), "help": help, "metavar": metavar,
-                  "expected": EXPECTED.get(metavar) or f"a valid {metavar}"},
+                  "expected": EXPECTED.get(metavar) or f"a valid {metavar}",
+                  "default_text": default_text},
     )
 
 
@@ -351,9 +355,11 @@ class Settings:
     parallel: int = _setting(
         DEFAULT_PARALLEL,
         parallel_connections,
-        "A heap walk deletes disjoint block ranges on up to this many connections at once "
-        "while the database is idle (no live traffic, no standby behind, no wait); one "
-        "connection otherwise. Each range is still one short batch.",
+        "A heap walk deletes disjoint block ranges on up to this many connections at once, "
+        f"1 to {MAX_PARALLEL}, while the database is idle (no live traffic, no standby "
+        "behind, no wait); one connection otherwise. Batches stay as short as on one "
+        "connection: a range with more garbage than one batch goes on over several, on the "
+        "same connection.",
         "CONNECTIONS",
     )
     optimistic_batches: bool = _setting(
@@ -413,10 +419,13 @@ class Settings:
         optional_byte_rate,
         "The WAL brake: while a sweep runs, the server's WAL (every session's, as "
         "pg_current_wal_lsn() moves) may grow by at most this many bytes a second; batches "
-        "wait while it grew faster (e.g. 16MB; 0: no brake, the default). To keep pg_wal "
-        "within a volume: at most its free space / ((1 + checkpoint_completion_target) x "
+        "wait while it grew faster. Whole bytes, or a number with a unit: kB, MB, GB (powers "
+        "of 1000), KiB, MiB, GiB (powers of 1024), optionally followed by /s (e.g. 16MB, "
+        "1.5MiB, 16MB/s); 0 in any unit: no brake, the default. To keep pg_wal within a "
+        "volume: at most its free space / ((1 + checkpoint_completion_target) x "
         "checkpoint_timeout).",
         "BYTES",
+        default_text="0 (off)",
     )
     timestamp_time_zone: str = _setting(
         DEFAULT_TIMESTAMP_TIME_ZONE,
@@ -624,7 +633,11 @@ def build_settings(
             if isinstance(raw, str):
                 # Quotes matter in TOML, where a bare 9465 is a number; a flag is text anyway.
                 expected = expected.replace(" in quotes", "")
-            raise ConfigError(f"{where}: {exc}; expected {expected}") from None
+            message = str(exc)
+            # A message that ends in a question ("is it a typo?") is a sentence: the fix
+            # starts another.
+            joined = f"{message} Expected" if message.endswith("?") else f"{message}; expected"
+            raise ConfigError(f"{where}: {joined} {expected}") from None
     parsed["sweeps"] = _parse_sweeps_table(sweeps_table, source)
     return Settings(**parsed).validate()
 

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from datetime import date, datetime, time, timedelta
+from decimal import Decimal
 from typing import Any
 
 from reaper.vocab import PartitionAction, Strategy
@@ -63,7 +64,7 @@ def parse_duration(text: str | int | float | timedelta) -> timedelta:
     if isinstance(text, timedelta):
         return text
     if isinstance(text, bool):
-        raise ValueError(f"{text!r} is not a duration")
+        raise ValueError(f"{shown(text)} is not a duration")
     if isinstance(text, int | float):
         text = str(text)
     try:
@@ -162,27 +163,48 @@ def optional_positive_duration(value: Any) -> timedelta | None:
     return None if value in (None, "", 0, "0") else positive_duration(value)
 
 
-_BYTE_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*(b|kb|mb|gb|kib|mib|gib)?(?:/s)?", re.IGNORECASE)
+# A number, then a unit or none (whole bytes), then "/s" or nothing; the unit is checked apart,
+# so that one reaper does not take ("TB") is named.
+_BYTE_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)\s*(?:/s)?", re.IGNORECASE)
 _BYTE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
                "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+# Said in the fix of every refused byte rate (units are read in any case).
+ACCEPTED_BYTE_UNITS = "B, kB, MB, GB (powers of 1000), KiB, MiB, GiB (powers of 1024)"
+# Past this a byte rate is a typo: no server writes WAL that fast.
+MAX_BYTE_RATE = 1024**4
 
 
 def optional_byte_rate(value: Any) -> int | None:
-    """Bytes per second from a whole number of bytes or a number with a unit (``16MB``,
-    ``16MiB``, ``16MB/s``; kB, MB, GB are powers of 1000, KiB, MiB, GiB of 1024); 0: None."""
-    if value in (None, "", 0, "0"):
+    """Bytes per second from a whole number of bytes, or a number (fractions allowed) with a
+    unit of :data:`ACCEPTED_BYTE_UNITS` and an optional ``/s`` (``16000000``, ``16MB``,
+    ``1.5MiB``, ``16MB/s``); rounded down to whole bytes. Zero in any unit: None (off).
+
+    Raises:
+        ValueError: not a number, a fraction of a byte, a unit not accepted, or less than
+            one byte or more than :data:`MAX_BYTE_RATE` a second.
+    """
+    if value in (None, ""):
         return None
-    if isinstance(value, bool | float):
+    if isinstance(value, bool):
         raise ValueError(f"{shown(value)} is not a number of bytes per second")
-    m = _BYTE_RATE.fullmatch(str(value).strip())
+    text = str(value).strip()
+    m = _BYTE_RATE.fullmatch(text.removeprefix("-"))
     if m is None:
-        raise ValueError(f"{shown(value)} is not a number of bytes per second "
-                         "(e.g. 16MB, 16MiB, 16000000)")
-    rate = float(m.group(1)) * _BYTE_UNITS[(m.group(2) or "b").lower()]
+        raise ValueError(f"{shown(value)} is not a number of bytes per second")
+    number, unit = Decimal(m.group(1)), m.group(2).lower() or "b"
+    if unit not in _BYTE_UNITS:
+        raise ValueError(f"{shown(value)}: unit {m.group(2)!r} is not accepted")
+    rate = number * _BYTE_UNITS[unit]
+    if rate == 0:
+        return None  # zero is off in any unit
+    if text.startswith("-"):
+        raise ValueError(f"{shown(value)} is negative")
+    if _BYTE_UNITS[unit] == 1 and rate != rate.to_integral_value():
+        raise ValueError(f"{shown(value)} is not a whole number of bytes")
     if rate < 1:
         raise ValueError(f"{shown(value)} is less than one byte per second")
-    if rate > 1024**4:
-        raise ValueError(f"{shown(value)} is more than 1 TiB a second; is it a typo?")
+    if rate > MAX_BYTE_RATE:
+        raise ValueError(f"{shown(value)} is more than 1 TiB (1024GiB) a second; is it a typo?")
     return int(rate)
 
 
@@ -218,7 +240,7 @@ def non_negative_int(value: Any) -> int:
 
 def fraction(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
+        raise ValueError(f"{shown(value)} is not a number")
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -230,7 +252,7 @@ def fraction(value: Any) -> float:
 
 def share(value: Any) -> float:
     if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a number")
+        raise ValueError(f"{shown(value)} is not a number")
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -337,7 +359,8 @@ EXPECTED = {
     "FRACTION": "a number from 0 to 1, e.g. 0.1",
     "SHARE": "a number more than 0 and at most 1, e.g. 0.5",
     "CONNECTIONS": "a whole number of connections from 1 to 16, e.g. 2",
-    "BYTES": 'bytes per second, a whole number or in quotes with a unit, e.g. "16MB", or 0',
+    "BYTES": "bytes per second: a whole number, or a number and one of the units "
+             f'{ACCEPTED_BYTE_UNITS} in quotes, e.g. "16MB" or "1.5MiB"; or 0 (off)',
     "SCHEMA": 'a schema name as PostgreSQL spells it, in quotes, e.g. "controlplane"',
     "DSN": 'a libpq connection string in quotes, e.g. "host=db.internal dbname=app"',
     "HOST:PORT": 'an address in quotes, e.g. "127.0.0.1:9465"',
@@ -355,7 +378,10 @@ _SHOWN_CHARS = 40
 
 def shown(value: Any) -> str:
     """``value`` as an error message quotes it: repr (control characters escaped, so the
-    message stays one line), cut at :data:`_SHOWN_CHARS`."""
+    message stays one line), cut at :data:`_SHOWN_CHARS`; a boolean as TOML spells it
+    (``true``, not Python's ``True``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     text = repr(value)
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
 

@@ -41,7 +41,8 @@ TOML_BAD = {
     "ROWS": ["2.7", "-5", "1e3", "10000000000000", '"many"', "true", "0.0001"],
     "DURATION": ["-1", '"-1h"', '"5"', '"1000000d"', "true", "5", '"1e400d"'],
     "FRACTION": ["1.5", "-0.1", '"half"', "true"],
-    "BYTES": ["-5", "2.5", '"16 parsecs"', '"-1MB"', "true", '"2TB"', '"0.5"'],
+    "BYTES": ["-5", "2.5", '"16 parsecs"', '"-1MB"', "true", "false", '"2TB"', '"0.5"',
+              '"1.5"', '"1TiB"', '"1100GB"'],
     "SHARE": ["0", "1.5", "-0.1", '"half"', "true"],
     "CONNECTIONS": ["0", "17", "2.5", "-1", '"two"', "true"],
     "DSN": ["5", "true", "1.5", '""', '"  "'],
@@ -63,7 +64,8 @@ TEXT_BAD = {
     "ROWS": ["2.7", "-5", "nan", "inf", "1e3", "9" * 5000, "many", "0x10"],
     "DURATION": ["5", "-1h", "nan", "inf", "2024-01-01", "9" * 400 + "d", "1h 30m"],
     "FRACTION": ["1.5", "nan", "inf", "-0.1", "half"],
-    "BYTES": ["-5", "nan", "inf", "16 parsecs", "1e9", "2TB", "0.5", "MB"],
+    "BYTES": ["-5", "nan", "inf", "16 parsecs", "1e9", "2TB", "0.5", "MB", "1.5", "1.5B",
+              "1TiB", "1100GB"],
     "SHARE": ["0", "1.5", "nan", "inf", "-0.1", "half"],
     "CONNECTIONS": ["0", "17", "2.5", "-1", "two", "1e1", "inf"],
     "DSN": ["", "  "],
@@ -203,6 +205,30 @@ def test_a_bad_variable_is_one_line_and_exit_2(
     monkeypatch.setenv(var, _first_wrong(kind, TEXT_BAD, TEXT_BAD_EVERY))
     code = _run(["check"])
     _one_line(capsys, code, var)
+
+
+@pytest.mark.parametrize(
+    ("source", "refusal"),
+    [("flag", "'1.5' is not a whole number of bytes"),
+     ("variable", "'1TB': unit 'TB' is not accepted"),
+     ("file", "1.5 is not a whole number of bytes")],
+)
+def test_a_bad_byte_rate_is_one_line_and_exit_2(
+    source: str, refusal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The refusal, then the fix once: the units reaper takes."""
+    if source == "flag":
+        argv, label = ["check", "--max-wal-rate", "1.5"], "--max-wal-rate"
+    elif source == "variable":
+        monkeypatch.setenv("REAPER_MAX_WAL_RATE", "1TB")
+        argv, label = ["check"], "REAPER_MAX_WAL_RATE"
+    else:
+        config = tmp_path / "reaper.toml"
+        config.write_text("max_wal_rate = 1.5\n")
+        argv, label = ["check", "--config", str(config)], f"{config} key max_wal_rate"
+    line = _one_line(capsys, _run(argv), f"reaper: {label}: {refusal}; expected bytes per second")
+    assert line.count("e.g.") == 1 and line.count("MiB") == 2, line
 
 
 @pytest.mark.parametrize("text", TEXT_BAD_EVERY)

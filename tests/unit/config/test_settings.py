@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,147 @@ def test_invalid_values_name_the_setting(values: dict[str, str], words: list[str
     assert "\n" not in message
     for w in words:
         assert w in message, message
+
+
+def _toml_error(toml: str) -> str:
+    """The one line that refuses the TOML file ``toml``."""
+    with pytest.raises(ConfigError) as info:
+        build_settings({}, tomllib.loads(toml), source="reaper.toml")
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("key", "refusal"),
+    [
+        ("parallel", "true is not a whole number;"),
+        ("batch_size", "true is not a whole number;"),
+        ("max_rows_per_run", "true is not a whole number;"),
+        ("node_retention", "true is not a duration;"),
+        ("jitter", "true is not a number;"),
+        ("busy_share", "true is not a number;"),
+    ],
+)
+def test_a_toml_boolean_is_quoted_as_toml_spells_it(key: str, refusal: str) -> None:
+    assert _toml_error(f"{key} = true\n").startswith(f"reaper.toml key {key}: {refusal}")
+
+
+@pytest.mark.parametrize(
+    ("values", "line"),
+    [
+        ({"batch_size": "2000000000"},
+         "--batch-size: 2000000000 is more than 1,000,000,000; is it a typo? Expected a whole "
+         "number of rows, e.g. 10000"),
+        ({"node_retention": "40000d"},
+         "--node-retention: '40000d' is longer than 100 years; is it a typo? Expected a "
+         'duration with a unit, e.g. "30d", "72h", "90s" or "500ms"'),
+        ({"interval": "1ms"},
+         "--interval: an interval of 1ms is under 100ms; is it a typo? Expected a duration "
+         'with a unit, e.g. "30d", "72h", "90s" or "500ms"'),
+    ],
+)
+def test_a_question_and_its_fix_are_two_sentences(values: dict[str, str], line: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_settings(values)
+    assert str(info.value) == line
+
+
+@pytest.mark.parametrize(
+    ("value", "rate"),
+    [
+        ("16000000", 16_000_000), (16_000_000, 16_000_000), ("16MB", 16_000_000),
+        ("16MiB", 16 * 1024**2), ("16MB/s", 16_000_000), ("16 mb", 16_000_000),
+        ("1.5MB", 1_500_000), ("1.5MiB", 1_572_864), ("1.1kB", 1100), ("0.5kB", 500),
+        ("16/s", 16), ("1099511627776", 1024**4), ("1024GiB", 1024**4),
+        # Zero is off, in any unit.
+        ("0", None), (0, None), ("0MB", None), ("0.0GiB", None), ("0B/s", None), ("", None),
+    ],
+)
+def test_a_byte_rate(value: object, rate: int | None) -> None:
+    assert build_settings({"max_wal_rate": value}).max_wal_rate == rate
+
+
+# The fix that follows each refusal of a byte rate: a flag's or a variable's text, then TOML's.
+BYTE_RATE_FIX = (
+    "bytes per second: a whole number, or a number and one of the units B, kB, MB, "
+    'GB (powers of 1000), KiB, MiB, GiB (powers of 1024), e.g. "16MB" or "1.5MiB"; or 0 (off)'
+)
+BYTE_RATE_TOML_FIX = BYTE_RATE_FIX.replace("(powers of 1024),", "(powers of 1024) in quotes,")
+
+
+@pytest.mark.parametrize(
+    ("value", "refusal"),
+    [
+        # Without a unit a number is whole bytes, from a flag as from TOML.
+        ("1.5", "'1.5' is not a whole number of bytes; expected"),
+        ("1.5B", "'1.5B' is not a whole number of bytes; expected"),
+        ("1TB", "'1TB': unit 'TB' is not accepted; expected"),
+        ("1TiB", "'1TiB': unit 'TiB' is not accepted; expected"),
+        ("16 parsecs", "'16 parsecs': unit 'parsecs' is not accepted; expected"),
+        ("-1MB", "'-1MB' is negative; expected"),
+        ("MB", "'MB' is not a number of bytes per second; expected"),
+        ("0.0005kB", "'0.0005kB' is less than one byte per second; expected"),
+        ("1099511627777", "'1099511627777' is more than 1 TiB (1024GiB) a second; is it a "
+         "typo? Expected"),
+        ("1100GB", "'1100GB' is more than 1 TiB (1024GiB) a second; is it a typo? Expected"),
+    ],
+)
+def test_a_bad_byte_rate_is_one_line(value: str, refusal: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        build_settings({"max_wal_rate": value})
+    assert str(info.value) == f"--max-wal-rate: {refusal} {BYTE_RATE_FIX}"
+
+
+@pytest.mark.parametrize(
+    ("toml_value", "refusal"),
+    [
+        ("1.5", "1.5 is not a whole number of bytes"),
+        ('"1.5"', "'1.5' is not a whole number of bytes"),
+        ("true", "true is not a number of bytes per second"),
+        ("-5", "-5 is negative"),
+        ('"1TB"', "'1TB': unit 'TB' is not accepted"),
+    ],
+)
+def test_a_bad_byte_rate_in_toml_is_one_line(toml_value: str, refusal: str) -> None:
+    fix = BYTE_RATE_TOML_FIX if toml_value[0] != '"' else BYTE_RATE_FIX
+    assert _toml_error(f"max_wal_rate = {toml_value}\n") == (
+        f"reaper.toml key max_wal_rate: {refusal}; expected {fix}")
+
+
+@pytest.mark.parametrize("toml_value", ["0", "0.0", '"0MB"', '"0"'])
+def test_a_byte_rate_of_zero_in_toml_is_off(toml_value: str) -> None:
+    s = build_settings({}, tomllib.loads(f"max_wal_rate = {toml_value}\n"))
+    assert s.max_wal_rate is None
+
+
+@pytest.mark.parametrize(
+    ("name", "shown_default"),
+    [("max_wal_rate", "0 (off)"), ("parallel", "1"), ("node_retention", "30d"),
+     ("dsn", "none"), ("strict", "off")],
+)
+def test_the_help_shows_a_default_as_a_user_writes_it(name: str, shown_default: str) -> None:
+    from reaper.cli import _default_text
+    from reaper.config.settings import SETTING_FIELDS
+
+    (f,) = [f for f in SETTING_FIELDS if f.name == name]
+    assert _default_text(f) == shown_default
+
+
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [("0", "--parallel: must be a positive whole number, got 0; expected a whole number of "
+           "connections from 1 to 16, e.g. 2"),
+     ("17", "--parallel: must be at most 16, got 17; expected a whole number of connections "
+            "from 1 to 16, e.g. 2")],
+)
+def test_parallel_is_1_to_16_as_its_help_says(value: str, line: str) -> None:
+    from reaper.config.settings import MAX_PARALLEL, SETTING_FIELDS
+
+    (f,) = [f for f in SETTING_FIELDS if f.name == "parallel"]
+    assert f"1 to {MAX_PARALLEL}," in f.metadata["help"]
+    assert build_settings({"parallel": str(MAX_PARALLEL)}).parallel == MAX_PARALLEL
+    with pytest.raises(ConfigError) as info:
+        build_settings({"parallel": value})
+    assert str(info.value) == line
 
 
 def test_ephemeral_retention_may_equal_node_retention() -> None:
