@@ -288,6 +288,7 @@ def run_once(
     settings, sweeps = config.settings, config.enabled(sweep_names)
     # Imported once the configuration is valid (as in every command): bad input costs none.
     from reaper.commands.progress import SweepProgress
+    from reaper.commands.stop import StopOnSignal
     from reaper.engine.run import Sweeper, refuse_unsweepable, warn_if_superuser_in
 
     stdout = [s.name for s in sweeps if s.archive_file == "-"]
@@ -324,12 +325,18 @@ def run_once(
         # One invocation, one window of the full-table interlock: its sweeps are judged
         # together.
         sweeper = Sweeper()
+        # From the first sweep until the command returns (its context closes, after the
+        # report), a SIGINT or SIGTERM ends the sweeps after their batch in flight and starts
+        # no other: what was deleted is still reported, and the metrics file written.
+        interrupt = click.get_current_context().with_resource(StopOnSignal())
         with SweepProgress(live=live) as progress:
             for sweep in sweeps:
+                if interrupt.requested:
+                    break
                 progress.start(sweep.name)
                 result = sweeper.run(
                     db, sweep, settings, metrics=metrics, dry_run=dry_run,
-                    on_batch=progress.batch,
+                    on_batch=progress.batch, stop=interrupt.stop,
                 )
                 progress.finish(result)
                 results.append(result)
@@ -353,6 +360,14 @@ def run_once(
         from reaper.commands import render
 
         render.print_results(results, dry_run=dry_run, wide=wide)
+    if interrupt.requested:
+        # Whatever the sweeps' outcomes: a stopped run is not a finished one, and the exit
+        # code says so as a shell and systemd expect of a process the signal ended.
+        _logger().warning(
+            "stopped_by_signal", signal=interrupt.signal_name,
+            not_started=[s.name for s in sweeps[len(results):]],
+        )
+        sys.exit(interrupt.exit_code)
     failed = any(r.outcome == Outcome.FAILURE for r in results) or not metrics_written
     if failed:
         sys.exit(EXIT_FAILED)
