@@ -3,8 +3,9 @@
 Every setting of :class:`reaper.config.settings.Settings` is a flag on each command, with its
 ``REAPER_*`` environment variable; flags and variables win over the TOML file (``--config``),
 which wins over the defaults. Exit codes: 0 every sweep succeeded (3: run-once found every
-sweep's lock held by another session, so nothing ran), 1 a sweep (or the
-database) failed, 2 bad usage or configuration, always with one line on stderr.
+sweep's lock held by another session, so nothing ran; 130 or 143: SIGINT or SIGTERM
+stopped it), 1 a sweep (or the database) failed, 2 bad usage or configuration, always with one
+line on stderr.
 """
 
 from __future__ import annotations
@@ -283,6 +284,10 @@ def run_once(
 
     Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage, 3 when every
     sweep was skipped because another session holds its advisory lock (each holder is named).
+    SIGINT or SIGTERM during the sweeps: the batch in flight finishes, no other sweep starts,
+    and the sweeps that ran are reported as at a normal end (the table or --json,
+    --metrics-file); then exit code 130 or 143 (128 + the signal), whatever their outcomes. A
+    second signal ends reaper at once.
     """
     config = load(config_path, raw)
     settings, sweeps = config.settings, config.enabled(sweep_names)
