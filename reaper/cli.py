@@ -367,7 +367,7 @@ def run_once(
         render.print_results(results, dry_run=dry_run, wide=wide)
     if interrupt.requested:
         # Whatever the sweeps' outcomes: a stopped run is not a finished one, and the exit
-        # code says so as a shell and systemd expect of a process the signal ended.
+        # code says so as a shell reports a process the signal ended.
         _logger().warning(
             "stopped_by_signal", signal=interrupt.signal_name,
             not_started=[s.name for s in sweeps[len(results):]],

@@ -56,8 +56,8 @@ class StopOnSignal:
 
     @property
     def exit_code(self) -> int | None:
-        """128 + the signal's number (130 after SIGINT, 143 after SIGTERM), what a shell and
-        systemd report for a process the signal ended; None when none was received."""
+        """128 + the signal's number (130 after SIGINT, 143 after SIGTERM), as a shell reports
+        a process the signal ended; None when none was received."""
         return None if self.signum is None else 128 + self.signum
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
