@@ -3,8 +3,9 @@
 Every setting of :class:`reaper.config.settings.Settings` is a flag on each command, with its
 ``REAPER_*`` environment variable; flags and variables win over the TOML file (``--config``),
 which wins over the defaults. Exit codes: 0 every sweep succeeded (3: run-once found every
-sweep's lock held by another session, so nothing ran), 1 a sweep (or the
-database) failed, 2 bad usage or configuration, always with one line on stderr.
+sweep's lock held by another session, so nothing ran; 130 or 143: SIGINT or SIGTERM
+stopped it), 1 a sweep (or the database) failed, 2 bad usage or configuration, always with one
+line on stderr.
 """
 
 from __future__ import annotations
@@ -288,11 +289,16 @@ def run_once(
 
     Exit code 0 when every sweep succeeded, 1 when any failed, 2 for bad usage, 3 when every
     sweep was skipped because another session holds its advisory lock (each holder is named).
+    SIGINT or SIGTERM during the sweeps: the batch in flight finishes, no other sweep starts,
+    and the sweeps that ran are reported as at a normal end (the table or --json,
+    --metrics-file); then exit code 130 or 143 (128 + the signal), whatever their outcomes. A
+    second signal ends reaper at once.
     """
     config = load(config_path, raw)
     settings, sweeps = config.settings, config.enabled(sweep_names)
     # Imported once the configuration is valid (as in every command): bad input costs none.
     from reaper.commands.progress import SweepProgress
+    from reaper.commands.stop import StopOnSignal
     from reaper.engine.run import Sweeper, refuse_unsweepable, warn_if_superuser_in
 
     stdout = [s.name for s in sweeps if s.archive_file == "-"]
@@ -329,12 +335,18 @@ def run_once(
         # One invocation, one window of the full-table interlock: its sweeps are judged
         # together.
         sweeper = Sweeper()
+        # From the first sweep until the command returns (its context closes, after the
+        # report), a SIGINT or SIGTERM ends the sweeps after their batch in flight and starts
+        # no other: what was deleted is still reported, and the metrics file written.
+        interrupt = click.get_current_context().with_resource(StopOnSignal())
         with SweepProgress(live=live) as progress:
             for sweep in sweeps:
+                if interrupt.requested:
+                    break
                 progress.start(sweep.name)
                 result = sweeper.run(
                     db, sweep, settings, metrics=metrics, dry_run=dry_run,
-                    on_batch=progress.batch,
+                    on_batch=progress.batch, stop=interrupt.stop,
                 )
                 progress.finish(result)
                 results.append(result)
@@ -358,6 +370,14 @@ def run_once(
         from reaper.commands import render
 
         render.print_results(results, dry_run=dry_run, wide=wide)
+    if interrupt.requested:
+        # Whatever the sweeps' outcomes: a stopped run is not a finished one, and the exit
+        # code says so as a shell reports a process the signal ended.
+        _logger().warning(
+            "stopped_by_signal", signal=interrupt.signal_name,
+            not_started=[s.name for s in sweeps[len(results):]],
+        )
+        sys.exit(interrupt.exit_code)
     failed = any(r.outcome == Outcome.FAILURE for r in results) or not metrics_written
     if failed:
         sys.exit(EXIT_FAILED)

@@ -1,0 +1,83 @@
+"""run-once's stop on a signal (:class:`reaper.commands.stop.StopOnSignal`), with real signals
+sent to this process: the first sets the stop, the handlers before it are back for a second
+one and after the block, a signal the process ignores stays ignored, and off the main thread
+nothing is installed. tests/process/commands/test_run_once_signals.py runs the command."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from reaper.commands.stop import SIGNALS, StopOnSignal
+
+
+@pytest.fixture
+def received() -> Iterator[list[int]]:
+    """The signals that reached the handler in place before StopOnSignal (this fixture's)."""
+    got: list[int] = []
+
+    def before(signum: int, _frame: Any) -> None:
+        got.append(signum)
+
+    saved = {s: signal.signal(s, before) for s in SIGNALS}
+    try:
+        yield got
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_the_first_signal_sets_the_stop_and_a_second_reaches_the_handler_before(
+    received: list[int], signum: int, code: int
+) -> None:
+    before = signal.getsignal(signum)
+    with StopOnSignal() as interrupt:
+        assert signal.getsignal(signum) != before
+        assert not interrupt.requested and interrupt.exit_code is None
+        signal.raise_signal(signum)
+        assert interrupt.requested
+        assert interrupt.stop.wait(10)
+        assert (interrupt.exit_code, interrupt.signal_name) == (code, signal.Signals(signum).name)
+        assert received == []
+        assert signal.getsignal(signum) == before
+        signal.raise_signal(signum)
+        assert received == [signum]
+    assert all(signal.getsignal(s) == before for s in SIGNALS)
+
+
+def test_the_handlers_before_are_back_after_the_block_without_a_signal(
+    received: list[int],
+) -> None:
+    before = {s: signal.getsignal(s) for s in SIGNALS}
+    with StopOnSignal() as interrupt:
+        pass
+    assert {s: signal.getsignal(s) for s in SIGNALS} == before
+    assert not interrupt.stop.is_set()
+
+
+def test_a_signal_the_process_ignores_stays_ignored(received: list[int]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with StopOnSignal() as interrupt:
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+        signal.raise_signal(signal.SIGINT)
+        assert not interrupt.requested
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+def test_off_the_main_thread_no_handler_is_installed(received: list[int]) -> None:
+    before = {s: signal.getsignal(s) for s in SIGNALS}
+    during: dict[int, Any] = {}
+
+    def enter() -> None:
+        with StopOnSignal():
+            during.update({s: signal.getsignal(s) for s in SIGNALS})
+
+    thread = threading.Thread(target=enter)
+    thread.start()
+    thread.join(10)
+    assert during == before
