@@ -155,6 +155,17 @@ def seed_routers(
     )
 
 
+def wait_for_delete_in_flight(conn: psycopg.Connection[Any]) -> None:
+    """Wait until a reaper session runs a DELETE in ``conn``'s database: between two batches
+    the runner may read the server (the pacer's sample) for a few milliseconds."""
+    wait_for("the next batch in flight", lambda: scalar(
+        conn,
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper'"
+        " AND datname = %s AND state = 'active' AND query ~* 'delete'",
+        conn.info.dbname,
+    ))
+
+
 def count(conn: psycopg.Connection[Any], table: str, key: str, like: str) -> int:
     return int(scalar(conn, f"SELECT count(*) FROM {table} WHERE {key} LIKE %s", like))
 

@@ -26,7 +26,13 @@ from tests.support import (
     sample,
     textfile_samples,
 )
-from tests.support.daemon import STARTED, count, scalar, seed_routers, wait_for
+from tests.support.daemon import (
+    STARTED,
+    count,
+    seed_routers,
+    wait_for,
+    wait_for_delete_in_flight,
+)
 
 GARBAGE = 5_000
 KEEP = 50
@@ -135,12 +141,7 @@ def test_sigterm_while_a_batch_deletes_lets_it_commit_whole(
                           "--strategy", "index", "--busy-share", "1",
                           "--max-eligible-fraction", "1", "--json")
     wait_for("a batch committed", lambda: count(conn, "routers", "router_id", "garbage-%") < 400)
-    wait_for("the next batch in flight", lambda: scalar(
-        conn,
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper'"
-        " AND datname = %s AND state = 'active' AND query ~* 'delete'",
-        conn.info.dbname,
-    ))
+    wait_for_delete_in_flight(conn)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 143, (tmp_path / "stderr").read_text()
 

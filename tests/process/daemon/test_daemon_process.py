@@ -29,10 +29,10 @@ from tests.support.daemon import (
     metric_samples,
     reaper_command,
     reaper_sessions,
-    scalar,
     seed_routers,
     start_reaper,
     wait_for,
+    wait_for_delete_in_flight,
 )
 
 
@@ -193,14 +193,7 @@ def sigterm_mid_sweep(
          shutdown_timeout, "--busy-share", "1"], tmp_path,
     )
     wait_for("a batch committed", lambda: count(conn, "routers", "router_id", "garbage-%") < 400)
-    # Between two batches the runner may read the server (the pacer's sample) for a few
-    # milliseconds: wait until the next batch's DELETE is seen running.
-    wait_for("the next batch in flight", lambda: scalar(
-        conn,
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper'"
-        " AND datname = %s AND state = 'active' AND query ~* 'delete'",
-        conn.info.dbname,
-    ))
+    wait_for_delete_in_flight(conn)
     t0 = time.monotonic()
     reaper.proc.send_signal(signal.SIGTERM)
     code = reaper.proc.wait(timeout=60)
