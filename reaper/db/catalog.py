@@ -117,7 +117,8 @@ class Catalog(Queries):
                     "deletes; drop the rule or sweep the table the rule writes to"
                 )
             stats = TableStats(r.estimated_rows, r.analyzed_blocks, r.blocks)
-            out.append(Heap(r.oid, r.schema, r.name, stats, proof=_CATALOG_PROOF))
+            out.append(Heap(r.oid, r.schema, r.name, stats, declared=r.declared,
+                            proof=_CATALOG_PROOF))
         return out
 
     def statements(self, predicate: Predicate, keep: Keep | None = None) -> SweepStatements:

@@ -129,6 +129,7 @@ class Heap:
         oid: ``pg_class.oid``.
         schema, name: its schema and name.
         stats: its size from the catalog when the run began.
+        declared: it is the sweep's table itself, not one of its partitions or children.
 
     Raises:
         TypeError: built by anything but :meth:`Session.heaps`.
@@ -138,6 +139,7 @@ class Heap:
     schema: str
     name: str
     stats: TableStats
+    declared: bool = False
     proof: object = field(repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
@@ -317,6 +319,9 @@ class SweepStatements:
         self.table = table
         self.trail = trail or Trail()
         self.heaps = tuple(HeapStatements(h, predicate, self.trail) for h in heaps)
+        # The declared table is one of its own heaps: an ordinary table, which has no
+        # partitions (a relation's kind never changes), so a run reads no partition tree.
+        self.ordinary = any(h.declared for h in heaps)
         parts = {"table": table_identifier(table), "predicate": where}
         # What a batch reads, planned over the declared table (reaper check): one victims
         # query through the predicate's index (each arm's), across every heap the table covers.

@@ -453,11 +453,8 @@ def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
     measure = measure_eligible(session, run.statements, run.params)
     threshold = sweep.max_eligible_fraction
     key = _table_key(session, sweep)
-    # The declared table is itself one of the heaps the catalog listed: an ordinary table,
-    # which has no partitions (a relation's kind never changes), so none is read.
-    ordinary = any(str(hs.heap.oid) == key for hs in run.statements.heaps)
     if run.dry_run:
-        _count(session, run, measure, threshold, ledger.window(key, measure.rows), ordinary)
+        _count(session, run, measure, threshold, ledger.window(key, measure.rows))
         if result.refusal is None:
             ledger.record(key, result.rows)
         return
@@ -468,7 +465,7 @@ def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
     result.estimated_backlog = round(measure.eligible)
     before = result.rows
     try:
-        _delete(session, run, measure, ordinary)
+        _delete(session, run, measure)
     finally:
         ledger.record(key, result.rows - before)
         # The run's rows are counted once durable (docs/metrics.md): wait for the last ones
@@ -482,10 +479,10 @@ def _table_key(session: Session, sweep: Sweep) -> str:
     return str(session.scalar(sqltext.engine("table_oid"), {"table": regclass_text(sweep.table)}))
 
 
-def _retire(session: Session, run: Run, ordinary: bool) -> None:
+def _retire(session: Session, run: Run) -> None:
     """The partitions wholly past the cutoff, removed (or, for a dry run, listed) into the
-    run's result; none when the table is ``ordinary`` (not partitioned)."""
-    if ordinary:
+    run's result; none of an ordinary table (:attr:`SweepStatements.ordinary`)."""
+    if run.statements.ordinary:
         return
     sweep, settings, result = run.sweep, run.settings, run.result
     removed = partitions.retire(session, sweep, settings, result.cutoffs,
@@ -498,7 +495,7 @@ def _retire(session: Session, run: Run, ordinary: bool) -> None:
 
 def _count(
     session: Session, run: Run, measure: EligibleMeasure, threshold: float,
-    window: TableWindow, ordinary: bool,
+    window: TableWindow,
 ) -> None:
     """A dry run: the partitions a run would retire, the rows it would delete, and
     (``result.refusal``) whether the full-table interlock would stop it before its first
@@ -508,7 +505,7 @@ def _count(
     rows; when they share rows, the refusal may be projected where a real run would go on
     (never the other way round)."""
     result = run.result
-    _retire(session, run, ordinary)
+    _retire(session, run)
     result.rows = session.count_eligible(run.statements, run.params)
     result.stopped_by = StopReason.DONE
     try:
@@ -519,11 +516,10 @@ def _count(
         result.refusal_summary = exc.summary
 
 
-def _delete(session: Session, run: Run, measure: EligibleMeasure, ordinary: bool) -> None:
-    """Partitions retired (none when the table is ``ordinary``), then the batches of every
-    heap (results into ``run.result``)."""
+def _delete(session: Session, run: Run, measure: EligibleMeasure) -> None:
+    """Partitions retired, then the batches of every heap (results into ``run.result``)."""
     sweep, settings, result = run.sweep, run.settings, run.result
-    _retire(session, run, ordinary)
+    _retire(session, run)
     if result.partitions:
         # The heaps that remain.
         run.statements = session.statements(sweep.predicate, keep(sweep))
