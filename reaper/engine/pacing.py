@@ -380,10 +380,8 @@ class Pacer:
         busy_batch_seconds: the least a batch aims at while other sessions are busy.
         batch_target_seconds: the most a batch aims at while they are busy (and their
             statements do not suffer): :class:`LoadControl`.
-        max_wal_rate: bytes of WAL per second the server may write while the run goes on
-            (None: no WAL brake): :class:`WalBrake`.
-        brake: the bucket of ``max_wal_rate`` that the database's runs share
-            (:meth:`Memory.brake`; None: one of the run's own).
+        brake: the WAL brake (None: none): the bucket of ``--max-wal-rate`` that the
+            database's runs share (:meth:`Memory.brake`).
     """
 
     def __init__(
@@ -401,7 +399,6 @@ class Pacer:
         told: set[str] | None = None,
         busy_batch_seconds: float = 0.002,
         batch_target_seconds: float = 0.05,
-        max_wal_rate: float | None = None,
         brake: WalBrake | None = None,
     ) -> None:
         self.measure = measure
@@ -425,8 +422,7 @@ class Pacer:
         # Warnings already logged (shared by the runs of one database: logged once).
         self._told: set[str] = told if told is not None else set()
         self.control = LoadControl(busy_batch_seconds, batch_target_seconds, busy_share)
-        self.brake = (None if max_wal_rate is None
-                      else brake or WalBrake(max_wal_rate, clock()))
+        self.brake = brake
         # When the run's first batch started (None: none yet), when the baseline was last
         # measured, and the sample the load controller last judged.
         self._batched = False
@@ -729,6 +725,5 @@ def for_run(
         told=memory.told,
         busy_batch_seconds=settings.busy_batch_seconds.total_seconds(),
         batch_target_seconds=settings.batch_target_seconds.total_seconds(),
-        max_wal_rate=rate,
         brake=None if rate is None else memory.brake(rate, time.monotonic()),
     )

@@ -250,7 +250,7 @@ def test_quiet_database_is_not_sampled_more_often_nor_held() -> None:
 def test_wal_brake_keeps_the_servers_wal_within_the_limit() -> None:
     clock = FakeClock()
     server = Server(clock, sessions=0, wal_per_second=50e6)  # 50 MB/s unbraked
-    pacer, got = make(clock, server, max_wal_rate=10e6)
+    pacer, got = make(clock, server, brake=WalBrake(10e6, clock.now))
     start, wal0 = clock.now, server.wal
     drive(pacer, server, 20.0, batch=0.05)
     elapsed = clock.now - start
@@ -264,7 +264,7 @@ def test_wal_brake_keeps_the_servers_wal_within_the_limit() -> None:
 def test_wal_brake_never_outlasts_the_budget_and_off_never_waits() -> None:
     clock = FakeClock()
     server = Server(clock, sessions=0, wal_per_second=50e6)
-    pacer, _ = make(clock, server, max_wal_rate=1e6)
+    pacer, _ = make(clock, server, brake=WalBrake(1e6, clock.now))
     deadline = clock.now + 3.0
     drive(pacer, server, 2.9, deadline=deadline, batch=0.05)
     assert clock.now <= deadline + 0.05 + 1e-9
@@ -283,8 +283,7 @@ def test_runs_on_one_database_share_one_wal_bucket() -> None:
     memory = Memory()
     start, wal0 = clock.now, server.wal
     for _ in range(7):
-        pacer, _ = make(clock, server, max_wal_rate=10e6,
-                        brake=memory.brake(10e6, clock.now))
+        pacer, _ = make(clock, server, brake=memory.brake(10e6, clock.now))
         drive(pacer, server, 0.5, batch=0.05)
     elapsed = clock.now - start
     assert server.wal - wal0 <= 10e6 * (elapsed + WAL_BURST_SECONDS) + 50e6 * 0.1
@@ -298,7 +297,7 @@ def test_batches_that_wrote_nothing_never_stand_for_those_that_delete() -> None:
     such batch runs before the first wait."""
     clock = FakeClock()
     server = Server(clock, sessions=0)
-    pacer, got = make(clock, server, max_wal_rate=1e3)
+    pacer, got = make(clock, server, brake=WalBrake(1e3, clock.now))
     batches: list[int] = []
     for i in range(20):
         assert pacer(0.005 if i else None, None) is None
@@ -348,7 +347,7 @@ def test_throttled_seconds_for_the_wal_brake_start_at_zero() -> None:
 def test_wal_owed_to_the_brake_takes_a_parallel_walks_extra_connections_away() -> None:
     clock = FakeClock()
     server = Server(clock, sessions=0)
-    pacer, _ = make(clock, server, max_wal_rate=10e6)
+    pacer, _ = make(clock, server, brake=WalBrake(10e6, clock.now))
     assert pacer(None, None) is None
     assert pacer.idle()  # nothing written beyond the burst
     assert pacer.brake is not None
