@@ -38,9 +38,10 @@ docs: $(VENV)/.test
 docs-reference: $(VENV)/.test
 	$(BIN)/python docs/hooks.py
 
-## lint: ruff and mypy
+## lint: ruff (lint and format) and mypy
 lint: $(VENV)/.test
 	$(BIN)/ruff check $(wildcard reaper tests bench deploy docs)
+	$(BIN)/ruff format --check $(wildcard reaper tests bench deploy docs)
 	$(BIN)/mypy
 
 ## test: lint, the docs site, then every test (unit, db, process) against a real PostgreSQL ($$REAPER_TEST_DSN, Docker, or embedded)

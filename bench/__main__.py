@@ -75,27 +75,52 @@ def machine(server: Server) -> str:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    p.add_argument("--only", default="S,B1,B2,B3,B4,B5,B6,B8",
-                   help="comma-separated scenarios (S: start-up, B1..B8); default S, B1..B6 "
-                   "and B8")
-    p.add_argument("--large", action="store_true",
-                   help="add B2's 20,000,000-row point (about 8 more minutes)")
-    p.add_argument("--crossover", action="store_true",
-                   help="heap walk vs index batches by garbage fraction (sets heap_walk_threshold)")
-    p.add_argument("--tune", action="store_true",
-                   help="reaper's sweep at several batch settings (sets the defaults)")
-    p.add_argument("--b8-rows", type=int, default=b8.B8_ROWS,
-                   help="B8's table size (default 8,000,000: about 3.5 minutes a round of "
-                   "a, b and c)")
-    p.add_argument("--b8-rounds", type=int, default=b8.B8_ROUNDS,
-                   help="B8's interleaved rounds of its variants (default 1)")
-    p.add_argument("--b8-variants", default=b8.B8_VARIANTS,
-                   help="B8's variants (default abc; d, the index path, takes about 8 minutes "
-                   "at 8,000,000 rows)")
-    p.add_argument("--reuse", action="store_true",
-                   help="keep the seeded template databases (reaper_bench_*) and reuse them")
-    p.add_argument("--dsn", default=None, help="server DSN (default: REAPER_BENCH_DSN, "
-                   "REAPER_TEST_DSN, else an embedded PostgreSQL)")
+    p.add_argument(
+        "--only",
+        default="S,B1,B2,B3,B4,B5,B6,B8",
+        help="comma-separated scenarios (S: start-up, B1..B8); default S, B1..B6 and B8",
+    )
+    p.add_argument(
+        "--large", action="store_true", help="add B2's 20,000,000-row point (about 8 more minutes)"
+    )
+    p.add_argument(
+        "--crossover",
+        action="store_true",
+        help="heap walk vs index batches by garbage fraction (sets heap_walk_threshold)",
+    )
+    p.add_argument(
+        "--tune",
+        action="store_true",
+        help="reaper's sweep at several batch settings (sets the defaults)",
+    )
+    p.add_argument(
+        "--b8-rows",
+        type=int,
+        default=b8.B8_ROWS,
+        help="B8's table size (default 8,000,000: about 3.5 minutes a round of a, b and c)",
+    )
+    p.add_argument(
+        "--b8-rounds",
+        type=int,
+        default=b8.B8_ROUNDS,
+        help="B8's interleaved rounds of its variants (default 1)",
+    )
+    p.add_argument(
+        "--b8-variants",
+        default=b8.B8_VARIANTS,
+        help="B8's variants (default abc; d, the index path, takes about 8 minutes "
+        "at 8,000,000 rows)",
+    )
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the seeded template databases (reaper_bench_*) and reuse them",
+    )
+    p.add_argument(
+        "--dsn",
+        default=None,
+        help="server DSN (default: REAPER_BENCH_DSN, REAPER_TEST_DSN, else an embedded PostgreSQL)",
+    )
     return p.parse_args(argv)
 
 
@@ -129,10 +154,14 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
         for rows in sizes:
             say(f"B1/B2: {rows:,} requests")
             runs, _ = scenarios.backlog(
-                server, rows, loop_max_seconds=LARGE_LOOP_MAX_SECONDS,
+                server,
+                rows,
+                loop_max_seconds=LARGE_LOOP_MAX_SECONDS,
                 with_trail=rows == B1_ROWS and "B1" in only,
                 with_parallel=rows == B1_ROWS and "B1" in only,
-                repeat=B1_ROUNDS if rows == B1_ROWS else 1, say=say)
+                repeat=B1_ROUNDS if rows == B1_ROWS else 1,
+                say=say,
+            )
             scaling.append((rows, runs))
             if rows == B1_ROWS and "B1" in only:
                 out("## B1 backlog: 2,000,000 requests, two thirds garbage, interleaved\n")
@@ -144,15 +173,18 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
     template = None
     if "B3" in only or "B5" in only:
         say("B3: steady state")
-        runs, template, plan = scenarios.steady_state(server, B3_ROWS, 1000, say=say,
-                                                      run_variants="B3" in only)
+        runs, template, plan = scenarios.steady_state(
+            server, B3_ROWS, 1000, say=say, run_variants="B3" in only
+        )
         if "B3" in only:
             out("## B3 steady state: 10,000,000 requests, 10,000 garbage scattered\n")
             out(report.runs_table(runs) + "\n")
             seq = "Seq Scan on enrollment_requests" in plan
-            out(f"Ratio (c)/(a): {runs[2].seconds / runs[0].seconds:.2f}x (target <= 1.5x). "
+            out(
+                f"Ratio (c)/(a): {runs[2].seconds / runs[0].seconds:.2f}x (target <= 1.5x). "
                 f"Sequential scan of the table in reaper's index batch: "
-                f"{'YES' if seq else 'no'}. Plan of one index batch:\n")
+                f"{'YES' if seq else 'no'}. Plan of one index batch:\n"
+            )
             out("```\n" + plan + "\n```\n", flush=True)
     if "B4" in only:
         say("B4: live traffic")
@@ -161,43 +193,68 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
         out(traffic_table(b4) + "\n")
         out(b4_verdict(b4) + "\n", flush=True)
         say("B4: the WAL brake")
-        out(f"### The WAL brake: the same backlog, no clients, `--max-wal-rate` "
-            f"{B4_WAL_RATE / 1e6:.0f} MB/s and none, in turn\n")
-        out(wal_table(scenarios.wal_brake(server, B4_ROWS, B4_WAL_RATE, rounds=2, say=say))
-            + "\n", flush=True)
+        out(
+            f"### The WAL brake: the same backlog, no clients, `--max-wal-rate` "
+            f"{B4_WAL_RATE / 1e6:.0f} MB/s and none, in turn\n"
+        )
+        out(
+            wal_table(scenarios.wal_brake(server, B4_ROWS, B4_WAL_RATE, rounds=2, say=say)) + "\n",
+            flush=True,
+        )
     if "B5" in only and template is not None:
         say("B5: gauges")
         out("## B5 gauges on the 10,000,000-row table (20 runs each)\n")
         gauge_rows = []
         for label, samples, value in scenarios.gauges(server, template):
-            gauge_rows.append([label, f"{percentile(samples, 0.5):.2f}", f"{max(samples):.2f}",
-                         f"{value:,}" if isinstance(value, int) else str(value)])
+            gauge_rows.append(
+                [
+                    label,
+                    f"{percentile(samples, 0.5):.2f}",
+                    f"{max(samples):.2f}",
+                    f"{value:,}" if isinstance(value, int) else str(value),
+                ]
+            )
         out(report.table(["query", "p50 ms", "max ms", "value"], gauge_rows) + "\n", flush=True)
-        out("Each gauge as `reaper run` refreshes it (its Session call, default settings; "
-            "target < 10 ms):\n")
+        out(
+            "Each gauge as `reaper run` refreshes it (its Session call, default settings; "
+            "target < 10 ms):\n"
+        )
         daemon_rows = []
         for label, samples, value in scenarios.daemon_gauges(server, template):
             p50 = percentile(samples, 0.5)
-            daemon_rows.append([label, f"{p50:.2f}", f"{max(samples):.2f}",
-                                f"{value:,}" if isinstance(value, int) else str(value),
-                                "met" if p50 < 10 else "MISSED"])
-        out(report.table(["gauge", "p50 ms", "max ms", "value", "< 10 ms (p50)"], daemon_rows)
-            + "\n", flush=True)
+            daemon_rows.append(
+                [
+                    label,
+                    f"{p50:.2f}",
+                    f"{max(samples):.2f}",
+                    f"{value:,}" if isinstance(value, int) else str(value),
+                    "met" if p50 < 10 else "MISSED",
+                ]
+            )
+        out(
+            report.table(["gauge", "p50 ms", "max ms", "value", "< 10 ms (p50)"], daemon_rows)
+            + "\n",
+            flush=True,
+        )
     if args.tune:
         say("tune: batch settings on B1")
         t = server.seed("tune", scenarios.seed_requests(B1_ROWS, 2, 3))
         settings_list: list[dict[str, Any]] = [
             {"batch_size": n, "batch_target_seconds": tgt}
-            for tgt in ("50ms", "30ms") for n in (5000, 10000, 20000, 50000)
+            for tgt in ("50ms", "30ms")
+            for n in (5000, 10000, 20000, 50000)
         ] + [{"batch_size": 20000, "batch_target_seconds": "50ms", "synchronous_commit": True}]
         res = scenarios.tune(server, t, settings_list, say=say)
         server.release(t)
         out("## Tuning: reaper's sweep on B1 at several settings\n")
         out(report.runs_table([r for _, r in res]) + "\n", flush=True)
         if template is not None:
-            res = scenarios.tune(server, template, [
-                {"batch_size": n, "strategy": "index"} for n in (5000, 10000, 20000, 50000)
-            ], say=say)
+            res = scenarios.tune(
+                server,
+                template,
+                [{"batch_size": n, "strategy": "index"} for n in (5000, 10000, 20000, 50000)],
+                say=say,
+            )
             out("## Tuning: index batches on B3 (10,000 scattered)\n")
             out(report.runs_table([r for _, r in res]) + "\n", flush=True)
     if template is not None:
@@ -215,20 +272,42 @@ def run_all(server: Server, args: argparse.Namespace, only: set[str]) -> None:
         out(b7.run(server, say=say), flush=True)  # partition retention (python -m bench.b7)
     if "B8" in only:
         say("B8: near-total deletes")  # python -m bench.b8
-        out(b8.run(server, args.b8_rows, args.b8_rounds, say=say, variants=args.b8_variants),
-            flush=True)
+        out(
+            b8.run(server, args.b8_rows, args.b8_rounds, say=say, variants=args.b8_variants),
+            flush=True,
+        )
     if args.crossover:
         say("crossover: heap vs index by garbage fraction")
         fr = [(1, 1000), (1, 200), (1, 100), (1, 50), (1, 20), (1, 10), (1, 5)]
         res2 = scenarios.crossover(server, B1_ROWS, fr, say=say)
         out("## Crossover: heap walk vs index batches, 2,000,000 requests\n")
-        out(report.table(
-            ["garbage fraction", "rows", "heap s", "index s", "index/heap",
-             "heap p99 ms", "index p99 ms"],
-            [[f"{f:.1%}", f"{h.rows:,}", f"{h.seconds:.2f}", f"{i.seconds:.2f}",
-              f"{i.seconds / h.seconds:.2f}", f"{percentile(h.batch_seconds, .99) * 1000:.0f}",
-              f"{percentile(i.batch_seconds, .99) * 1000:.0f}"] for f, h, i in res2],
-        ) + "\n", flush=True)
+        out(
+            report.table(
+                [
+                    "garbage fraction",
+                    "rows",
+                    "heap s",
+                    "index s",
+                    "index/heap",
+                    "heap p99 ms",
+                    "index p99 ms",
+                ],
+                [
+                    [
+                        f"{f:.1%}",
+                        f"{h.rows:,}",
+                        f"{h.seconds:.2f}",
+                        f"{i.seconds:.2f}",
+                        f"{i.seconds / h.seconds:.2f}",
+                        f"{percentile(h.batch_seconds, 0.99) * 1000:.0f}",
+                        f"{percentile(i.batch_seconds, 0.99) * 1000:.0f}",
+                    ]
+                    for f, h, i in res2
+                ],
+            )
+            + "\n",
+            flush=True,
+        )
 
 
 def replica_unavailable() -> str | None:
@@ -255,9 +334,15 @@ def b4_verdict(results: list[tuple[Run, scenarios.Traffic, int]]) -> str:
         pooled_before += lv_b
         pooled_during.setdefault(run.variant, []).extend(lv_d)
         throttled = run.extra.get("throttled") or {}
-        by.setdefault(run.variant, []).append((
-            run.seconds, percentile(lv_b, .99), percentile(lv_d, .99),
-            percentile(lv_d, .99) / percentile(lv_b, .99), throttled.get("load") or 0.0))
+        by.setdefault(run.variant, []).append(
+            (
+                run.seconds,
+                percentile(lv_b, 0.99),
+                percentile(lv_d, 0.99),
+                percentile(lv_d, 0.99) / percentile(lv_b, 0.99),
+                throttled.get("load") or 0.0,
+            )
+        )
         lost_total += lost
     if scenarios.PACED not in by or scenarios.UNPACED not in by:
         return "Targets: not measured (the paced and the unpaced sweep both run by default)."
@@ -268,26 +353,45 @@ def b4_verdict(results: list[tuple[Run, scenarios.Traffic, int]]) -> str:
     paced, unpaced = scenarios.PACED, scenarios.UNPACED
     ratio = med(paced, 0) / med(unpaced, 0)
     p99x = med(paced, 3)
-    rows = [[label, f"{med(v, 0):.2f}", f"{med(v, 1) * 1000:.1f}", f"{med(v, 2) * 1000:.1f}",
-             f"{med(v, 3):.2f}x", f"{med(v, 4):.2f}",
-             ", ".join(f"{r[0]:.2f} s / {r[3]:.2f}x" for r in by[v])]
-            for label, v in (("paced (defaults)", paced), ("unpaced (busy_share 1)", unpaced))]
+    rows = [
+        [
+            label,
+            f"{med(v, 0):.2f}",
+            f"{med(v, 1) * 1000:.1f}",
+            f"{med(v, 2) * 1000:.1f}",
+            f"{med(v, 3):.2f}x",
+            f"{med(v, 4):.2f}",
+            ", ".join(f"{r[0]:.2f} s / {r[3]:.2f}x" for r in by[v]),
+        ]
+        for label, v in (("paced (defaults)", paced), ("unpaced (busy_share 1)", unpaced))
+    ]
     table = report.table(
-        ["sweep", "wall s", "live p99 ms before", "live p99 ms during", "p99 during/before",
-         "waited for load s", "rounds (wall / p99 ratio)"], rows)
-    before99 = percentile(pooled_before, .99)
-    pooled = {v: percentile(pooled_during.get(v, []), .99) / before99 for v in (paced, unpaced)}
-    return (table + f"\n\nMedians of {len(by[paced])} rounds, paced and unpaced in turn. "
-            f"Targets: live p99 during the paced sweep {p99x:.2f}x before it (target <= 1.5x: "
-            f"{'met' if p99x <= 1.5 else 'MISSED'}); paced sweep {ratio:.2f}x the unpaced one "
-            f"(target <= 2x: {'met' if ratio <= 2 else 'MISSED'}); {lost_total} refreshed "
-            "members deleted (target 0). A round's p99 rests on about 3 s of statements "
-            "before its sweep and 1-2 s during it, so it swings between rounds; pooled over "
-            f"every round ({len(pooled_before):,} statements before the sweeps, p99 "
-            f"{before99 * 1000:.1f} ms), the p99 during the paced sweeps is "
-            f"{pooled[paced]:.2f}x it (target <= 1.5x: "
-            f"{'met' if pooled[paced] <= 1.5 else 'MISSED'}), during the unpaced ones "
-            f"{pooled[unpaced]:.2f}x.")
+        [
+            "sweep",
+            "wall s",
+            "live p99 ms before",
+            "live p99 ms during",
+            "p99 during/before",
+            "waited for load s",
+            "rounds (wall / p99 ratio)",
+        ],
+        rows,
+    )
+    before99 = percentile(pooled_before, 0.99)
+    pooled = {v: percentile(pooled_during.get(v, []), 0.99) / before99 for v in (paced, unpaced)}
+    return (
+        table + f"\n\nMedians of {len(by[paced])} rounds, paced and unpaced in turn. "
+        f"Targets: live p99 during the paced sweep {p99x:.2f}x before it (target <= 1.5x: "
+        f"{'met' if p99x <= 1.5 else 'MISSED'}); paced sweep {ratio:.2f}x the unpaced one "
+        f"(target <= 2x: {'met' if ratio <= 2 else 'MISSED'}); {lost_total} refreshed "
+        "members deleted (target 0). A round's p99 rests on about 3 s of statements "
+        "before its sweep and 1-2 s during it, so it swings between rounds; pooled over "
+        f"every round ({len(pooled_before):,} statements before the sweeps, p99 "
+        f"{before99 * 1000:.1f} ms), the p99 during the paced sweeps is "
+        f"{pooled[paced]:.2f}x it (target <= 1.5x: "
+        f"{'met' if pooled[paced] <= 1.5 else 'MISSED'}), during the unpaced ones "
+        f"{pooled[unpaced]:.2f}x."
+    )
 
 
 def wal_table(runs: list[scenarios.WalRun]) -> str:
@@ -300,70 +404,120 @@ def wal_table(runs: list[scenarios.WalRun]) -> str:
 
     def allowed(r: scenarios.WalRun) -> float:
         assert r.limit is not None
-        return (r.limit * (r.run.seconds + WAL_BURST_SECONDS)
-                + unbraked * BUSY_SAMPLE_AGE_SECONDS)
+        return r.limit * (r.run.seconds + WAL_BURST_SECONDS) + unbraked * BUSY_SAMPLE_AGE_SECONDS
 
-    rows = [[r.run.variant, f"{r.run.rows:,}", f"{r.run.seconds:.2f}",
-             f"{r.wal_bytes / 1e6:.0f}", f"{r.rate / 1e6:.1f}",
-             f"{(r.run.extra.get('throttled') or {}).get('wal') or 0.0:.2f}",
-             "-" if r.limit is None else f"{allowed(r) / 1e6:.0f}",
-             "-" if r.limit is None else ("met" if r.wal_bytes <= allowed(r) else "MISSED")]
-            for r in runs]
-    return report.table(["sweep", "rows deleted", "wall s", "WAL MB (server)", "WAL MB/s",
-                         "waited for WAL s", "WAL MB the brake allows", "within it"], rows) + (
+    rows = [
+        [
+            r.run.variant,
+            f"{r.run.rows:,}",
+            f"{r.run.seconds:.2f}",
+            f"{r.wal_bytes / 1e6:.0f}",
+            f"{r.rate / 1e6:.1f}",
+            f"{(r.run.extra.get('throttled') or {}).get('wal') or 0.0:.2f}",
+            "-" if r.limit is None else f"{allowed(r) / 1e6:.0f}",
+            "-" if r.limit is None else ("met" if r.wal_bytes <= allowed(r) else "MISSED"),
+        ]
+        for r in runs
+    ]
+    return report.table(
+        [
+            "sweep",
+            "rows deleted",
+            "wall s",
+            "WAL MB (server)",
+            "WAL MB/s",
+            "waited for WAL s",
+            "WAL MB the brake allows",
+            "within it",
+        ],
+        rows,
+    ) + (
         f"\n\nThe brake allows the limit over the sweep's time plus its burst "
         f"({WAL_BURST_SECONDS:g} s of the limit) and what the unbraked sweep writes in "
         f"{BUSY_SAMPLE_AGE_SECONDS:g} s (it reads the server's WAL position once per sample); "
-        "over a longer sweep the rate converges to the limit.")
+        "over a longer sweep the rate converges to the limit."
+    )
 
 
 def replica_table(r: scenarios.ReplicaLagRun) -> str:
     throttled = (r.run.extra.get("throttled") or {}).get("replica_lag") or 0.0
     halted = "-" if r.halted_after is None else f"{r.halted_after:.2f}"
     table = report.table(
-        ["rows deleted", "wall s", "max_replica_lag s", "replay paused s",
-         "last batch before the halt, s after the pause", "batches ended past the limit",
-         "rows deleted before resume", "peak lag s", "throttled s (replica_lag)",
-         "stopped_by"],
-        [[f"{r.run.rows:,}", f"{r.run.seconds:.2f}", f"{r.max_lag:g}",
-          f"{r.resumed_at - r.paused_at:.2f}", halted, str(r.batches_past_limit),
-          f"{r.rows_before_resume:,}", f"{r.peak_lag:.2f}", f"{throttled:.2f}",
-          str(r.run.extra.get("stopped_by"))]],
+        [
+            "rows deleted",
+            "wall s",
+            "max_replica_lag s",
+            "replay paused s",
+            "last batch before the halt, s after the pause",
+            "batches ended past the limit",
+            "rows deleted before resume",
+            "peak lag s",
+            "throttled s (replica_lag)",
+            "stopped_by",
+        ],
+        [
+            [
+                f"{r.run.rows:,}",
+                f"{r.run.seconds:.2f}",
+                f"{r.max_lag:g}",
+                f"{r.resumed_at - r.paused_at:.2f}",
+                halted,
+                str(r.batches_past_limit),
+                f"{r.rows_before_resume:,}",
+                f"{r.peak_lag:.2f}",
+                f"{throttled:.2f}",
+                str(r.run.extra.get("stopped_by")),
+            ]
+        ],
     )
     ok = r.batches_past_limit <= 1 and r.run.extra.get("stopped_by") == "done"
-    return (table + f"\n\nTarget: reaper stops within one batch of max_replica_lag and finishes "
-            f"after the replay resumes: {'met' if ok else 'MISSED'} "
-            f"({r.batches_past_limit} batch(es) ended after the lag passed the limit).")
+    return (
+        table + f"\n\nTarget: reaper stops within one batch of max_replica_lag and finishes "
+        f"after the replay resumes: {'met' if ok else 'MISSED'} "
+        f"({r.batches_past_limit} batch(es) ended after the lag passed the limit)."
+    )
 
 
 def b1_verdict(runs: list[Run]) -> str:
     a, b, c = runs[0], runs[1], runs[2]
     p99 = percentile(c.batch_seconds, 0.99)
-    text = (f"Targets: (c)/(a) = {c.seconds / a.seconds:.2f}x (target <= 1.25x); "
-            f"(b)/(c) = {b.seconds / c.seconds:.2f}x (target >= 3x); "
-            f"(c) batch p99 = {p99 * 1000:.0f} ms (target <= 100 ms).")
+    text = (
+        f"Targets: (c)/(a) = {c.seconds / a.seconds:.2f}x (target <= 1.25x); "
+        f"(b)/(c) = {b.seconds / c.seconds:.2f}x (target >= 3x); "
+        f"(c) batch p99 = {p99 * 1000:.0f} ms (target <= 100 ms)."
+    )
     waited = (c.extra.get("throttled") or {}).get("load")
     if waited is not None:
         text += f" (c) waited {waited:.2f} s for live traffic (none runs here: target 0)."
     if len(runs) > 3:
         d = runs[3]
-        text += (f" Plain block ranges without row locks (d) take "
-                 f"{d.seconds / a.seconds:.2f}x (a); (c)/(d) = {c.seconds / d.seconds:.2f}x.")
+        text += (
+            f" Plain block ranges without row locks (d) take "
+            f"{d.seconds / a.seconds:.2f}x (a); (c)/(d) = {c.seconds / d.seconds:.2f}x."
+        )
     for r in runs[4:]:
         if r.variant.startswith("i."):
             continue
-        cpu = (f", server CPU {r.backend_cpu / c.backend_cpu:.2f}x (c)'s"
-               if r.backend_cpu and c.backend_cpu and "--parallel" not in r.variant else "")
+        cpu = (
+            f", server CPU {r.backend_cpu / c.backend_cpu:.2f}x (c)'s"
+            if r.backend_cpu and c.backend_cpu and "--parallel" not in r.variant
+            else ""
+        )
         text += f" ({r.variant[0]}) {r.variant[3:]}: {r.seconds / c.seconds:.2f}x (c){cpu}."
     text += " " + parallel_verdict(runs)
     rounds = [r.extra.get("rounds", []) for r in runs]
     if len(rounds[0]) > 1:
-        each = ", ".join(f"{r[0]}: " + " / ".join(f"{x:.2f}" for x in seconds)
-                         for r, seconds in zip((r.variant for r in runs), rounds, strict=True))
-        ratios = " / ".join(f"{cs / as_:.2f}x" for as_, cs in zip(rounds[0], rounds[2],
-                                                                  strict=True))
-        text += (f" Each variant's median of {len(rounds[0])} interleaved rounds is shown "
-                 f"(s per round: {each}); (c)/(a) round by round: {ratios}.")
+        each = ", ".join(
+            f"{r[0]}: " + " / ".join(f"{x:.2f}" for x in seconds)
+            for r, seconds in zip((r.variant for r in runs), rounds, strict=True)
+        )
+        ratios = " / ".join(
+            f"{cs / as_:.2f}x" for as_, cs in zip(rounds[0], rounds[2], strict=True)
+        )
+        text += (
+            f" Each variant's median of {len(rounds[0])} interleaved rounds is shown "
+            f"(s per round: {each}); (c)/(a) round by round: {ratios}."
+        )
     return text
 
 
@@ -379,17 +533,31 @@ def parallel_verdict(runs: list[Run]) -> str:
         return f"--parallel {DEFAULT_PARALLEL}" if r is c else r.variant.split(", ")[1]
 
     shown = sorted([c] + [r for r in runs[4:] if "--parallel" in r.variant], key=name)
-    each = "; ".join(f"({r.variant[0]}) {name(r)} {r.seconds / a.seconds:.2f}x (a), "
-                     f"WAL {wal(r)} per row" for r in shown)
+    each = "; ".join(
+        f"({r.variant[0]}) {name(r)} {r.seconds / a.seconds:.2f}x (a), WAL {wal(r)} per row"
+        for r in shown
+    )
     two = next((r for r in shown if name(r) == "--parallel 2"), None)
-    verdict = "" if two is None else (
-        f" Target: ({two.variant[0]}) at --parallel 2 <= {PARALLEL_TARGET}x (a): "
-        f"{'met' if two.seconds / a.seconds <= PARALLEL_TARGET else 'MISSED'}.")
+    verdict = (
+        ""
+        if two is None
+        else (
+            f" Target: ({two.variant[0]}) at --parallel 2 <= {PARALLEL_TARGET}x (a): "
+            f"{'met' if two.seconds / a.seconds <= PARALLEL_TARGET else 'MISSED'}."
+        )
+    )
     split = next((r for r in runs if r.variant.startswith("i.")), None)
-    ceiling = "" if split is None else (
-        f" The ceiling on this machine: (i) {split.variant[3:]}, {split.seconds / a.seconds:.2f}x"
-        f" (a), WAL {wal(split)} per row" + ("" if two is None else
-        f"; --parallel 2 is {two.seconds / split.seconds:.2f}x (i)") + ".")
+    ceiling = (
+        ""
+        if split is None
+        else (
+            f" The ceiling on this machine: (i) {split.variant[3:]},"
+            f" {split.seconds / a.seconds:.2f}x"
+            f" (a), WAL {wal(split)} per row"
+            + ("" if two is None else f"; --parallel 2 is {two.seconds / split.seconds:.2f}x (i)")
+            + "."
+        )
+    )
     return f"Parallel heap ranges: {each}; (a) WAL {wal(a)} per row.{verdict}{ceiling}"
 
 
@@ -399,22 +567,41 @@ def scaling_table(scaling: list[tuple[int, list[Run]]]) -> str:
         by = {r.variant[0]: r for r in runs}
         a, c = by["a"], by["c"]
         b = by.get("b")
-        rows.append([
-            f"{size:,}", f"{c.rows:,}", f"{a.seconds:.2f}",
-            "-" if b is None else f"{b.seconds:.2f}" + (f" ({b.note}, {b.rows:,} rows)"
-                                                         if b.note else ""),
-            f"{c.seconds:.2f}", f"{c.seconds / a.seconds:.2f}x",
-            f"{a.seconds / a.rows * 1e6:.2f}", f"{c.seconds / c.rows * 1e6:.2f}",
-            "-" if b is None else f"{b.seconds / b.rows * 1e6:.2f}",
-            f"{percentile(c.batch_seconds, 0.99) * 1000:.0f}",
-            f"{(c.rss_peak_kib or 0) / 1024:.0f}",
-            f"{(a.wal_bytes or 0) / 2**20:,.0f} / {(c.wal_bytes or 0) / 2**20:,.0f}",
-            f"{a.checkpoints} / {c.checkpoints}",
-        ])
+        rows.append(
+            [
+                f"{size:,}",
+                f"{c.rows:,}",
+                f"{a.seconds:.2f}",
+                "-"
+                if b is None
+                else f"{b.seconds:.2f}" + (f" ({b.note}, {b.rows:,} rows)" if b.note else ""),
+                f"{c.seconds:.2f}",
+                f"{c.seconds / a.seconds:.2f}x",
+                f"{a.seconds / a.rows * 1e6:.2f}",
+                f"{c.seconds / c.rows * 1e6:.2f}",
+                "-" if b is None else f"{b.seconds / b.rows * 1e6:.2f}",
+                f"{percentile(c.batch_seconds, 0.99) * 1000:.0f}",
+                f"{(c.rss_peak_kib or 0) / 1024:.0f}",
+                f"{(a.wal_bytes or 0) / 2**20:,.0f} / {(c.wal_bytes or 0) / 2**20:,.0f}",
+                f"{a.checkpoints} / {c.checkpoints}",
+            ]
+        )
     return report.table(
-        ["table rows", "garbage", "(a) s", "(b) s", "(c) s", "(c)/(a)", "(a) s per M rows",
-         "(c) s per M rows", "(b) s per M rows", "(c) p99 ms", "(c) peak RSS MiB",
-         "WAL MiB (a) / (c)", "checkpoints (a) / (c)"],
+        [
+            "table rows",
+            "garbage",
+            "(a) s",
+            "(b) s",
+            "(c) s",
+            "(c)/(a)",
+            "(a) s per M rows",
+            "(c) s per M rows",
+            "(b) s per M rows",
+            "(c) p99 ms",
+            "(c) peak RSS MiB",
+            "WAL MiB (a) / (c)",
+            "checkpoints (a) / (c)",
+        ],
         rows,
     )
 
@@ -425,21 +612,34 @@ def traffic_table(results: list[tuple[Run, scenarios.Traffic, int]]) -> str:
         lv_b = traffic.latencies.get(("live", "before"), [])
         lv_d = traffic.latencies.get(("live", "during"), [])
         ed = traffic.latencies.get(("edge", "during"), [])
-        rows.append([
-            run.variant + (f" ({run.strategy})" if run.strategy else ""),
-            f"{run.rows:,}", f"{run.seconds:.2f}",
-            f"{percentile(lv_b, .5) * 1000:.1f} / {percentile(lv_b, .99) * 1000:.1f}",
-            f"{percentile(lv_d, .5) * 1000:.1f} / {percentile(lv_d, .99) * 1000:.1f}",
-            f"{percentile(lv_d, .99) / percentile(lv_b, .99):.2f}x",
-            f"{percentile(ed, .5) * 1000:.1f} / {percentile(ed, .99) * 1000:.1f} / "
-            f"{max(ed, default=0) * 1000:.0f}",
-            f"{len(lv_d) + len(ed):,}",
-            f"{len(traffic.refreshed):,}", str(lost),
-        ])
+        rows.append(
+            [
+                run.variant + (f" ({run.strategy})" if run.strategy else ""),
+                f"{run.rows:,}",
+                f"{run.seconds:.2f}",
+                f"{percentile(lv_b, 0.5) * 1000:.1f} / {percentile(lv_b, 0.99) * 1000:.1f}",
+                f"{percentile(lv_d, 0.5) * 1000:.1f} / {percentile(lv_d, 0.99) * 1000:.1f}",
+                f"{percentile(lv_d, 0.99) / percentile(lv_b, 0.99):.2f}x",
+                f"{percentile(ed, 0.5) * 1000:.1f} / {percentile(ed, 0.99) * 1000:.1f} / "
+                f"{max(ed, default=0) * 1000:.0f}",
+                f"{len(lv_d) + len(ed):,}",
+                f"{len(traffic.refreshed):,}",
+                str(lost),
+            ]
+        )
     return report.table(
-        ["variant", "rows deleted", "wall s", "live p50/p99 ms before",
-         "live p50/p99 ms during", "p99 during/before", "edge p50/p99/max ms during",
-         "refreshes during", "members refreshed", "refreshed and deleted"],
+        [
+            "variant",
+            "rows deleted",
+            "wall s",
+            "live p50/p99 ms before",
+            "live p50/p99 ms during",
+            "p99 during/before",
+            "edge p50/p99/max ms during",
+            "refreshes during",
+            "members refreshed",
+            "refreshed and deleted",
+        ],
         rows,
     )
 

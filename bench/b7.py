@@ -47,8 +47,7 @@ BEFORE_SECONDS = 2.0
 # cutoff falls in the middle of its month: the boundary partition holds half a month of
 # garbage, what a first run meets on average (--now moves it).
 NOW = datetime(2026, 6, 15, 12, 0, tzinfo=UTC)
-SWEEP = {"table": "public.events", "reason": "expired", "age": "created_at",
-         "retention": RETENTION}
+SWEEP = {"table": "public.events", "reason": "expired", "age": "created_at", "retention": RETENTION}
 
 
 def month_start(year: int, month: int) -> datetime:
@@ -58,8 +57,10 @@ def month_start(year: int, month: int) -> datetime:
 def partition_bounds(now: datetime) -> list[tuple[datetime, datetime]]:
     """The 24 months up to and including ``now``'s, as [start, end)."""
     first = now.month - (MONTHS - 1)
-    return [(month_start(now.year, first + i), month_start(now.year, first + i + 1))
-            for i in range(MONTHS)]
+    return [
+        (month_start(now.year, first + i), month_start(now.year, first + i + 1))
+        for i in range(MONTHS)
+    ]
 
 
 def seed(rows: int, now: datetime = NOW) -> Callable[[psycopg.Connection[Any]], None]:
@@ -104,8 +105,7 @@ def fingerprint(conn: psycopg.Connection[Any], cutoff: datetime) -> tuple[int, s
 def dead_tuples(conn: psycopg.Connection[Any]) -> int:
     time.sleep(1.5)  # statistics reach pg_stat_user_tables within a second of a commit
     row = conn.execute(
-        "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables "
-        "WHERE relname LIKE 'events%%'"
+        "SELECT coalesce(sum(n_dead_tup), 0) FROM pg_stat_user_tables WHERE relname LIKE 'events%%'"
     ).fetchone()
     return int(row[0]) if row else 0
 
@@ -128,8 +128,9 @@ class Writers:
             while not self.stop.is_set():
                 t0 = time.perf_counter()
                 try:
-                    conn.execute("INSERT INTO events VALUES (0, %(at)s, 'writer', 'w')",
-                                 {"at": self.now})
+                    conn.execute(
+                        "INSERT INTO events VALUES (0, %(at)s, 'writer', 'w')", {"at": self.now}
+                    )
                 except psycopg.Error as exc:
                     self.errors.append(str(exc).splitlines()[0])
                 self.latencies[self.phase].append(time.perf_counter() - t0)
@@ -151,8 +152,9 @@ class Writers:
 def plain_delete(dsn: str, now: datetime) -> Run:
     with connect(dsn) as conn:
         t0 = time.perf_counter()
-        cur = conn.execute("DELETE FROM events WHERE created_at < %(cutoff)s",
-                           {"cutoff": now - RETENTION_DELTA})
+        cur = conn.execute(
+            "DELETE FROM events WHERE created_at < %(cutoff)s", {"cutoff": now - RETENTION_DELTA}
+        )
         return Run("a. one plain DELETE", max(cur.rowcount, 0), time.perf_counter() - t0)
 
 
@@ -160,7 +162,9 @@ def reaper_sweep(dsn: str, now: datetime, action: str, label: str) -> Run:
     spec = {"dsn": dsn, "partition_action": action, "now": now.isoformat()}
     proc = subprocess.run(
         [sys.executable, "-m", "bench.b7", "--child", json.dumps(spec)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"bench.b7 child failed: {proc.stderr.strip()[-2000:]}")
@@ -198,8 +202,9 @@ def child(spec: dict[str, Any]) -> int:
     return 0
 
 
-def run(server: Server, rows: int = B7_ROWS, say: Callable[[str], None] = print,
-        now: datetime = NOW) -> str:
+def run(
+    server: Server, rows: int = B7_ROWS, say: Callable[[str], None] = print, now: datetime = NOW
+) -> str:
     """B7 on ``server``: seed once, run the three variants on copies; Markdown."""
     t0 = time.perf_counter()
     cutoff = now - RETENTION_DELTA
@@ -209,10 +214,14 @@ def run(server: Server, rows: int = B7_ROWS, say: Callable[[str], None] = print,
         before = fingerprint(conn, cutoff)
     steps: list[tuple[str, Callable[[str], Run]]] = [
         ("a", lambda dsn: plain_delete(dsn, now)),
-        ("b", lambda dsn: reaper_sweep(
-            dsn, now, "off", "b. reaper row sweep (partition_action=off)")),
-        ("c", lambda dsn: reaper_sweep(
-            dsn, now, "drop", "c. reaper sweep (partition_action=drop)")),
+        (
+            "b",
+            lambda dsn: reaper_sweep(dsn, now, "off", "b. reaper row sweep (partition_action=off)"),
+        ),
+        (
+            "c",
+            lambda dsn: reaper_sweep(dsn, now, "drop", "c. reaper sweep (partition_action=drop)"),
+        ),
     ]
     results: list[tuple[Run, Writers, int, tuple[int, str, int], int]] = []
     for _, step in steps:
@@ -231,27 +240,46 @@ def run(server: Server, rows: int = B7_ROWS, say: Callable[[str], None] = print,
     return table(results, before, rows, cutoff)
 
 
-def table(results: list[tuple[Run, Writers, int, tuple[int, str, int], int]],
-          before: tuple[int, str, int], rows: int, cutoff: datetime) -> str:
+def table(
+    results: list[tuple[Run, Writers, int, tuple[int, str, int], int]],
+    before: tuple[int, str, int],
+    rows: int,
+    cutoff: datetime,
+) -> str:
     lines = []
     for res, writers, dead, after, errors in results:
         b, d = writers.latencies["before"], writers.latencies["during"]
-        lines.append([
-            res.variant, f"{res.rows:,}", f"{res.seconds:.2f}",
-            f"{(res.wal_bytes or 0) / 2**20:,.1f}", f"{dead:,}",
-            f"{percentile(b, .5) * 1000:.1f} / {percentile(b, .99) * 1000:.1f}",
-            f"{percentile(d, .5) * 1000:.1f} / {percentile(d, .99) * 1000:.1f}",
-            str(res.extra.get("partitions", "-")),
-            "yes" if after[:2] == before[:2] and after[2] == 0 else
-            f"NO ({after[0]:,} kept, {after[2]:,} past the cutoff)",
-            str(errors),
-        ])
+        lines.append(
+            [
+                res.variant,
+                f"{res.rows:,}",
+                f"{res.seconds:.2f}",
+                f"{(res.wal_bytes or 0) / 2**20:,.1f}",
+                f"{dead:,}",
+                f"{percentile(b, 0.5) * 1000:.1f} / {percentile(b, 0.99) * 1000:.1f}",
+                f"{percentile(d, 0.5) * 1000:.1f} / {percentile(d, 0.99) * 1000:.1f}",
+                str(res.extra.get("partitions", "-")),
+                "yes"
+                if after[:2] == before[:2] and after[2] == 0
+                else f"NO ({after[0]:,} kept, {after[2]:,} past the cutoff)",
+                str(errors),
+            ]
+        )
     out = [
         f"## B7 partition retention: {rows:,} rows in 24 monthly partitions, retention 180 days\n",
         report.table(
-            ["variant", "rows deleted", "wall s", "WAL MiB", "dead tuples left",
-             "writers p50/p99 ms before", "writers p50/p99 ms during", "partitions dropped",
-             "rows >= cutoff exactly as before, none older", "writer errors"],
+            [
+                "variant",
+                "rows deleted",
+                "wall s",
+                "WAL MiB",
+                "dead tuples left",
+                "writers p50/p99 ms before",
+                "writers p50/p99 ms during",
+                "partitions dropped",
+                "rows >= cutoff exactly as before, none older",
+                "writer errors",
+            ],
             lines,
         ),
     ]
@@ -270,11 +298,17 @@ def table(results: list[tuple[Run, Writers, int, tuple[int, str, int], int]],
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.b7", description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=B7_ROWS, help="rows to seed (default 10,000,000)")
-    p.add_argument("--dsn", default=None, help="server DSN (default: REAPER_BENCH_DSN, "
-                   "REAPER_TEST_DSN, else an embedded PostgreSQL)")
-    p.add_argument("--now", default=NOW.isoformat(), type=datetime.fromisoformat,
-                   help=f"the pinned clock (default {NOW.isoformat()}; the cutoff is 180 "
-                   "days earlier)")
+    p.add_argument(
+        "--dsn",
+        default=None,
+        help="server DSN (default: REAPER_BENCH_DSN, REAPER_TEST_DSN, else an embedded PostgreSQL)",
+    )
+    p.add_argument(
+        "--now",
+        default=NOW.isoformat(),
+        type=datetime.fromisoformat,
+        help=f"the pinned clock (default {NOW.isoformat()}; the cutoff is 180 days earlier)",
+    )
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -287,8 +321,15 @@ def main(argv: list[str]) -> int:
     with devserver.server(env) as dsn:
         server = Server(dsn)
         try:
-            print(run(server, args.rows, say=lambda t: print(t, file=sys.stderr, flush=True),
-                      now=args.now), flush=True)
+            print(
+                run(
+                    server,
+                    args.rows,
+                    say=lambda t: print(t, file=sys.stderr, flush=True),
+                    now=args.now,
+                ),
+                flush=True,
+            )
         finally:
             server.drop_all()
     return 0

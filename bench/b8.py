@@ -86,8 +86,7 @@ COPY_AND_SWAP = [
     "CREATE INDEX ON public.bootstrap_tokens_new (id) WHERE ephemeral",
     "SELECT setval(pg_get_serial_sequence('public.bootstrap_tokens_new', 'id'), "
     "(SELECT last_value FROM public.bootstrap_tokens_id_seq))",
-    "ALTER TABLE public.enrollment_requests "
-    "DROP CONSTRAINT enrollment_requests_token_id_fkey",
+    "ALTER TABLE public.enrollment_requests DROP CONSTRAINT enrollment_requests_token_id_fkey",
     "DROP TABLE public.bootstrap_tokens",
     "ALTER TABLE public.bootstrap_tokens_new RENAME TO bootstrap_tokens",
     "ALTER TABLE public.enrollment_requests ADD CONSTRAINT enrollment_requests_token_id_fkey "
@@ -153,7 +152,8 @@ class DatabaseWal:
                     "%(start)s::pg_lsn, pg_current_wal_flush_lsn()) "
                     "WHERE block_ref ~ ('rel [0-9]+/' || (SELECT oid FROM pg_database "
                     "WHERE datname = current_database()) || '/')",
-                    {"start": self.start}).fetchone()
+                    {"start": self.start},
+                ).fetchone()
                 self.bytes = int(row[0]) if row else None
         except psycopg.Error:
             self.bytes = None
@@ -199,14 +199,21 @@ def copy_and_swap(dsn: str) -> Run:
 
 
 def sweep(dsn: str) -> Run:
-    return reaper_sweep(dsn, TOKENS, settings={"max_eligible_fraction": 1.0},
-                        label="a. reaper token sweep (opted in)")
+    return reaper_sweep(
+        dsn,
+        TOKENS,
+        settings={"max_eligible_fraction": 1.0},
+        label="a. reaper token sweep (opted in)",
+    )
 
 
 def index_sweep(dsn: str) -> Run:
-    return reaper_sweep(dsn, TOKENS, settings={"max_eligible_fraction": 1.0,
-                                                "strategy": "index"},
-                        label="d. reaper token sweep (opted in), index path")
+    return reaper_sweep(
+        dsn,
+        TOKENS,
+        settings={"max_eligible_fraction": 1.0, "strategy": "index"},
+        label="d. reaper token sweep (opted in), index path",
+    )
 
 
 def drains(run: Run) -> str:
@@ -216,13 +223,19 @@ def drains(run: Run) -> str:
     if len(times) < 20:
         return "-"
     tenth = len(times) // 10
-    return (f"{percentile(times[:tenth], 0.5) * 1000:.0f} / "
-            f"{percentile(times[-tenth:], 0.5) * 1000:.0f}")
+    return (
+        f"{percentile(times[:tenth], 0.5) * 1000:.0f} / "
+        f"{percentile(times[-tenth:], 0.5) * 1000:.0f}"
+    )
 
 
-def run(server: Server, rows: int = B8_ROWS, rounds: int = B8_ROUNDS,
-        say: Callable[[str], None] = print,
-        variants: str = B8_VARIANTS) -> str:
+def run(
+    server: Server,
+    rows: int = B8_ROWS,
+    rounds: int = B8_ROUNDS,
+    say: Callable[[str], None] = print,
+    variants: str = B8_VARIANTS,
+) -> str:
     """B8 on ``server``: seed once, run the variants on copies, ``rounds`` times interleaved;
     Markdown."""
     t0 = time.perf_counter()
@@ -230,16 +243,20 @@ def run(server: Server, rows: int = B8_ROWS, rounds: int = B8_ROUNDS,
     say(f"  seeded {rows:,} tokens in {time.perf_counter() - t0:.0f} s")
     with psycopg.connect(server.dsn_of(template)) as conn:
         conn.execute("SET statement_timeout = 0")
-        stmt = psycopg.sql.SQL(FINGERPRINT.replace("FROM bootstrap_tokens",
-                                                   "FROM bootstrap_tokens WHERE NOT ({})")
-                               ).format(sweep_named(TOKENS).predicate.where)
+        stmt = psycopg.sql.SQL(
+            FINGERPRINT.replace("FROM bootstrap_tokens", "FROM bootstrap_tokens WHERE NOT ({})")
+        ).format(sweep_named(TOKENS).predicate.where)
         params = cutoffs(conn, sweep_named(TOKENS))
         row = conn.execute(stmt, params).fetchone()
         assert row is not None
         survivors = (int(row[0]), str(row[1]))
         size = conn.execute(TABLE_SIZE).fetchone() or (0, 0)
-    steps: dict[str, Callable[[str], Run]] = {"a": sweep, "b": plain_delete, "c": copy_and_swap,
-                                              "d": index_sweep}
+    steps: dict[str, Callable[[str], Run]] = {
+        "a": sweep,
+        "b": plain_delete,
+        "c": copy_and_swap,
+        "d": index_sweep,
+    }
     results: dict[str, list[tuple[Run, After, float]]] = {k: [] for k in variants}
     for n in range(rounds):
         for key in variants:
@@ -253,18 +270,24 @@ def run(server: Server, rows: int = B8_ROWS, rounds: int = B8_ROUNDS,
                 res.wal_bytes, res.checkpoints = own.bytes, ckpt1 - ckpt0
                 res.extra["server_wal_bytes"] = wal1 - wal0
                 after = measure_after(dsn)
-            say(f"  {res.variant}: {res.rows:,} rows in {res.seconds:.2f} s "
+            say(
+                f"  {res.variant}: {res.rows:,} rows in {res.seconds:.2f} s "
                 f"(round {n + 1} of {rounds}, load {load:.2f}); WAL "
                 f"{'-' if res.wal_bytes is None else f'{res.wal_bytes / 2**20:,.0f}'} MiB, "
                 f"heap {after.heap_bytes / 2**20:,.0f} MiB, VACUUM {after.vacuum_seconds:.2f} s, "
-                f"batch ms first/last tenth {drains(res)}")
+                f"batch ms first/last tenth {drains(res)}"
+            )
             results[key].append((res, after, load))
     server.release(template)
     return table(results, survivors, rows, size)
 
 
-def table(results: dict[str, list[tuple[Run, After, float]]], survivors: tuple[int, str],
-          rows: int, size: tuple[int, int]) -> str:
+def table(
+    results: dict[str, list[tuple[Run, After, float]]],
+    survivors: tuple[int, str],
+    rows: int,
+    size: tuple[int, int],
+) -> str:
     mib = 2**20
     lines = []
     medians: dict[str, Run] = {}
@@ -273,30 +296,49 @@ def table(results: dict[str, list[tuple[Run, After, float]]], survivors: tuple[i
         medians[key] = res
         each = " / ".join(f"{r.seconds:.1f}" for r, _, _ in runs)
         loads = " / ".join(f"{ld:.1f}" for _, _, ld in runs)
-        lines.append([
-            res.variant, f"{res.rows:,}", f"{res.seconds:.2f}", each, loads,
-            "-" if res.wal_bytes is None else f"{res.wal_bytes / mib:,.0f}",
-            f"{res.extra['server_wal_bytes'] / mib:,.0f}",
-            f"{after.heap_bytes / mib:,.0f} / {after.index_bytes / mib:,.0f}",
-            f"{after.vacuum_seconds:.2f}",
-            "-" if after.vacuum_wal_bytes is None else f"{after.vacuum_wal_bytes / mib:,.0f}",
-            f"{after.heap_bytes_vacuumed / mib:,.0f}",
-            f"{res.extra.get('strategy') or res.strategy or '-'}",
-            f"{len(res.batch_seconds):,}" if res.strategy else "-", drains(res),
-            "yes" if after.fingerprint == survivors else
-            f"NO ({after.fingerprint[0]:,} rows left)",
-        ])
+        lines.append(
+            [
+                res.variant,
+                f"{res.rows:,}",
+                f"{res.seconds:.2f}",
+                each,
+                loads,
+                "-" if res.wal_bytes is None else f"{res.wal_bytes / mib:,.0f}",
+                f"{res.extra['server_wal_bytes'] / mib:,.0f}",
+                f"{after.heap_bytes / mib:,.0f} / {after.index_bytes / mib:,.0f}",
+                f"{after.vacuum_seconds:.2f}",
+                "-" if after.vacuum_wal_bytes is None else f"{after.vacuum_wal_bytes / mib:,.0f}",
+                f"{after.heap_bytes_vacuumed / mib:,.0f}",
+                f"{res.extra.get('strategy') or res.strategy or '-'}",
+                f"{len(res.batch_seconds):,}" if res.strategy else "-",
+                drains(res),
+                "yes"
+                if after.fingerprint == survivors
+                else f"NO ({after.fingerprint[0]:,} rows left)",
+            ]
+        )
     out = [
         f"## B8 near-total deletes: {rows:,} tokens, {rows - survivors[0]:,} garbage "
         f"({(rows - survivors[0]) / rows:.0%}), table {size[0] / mib:,.0f} MiB + indexes "
         f"{size[1] / mib:,.0f} MiB\n",
         report.table(
-            ["variant", "rows deleted", "wall s (median)", "wall s each round",
-             "load average (1 min) each round", "WAL MiB (this database)",
-             "WAL MiB (whole server)", "heap / indexes MiB after",
-             "VACUUM after s", "VACUUM WAL MiB", "heap MiB after VACUUM", "strategy",
-             "batches", "median batch ms, first / last tenth",
-             "survivors exactly kept"],
+            [
+                "variant",
+                "rows deleted",
+                "wall s (median)",
+                "wall s each round",
+                "load average (1 min) each round",
+                "WAL MiB (this database)",
+                "WAL MiB (whole server)",
+                "heap / indexes MiB after",
+                "VACUUM after s",
+                "VACUUM WAL MiB",
+                "heap MiB after VACUUM",
+                "strategy",
+                "batches",
+                "median batch ms, first / last tenth",
+                "survivors exactly kept",
+            ],
             lines,
         ),
     ]
@@ -311,14 +353,25 @@ def table(results: dict[str, list[tuple[Run, After, float]]], survivors: tuple[i
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.b8", description=__doc__.splitlines()[0])
     p.add_argument("--rows", type=int, default=B8_ROWS, help="tokens to seed (default 8,000,000)")
-    p.add_argument("--rounds", type=int, default=B8_ROUNDS,
-                   help="interleaved rounds of the variants (default 1)")
-    p.add_argument("--variants", default=B8_VARIANTS,
-                   help=f"which variants, e.g. abcd (default {B8_VARIANTS})")
-    p.add_argument("--reuse", action="store_true",
-                   help="keep the seeded template database (reaper_bench_*) and reuse it")
-    p.add_argument("--dsn", default=None, help="server DSN (default: REAPER_BENCH_DSN, "
-                   "REAPER_TEST_DSN, else an embedded PostgreSQL)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=B8_ROUNDS,
+        help="interleaved rounds of the variants (default 1)",
+    )
+    p.add_argument(
+        "--variants", default=B8_VARIANTS, help=f"which variants, e.g. abcd (default {B8_VARIANTS})"
+    )
+    p.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep the seeded template database (reaper_bench_*) and reuse it",
+    )
+    p.add_argument(
+        "--dsn",
+        default=None,
+        help="server DSN (default: REAPER_BENCH_DSN, REAPER_TEST_DSN, else an embedded PostgreSQL)",
+    )
     args = p.parse_args(argv)
     from reaper.dev import devserver
 
@@ -328,9 +381,16 @@ def main(argv: list[str]) -> int:
     with devserver.server(env) as dsn:
         server = Server(dsn, reuse=args.reuse)
         try:
-            print(run(server, args.rows, args.rounds,
-                      say=lambda t: print(t, file=sys.stderr, flush=True),
-                      variants=args.variants), flush=True)
+            print(
+                run(
+                    server,
+                    args.rows,
+                    args.rounds,
+                    say=lambda t: print(t, file=sys.stderr, flush=True),
+                    variants=args.variants,
+                ),
+                flush=True,
+            )
         finally:
             server.drop_all()
     return 0

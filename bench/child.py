@@ -64,18 +64,31 @@ def main(argv: list[str]) -> int:
         batch_ends: list[tuple[float, int]] = []
         print("started", flush=True)
         t0 = time.perf_counter()
-        result = run_sweep(db, sweep, settings, metrics=metrics,
-                           on_batch=lambda r: batch_ends.append((time.time(), r.rows)))
+        result = run_sweep(
+            db,
+            sweep,
+            settings,
+            metrics=metrics,
+            on_batch=lambda r: batch_ends.append((time.time(), r.rows)),
+        )
         wall = time.perf_counter() - t0
         cpu1 = backend_cpu_seconds(pid)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     out = result.as_dict()
-    out.update(wall=wall, batch_seconds=result.batch_seconds, rss_before_kib=before,
-               rss_peak_kib=peak, batch_ends=batch_ends,
-               throttled={r: registry.get_sample_value(
-                   "reaper_throttled_seconds_total", {"sweep": sweep.name, "reason": r})
-                   for r in ThrottleReason},
-               backend_cpu=None if cpu0 is None or cpu1 is None else cpu1 - cpu0)
+    out.update(
+        wall=wall,
+        batch_seconds=result.batch_seconds,
+        rss_before_kib=before,
+        rss_peak_kib=peak,
+        batch_ends=batch_ends,
+        throttled={
+            r: registry.get_sample_value(
+                "reaper_throttled_seconds_total", {"sweep": sweep.name, "reason": r}
+            )
+            for r in ThrottleReason
+        },
+        backend_cpu=None if cpu0 is None or cpu1 is None else cpu1 - cpu0,
+    )
     print(json.dumps(out))
     return 0
 

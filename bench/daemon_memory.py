@@ -58,11 +58,15 @@ def trickle(dsn: str, stop: threading.Event) -> None:
             conn.execute(
                 "INSERT INTO routers (router_id, address, lease_expires_at) "
                 "SELECT 'garbage-t' || %s || '-' || g, 'a', now() - interval '40 days' "
-                "FROM generate_series(1, 20) g", (i,))
+                "FROM generate_series(1, 20) g",
+                (i,),
+            )
             conn.execute(
                 "INSERT INTO nodes (peer_id, enrolled_at, expires_at) "
                 "SELECT 'garbage-t' || %s || '-' || g, now() - interval '9 days', "
-                "now() - interval '4 days' FROM generate_series(1, 20) g", (i,))
+                "now() - interval '4 days' FROM generate_series(1, 20) g",
+                (i,),
+            )
 
 
 def main() -> int:
@@ -87,9 +91,22 @@ def main() -> int:
             log_file = log_path.open("wb")
             print(f"reaper run's log: {log_path}")
             proc = subprocess.Popen(
-                [*reaper_command(), "run", "--dsn", dsn, "--listen", f"127.0.0.1:{port}",
-                 "--interval", "100ms", "--jitter", "0", "--gauge-interval", "1s"],
-                env=env, stderr=log_file,
+                [
+                    *reaper_command(),
+                    "run",
+                    "--dsn",
+                    dsn,
+                    "--listen",
+                    f"127.0.0.1:{port}",
+                    "--interval",
+                    "100ms",
+                    "--jitter",
+                    "0",
+                    "--gauge-interval",
+                    "1s",
+                ],
+                env=env,
+                stderr=log_file,
             )
             stop = threading.Event()
             writer = threading.Thread(target=trickle, args=(dsn, stop), daemon=True)
@@ -97,6 +114,7 @@ def main() -> int:
             try:
                 figures = []
                 for target in (10, args.runs):
+
                     def reached(t: int = target) -> int | bool:
                         if proc.poll() is not None:
                             raise RuntimeError(f"reaper run exited with {proc.returncode}")

@@ -42,11 +42,14 @@ def seed(dsn: str, rows: int, held: int) -> None:
         )
         conn.execute(
             "INSERT INTO events SELECT g, now() - interval '60 days', g %% %s = 0"
-            " FROM generate_series(1, %s::bigint) g", (every, rows))
+            " FROM generate_series(1, %s::bigint) g",
+            (every, rows),
+        )
         conn.execute(
             "INSERT INTO events SELECT g, now(), false"
             " FROM generate_series(%s::bigint, %s::bigint) g",
-            (rows + 1, rows + rows // 10))
+            (rows + 1, rows + rows // 10),
+        )
         conn.execute(
             "CREATE FUNCTION hold() RETURNS trigger LANGUAGE plpgsql AS"
             " $$ BEGIN IF OLD.hold THEN RAISE EXCEPTION 'legal hold on %', OLD.id; END IF;"
@@ -70,10 +73,17 @@ def main(argv: list[str]) -> int:
             seed(dsn, args.rows, args.held)
             settings = build_settings(
                 {"dsn": dsn, "busy_share": "1", "strategy": args.strategy},
-                {"sweeps": {"events": {
-                    "table": "public.events", "reason": "old", "age": "logged_at",
-                    "retention": "30d", "max_eligible_fraction": "1",
-                }}},
+                {
+                    "sweeps": {
+                        "events": {
+                            "table": "public.events",
+                            "reason": "old",
+                            "age": "logged_at",
+                            "retention": "30d",
+                            "max_eligible_fraction": "1",
+                        }
+                    }
+                },
             )
             sweep = by_name(configured_sweeps(settings))["events"]
             sweeper = Sweeper()
@@ -87,8 +97,11 @@ def main(argv: list[str]) -> int:
                         result = sweeper.run(db, sweep, settings)
                     seconds = time.monotonic() - t0
                     failed = sum(e["event"] in ("batch_split", "row_skipped") for e in logs)
-                    print(f"| {n} | {seconds:.2f} | {result.rows:,} | {failed:,} | "
-                          f"{result.strategy} | {result.outcome} |", flush=True)
+                    print(
+                        f"| {n} | {seconds:.2f} | {result.rows:,} | {failed:,} | "
+                        f"{result.strategy} | {result.outcome} |",
+                        flush=True,
+                    )
         finally:
             devserver.drop_database(dsn)
     return 0
@@ -96,4 +109,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-

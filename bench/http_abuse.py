@@ -58,13 +58,15 @@ def request(path: str = "/metrics", auth: tuple[str, str] | None = None) -> byte
     return (head + "\r\n").encode()
 
 
-def scrape(port: int, auth: tuple[str, str] | None = None, timeout: float = 5.0,
-           source: str = "127.0.0.1") -> tuple[int, float]:
+def scrape(
+    port: int, auth: tuple[str, str] | None = None, timeout: float = 5.0, source: str = "127.0.0.1"
+) -> tuple[int, float]:
     """(status, seconds) of one GET /metrics on a fresh connection; status 0: no answer."""
     started = time.monotonic()
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout,
-                                      source_address=(source, 0)) as s:
+        with socket.create_connection(
+            ("127.0.0.1", port), timeout=timeout, source_address=(source, 0)
+        ) as s:
             s.sendall(request(auth=auth))
             first = s.recv(64)
     except OSError:
@@ -76,13 +78,18 @@ def scrape(port: int, auth: tuple[str, str] | None = None, timeout: float = 5.0,
 
 class Reaper:
     def __init__(self, port: int, extra: list[str]) -> None:
-        dsn = os.environ.get("REAPER_BENCH_DSN") or os.environ.get("REAPER_TEST_DSN") or \
-            f"postgresql://reaper@127.0.0.1:{free_port()}/none"
+        dsn = (
+            os.environ.get("REAPER_BENCH_DSN")
+            or os.environ.get("REAPER_TEST_DSN")
+            or f"postgresql://reaper@127.0.0.1:{free_port()}/none"
+        )
         env = {k: v for k, v in os.environ.items() if not k.startswith("REAPER_")}
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 (read after the process ends)
         self.proc = subprocess.Popen(
             [*reaper_command(), "run", "--listen", f"127.0.0.1:{port}", "--dsn", dsn, *extra],
-            stdout=subprocess.DEVNULL, stderr=self.stderr, env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+            env=env,
         )
 
     def stop(self) -> None:
@@ -119,8 +126,11 @@ def idle(seconds: float, tmp: Path, with_auth: bool) -> str:
     reaper = Reaper(port, ["--web-config-file", str(web_config(tmp))] if with_auth else [])
     try:
         started(port, auth)
-        headers = {"Authorization": "Basic " + base64.b64encode(
-            f"{USER}:{PASSWORD}".encode()).decode()} if auth else {}
+        headers = (
+            {"Authorization": "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()}
+            if auth
+            else {}
+        )
         clients = [http.client.HTTPConnection("127.0.0.1", port, timeout=5) for _ in range(61)]
         stop = threading.Event()
 
@@ -178,7 +188,7 @@ def pipelined(seconds: float) -> str:
             for c in clients:
                 if c[1]:
                     with contextlib.suppress(OSError):
-                        c[1] = c[1][c[0].send(c[1]):]
+                        c[1] = c[1][c[0].send(c[1]) :]
             results.append(scrape(port))
             peak = max(peak, rss_mib(reaper.proc.pid))
             time.sleep(1)
@@ -186,8 +196,10 @@ def pipelined(seconds: float) -> str:
             c[0].close()
         time.sleep(3)
         after = rss_mib(reaper.proc.pid)
-        return (f"| pipelined, unread | {summary(results)}; VmRSS {before:.1f} -> peak "
-                f"{peak:.1f} -> {after:.1f} MiB |")
+        return (
+            f"| pipelined, unread | {summary(results)}; VmRSS {before:.1f} -> peak "
+            f"{peak:.1f} -> {after:.1f} MiB |"
+        )
     finally:
         reaper.stop()
 
@@ -199,10 +211,11 @@ def passwords(seconds: float, tmp: Path) -> str:
     try:
         started(port, auth)  # the scraper's password is verified (and remembered) here
         # Each from an address of its own: one that guessed wrong three times is held off.
-        known = [scrape(port, (USER, f"wrong-{i}"), source=f"127.0.1.{i}")[1]
-                 for i in range(1, 4)]
-        unknown = [scrape(port, (f"nobody-{i}", f"wrong-{i}"), source=f"127.0.1.{i}")[1]
-                   for i in range(4, 7)]
+        known = [scrape(port, (USER, f"wrong-{i}"), source=f"127.0.1.{i}")[1] for i in range(1, 4)]
+        unknown = [
+            scrape(port, (f"nobody-{i}", f"wrong-{i}"), source=f"127.0.1.{i}")[1]
+            for i in range(4, 7)
+        ]
         long_status = scrape(port, (USER, "x" * 100))[0]
         stop = threading.Event()
 
@@ -224,11 +237,13 @@ def passwords(seconds: float, tmp: Path) -> str:
         stop.set()
         for t in threads:
             t.join(35)
-        return (f"| wrong passwords (cost {BCRYPT_COST}) | six attackers: scraper "
-                f"{summary(results)}; a wrong password: known user "
-                f"{statistics.median(known) * 1000:.1f} ms, unknown user "
-                f"{statistics.median(unknown) * 1000:.1f} ms; a 100-byte password: "
-                f"{long_status} |")
+        return (
+            f"| wrong passwords (cost {BCRYPT_COST}) | six attackers: scraper "
+            f"{summary(results)}; a wrong password: known user "
+            f"{statistics.median(known) * 1000:.1f} ms, unknown user "
+            f"{statistics.median(unknown) * 1000:.1f} ms; a 100-byte password: "
+            f"{long_status} |"
+        )
     finally:
         reaper.stop()
 
@@ -239,8 +254,11 @@ def files(tmp: Path) -> list[str]:
     fifo = tmp / "fifo"
     os.mkfifo(fifo)
     rows = []
-    for name, path in (("empty user list", empty), ("/dev/zero", Path("/dev/zero")),
-                       ("a FIFO", fifo)):
+    for name, path in (
+        ("empty user list", empty),
+        ("/dev/zero", Path("/dev/zero")),
+        ("a FIFO", fifo),
+    ):
         port = free_port()
         reaper = Reaper(port, ["--web-config-file", str(path)])
         began = time.monotonic()

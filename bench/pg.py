@@ -109,8 +109,11 @@ class Server:
                 conn.execute(sql.SQL(stmt))  # type: ignore[arg-type,unused-ignore]
             conn.execute("VACUUM (FREEZE, ANALYZE)")
         # Only now may --reuse take it: a seed that was stopped half-way is made again.
-        self.admin(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
-            sql.Identifier(name), sql.Literal(SEEDED)))
+        self.admin(
+            sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                sql.Identifier(name), sql.Literal(SEEDED)
+            )
+        )
         return name
 
     @contextmanager
@@ -133,10 +136,14 @@ class Server:
     def seeded(self, name: str) -> bool:
         """Whether template ``name`` exists and its seeding finished (:meth:`seed`)."""
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            return conn.execute(
-                "SELECT 1 FROM pg_database WHERE datname = %s "
-                "AND shobj_description(oid, 'pg_database') = %s", (name, SEEDED),
-            ).fetchone() is not None
+            return (
+                conn.execute(
+                    "SELECT 1 FROM pg_database WHERE datname = %s "
+                    "AND shobj_description(oid, 'pg_database') = %s",
+                    (name, SEEDED),
+                ).fetchone()
+                is not None
+            )
 
     def release(self, template: str) -> None:
         """Drop a seeded template, unless templates are kept for the next run."""
@@ -157,8 +164,14 @@ class Server:
         """Server version and the settings that shape the figures."""
         out = {}
         with psycopg.connect(self.dsn, autocommit=True) as conn:
-            for name in ("server_version", "shared_buffers", "max_wal_size", "wal_compression",
-                         "full_page_writes", "autovacuum"):
+            for name in (
+                "server_version",
+                "shared_buffers",
+                "max_wal_size",
+                "wal_compression",
+                "full_page_writes",
+                "autovacuum",
+            ):
                 row = conn.execute(sql.SQL("SELECT current_setting({})").format(name)).fetchone()
                 out[name] = str(row[0]) if row else "?"
         return out

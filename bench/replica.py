@@ -32,8 +32,9 @@ def pg_bin() -> Path | None:
         if candidate and (Path(candidate) / "pg_basebackup").exists():
             return Path(candidate)
     with contextlib.suppress(OSError, subprocess.CalledProcessError):
-        out = subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True,
-                             check=True).stdout.strip()
+        out = subprocess.run(
+            ["pg_config", "--bindir"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         if out and (Path(out) / "pg_basebackup").exists():
             return Path(out)
     return None
@@ -121,10 +122,19 @@ def primary_and_standby(*, slot: str | None = None, **settings: str) -> Iterator
         _conf(primary, p_port, root, settings)
         run("pg_ctl", "-D", str(primary), "-l", str(root / "primary.log"), "-w", "start")
         started.append(primary)
-        run("pg_basebackup", "-D", str(standby), "-R", "-X", "stream", "-c", "fast",
+        run(
+            "pg_basebackup",
+            "-D",
+            str(standby),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
             *(("-C", "-S", slot) if slot else ()),
-            "-d", f"host=127.0.0.1 port={p_port} user=postgres "
-                  f"application_name={STANDBY_NAME}")
+            "-d",
+            f"host=127.0.0.1 port={p_port} user=postgres application_name={STANDBY_NAME}",
+        )
         _conf(standby, s_port, root, settings)
         run("pg_ctl", "-D", str(standby), "-l", str(root / "standby.log"), "-w", "start")
         started.append(standby)
@@ -152,7 +162,8 @@ def wait_streaming(primary: str, timeout: float = 60.0) -> None:
             row = conn.execute(
                 "SELECT state = 'streaming' AND replay_lsn >= pg_current_wal_lsn() "
                 "AND coalesce(replay_lag, interval '0') < interval '20ms' "
-                "FROM pg_stat_replication WHERE application_name = %s", (STANDBY_NAME,)
+                "FROM pg_stat_replication WHERE application_name = %s",
+                (STANDBY_NAME,),
             ).fetchone()
             if row and row[0]:
                 return

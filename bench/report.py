@@ -33,28 +33,46 @@ def runs_table(runs: list[Run]) -> str:
     rows = []
     for r in runs:
         b = r.batch_seconds
-        rss = "-" if r.rss_peak_kib is None else (
-            f"{_mib(r.rss_peak_kib)} ({_growth(r.rss_peak_kib - (r.rss_before_kib or 0))})")
-        rows.append([
-            r.variant + (f" ({r.strategy})" if r.strategy else ""),
-            f"{r.rows:,}",
-            f"{r.seconds:.2f}",
-            f"{r.rows / r.seconds:,.0f}" if r.seconds else "-",
-            "-" if math.isnan(base) else f"{r.seconds / base:.2f}x",
-            "-" if r.backend_cpu is None else f"{r.backend_cpu:.2f}",
-            f"{len(b):,}",
-            _ms(percentile(b, 0.5)),
-            _ms(percentile(b, 0.99)),
-            _ms(max(b) if b else math.nan),
-            rss,
-            "-" if r.wal_bytes is None else f"{r.wal_bytes / 2**20:,.0f}",
-            "-" if r.checkpoints is None else str(r.checkpoints),
-            r.note,
-        ])
+        rss = (
+            "-"
+            if r.rss_peak_kib is None
+            else (f"{_mib(r.rss_peak_kib)} ({_growth(r.rss_peak_kib - (r.rss_before_kib or 0))})")
+        )
+        rows.append(
+            [
+                r.variant + (f" ({r.strategy})" if r.strategy else ""),
+                f"{r.rows:,}",
+                f"{r.seconds:.2f}",
+                f"{r.rows / r.seconds:,.0f}" if r.seconds else "-",
+                "-" if math.isnan(base) else f"{r.seconds / base:.2f}x",
+                "-" if r.backend_cpu is None else f"{r.backend_cpu:.2f}",
+                f"{len(b):,}",
+                _ms(percentile(b, 0.5)),
+                _ms(percentile(b, 0.99)),
+                _ms(max(b) if b else math.nan),
+                rss,
+                "-" if r.wal_bytes is None else f"{r.wal_bytes / 2**20:,.0f}",
+                "-" if r.checkpoints is None else str(r.checkpoints),
+                r.note,
+            ]
+        )
     return table(
-        ["variant", "rows deleted", "wall s", "rows/s", "vs (a)", "server CPU s", "batches",
-         "batch p50 ms", "p99 ms", "max ms", "peak RSS MiB (growth)", "WAL MiB", "checkpoints",
-         "note"],
+        [
+            "variant",
+            "rows deleted",
+            "wall s",
+            "rows/s",
+            "vs (a)",
+            "server CPU s",
+            "batches",
+            "batch p50 ms",
+            "p99 ms",
+            "max ms",
+            "peak RSS MiB (growth)",
+            "WAL MiB",
+            "checkpoints",
+            "note",
+        ],
         rows,
     )
 

@@ -73,15 +73,18 @@ def archived_sweep(dsn: str) -> Run:
             "CREATE TABLE public.enrollment_requests_archive (LIKE public.enrollment_requests, "
             "archived_at timestamptz NOT NULL DEFAULT now())"
         )
-    return reaper_sweep(dsn, REQUESTS, label="e. reaper + archive table", file_values={
-        "sweeps": {REQUESTS: {"archive": "public.enrollment_requests_archive"}}})
+    return reaper_sweep(
+        dsn,
+        REQUESTS,
+        label="e. reaper + archive table",
+        file_values={"sweeps": {REQUESTS: {"archive": "public.enrollment_requests_archive"}}},
+    )
 
 
 def keys_sweep(dsn: str) -> Run:
     """(f) reaper's sweep at log level debug: each batch returns its deleted rows' keys and
     logs them in one batch_keys line."""
-    return reaper_sweep(dsn, REQUESTS, label="f. reaper, keys logged (debug)",
-                        log_level="debug")
+    return reaper_sweep(dsn, REQUESTS, label="f. reaper, keys logged (debug)", log_level="debug")
 
 
 def parallel_sweep(parallel: int) -> Callable[[str], Run]:
@@ -98,10 +101,18 @@ PARALLEL_LABELS = {
 }
 
 
-def backlog(server: Server, rows: int, *, with_loop: bool = True,
-            loop_max_seconds: float | None = None, with_unlocked: bool = True,
-            with_trail: bool = False, with_parallel: bool = False, repeat: int = 1,
-            say: Callable[[str], None] = print) -> tuple[list[Run], float]:
+def backlog(
+    server: Server,
+    rows: int,
+    *,
+    with_loop: bool = True,
+    loop_max_seconds: float | None = None,
+    with_unlocked: bool = True,
+    with_trail: bool = False,
+    with_parallel: bool = False,
+    repeat: int = 1,
+    say: Callable[[str], None] = print,
+) -> tuple[list[Run], float]:
     """B1/B2: ``rows`` requests, two thirds garbage interleaved. Returns the runs and the
     seconds the seeding took. ``with_trail``: also (e) reaper with an archive table and (f)
     reaper logging each batch's keys. ``with_parallel``: also (g) and (h), reaper's sweep at
@@ -144,9 +155,13 @@ def backlog(server: Server, rows: int, *, with_loop: bool = True,
     return runs, seeded
 
 
-def steady_state(server: Server, rows: int, eligible_every: int,
-                 say: Callable[[str], None] = print, run_variants: bool = True,
-                 ) -> tuple[list[Run], str, str]:
+def steady_state(
+    server: Server,
+    rows: int,
+    eligible_every: int,
+    say: Callable[[str], None] = print,
+    run_variants: bool = True,
+) -> tuple[list[Run], str, str]:
     """B3: ``rows`` requests, one in ``eligible_every`` garbage, scattered. Keeps its
     template (B5 reads it); returns the runs, the template's name and the index batch's plan."""
     template = server.seed(f"steady_{rows}", seed_requests(rows, 1, eligible_every))
@@ -170,8 +185,10 @@ def steady_state(server: Server, rows: int, eligible_every: int,
         conn.execute(psycopg.sql.SQL(sqltext.engine("index_batch_settings")))  # type: ignore[arg-type,unused-ignore]
         params = dict(cutoffs(conn, sweep), batch_size=5000)
         plan = "\n".join(
-            str(r[0]) for r in conn.execute(
-                psycopg.sql.SQL("EXPLAIN {}").format(stmts.index_plan), params).fetchall()
+            str(r[0])
+            for r in conn.execute(
+                psycopg.sql.SQL("EXPLAIN {}").format(stmts.index_plan), params
+            ).fetchall()
         )
     return runs, template, plan
 
@@ -200,8 +217,15 @@ THINK_SECONDS = 0.005
 BEFORE_SECONDS = 3.0
 
 
-def _client(dsn: str, kind: str, peers: Callable[[random.Random], str], traffic: Traffic,
-            go: threading.Event, stop: threading.Event, seed: int) -> None:
+def _client(
+    dsn: str,
+    kind: str,
+    peers: Callable[[random.Random], str],
+    traffic: Traffic,
+    go: threading.Event,
+    stop: threading.Event,
+    seed: int,
+) -> None:
     rng = random.Random(seed)
     stmt = compose("refresh_node", "nodes")
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -218,9 +242,13 @@ PACED = "c. reaper sweep"
 UNPACED = "c'. reaper sweep, unpaced (busy_share 1)"
 
 
-def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print,
-                 variants: list[tuple[str, dict[str, Any]]] | None = None,
-                 rounds: int = 1) -> list[tuple[Run, Traffic, int]]:
+def live_traffic(
+    server: Server,
+    rows: int,
+    say: Callable[[str], None] = print,
+    variants: list[tuple[str, dict[str, Any]]] | None = None,
+    rounds: int = 1,
+) -> list[tuple[Run, Traffic, int]]:
     """B4: while (a) and then (c) delete the nodes backlog, clients refresh members.
 
     ``variants``: (label, settings) of reaper's sweeps to run after (a) (default: reaper's
@@ -229,22 +257,47 @@ def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print,
     template = server.seed(f"nodes_{rows}", seed_nodes(rows))
     say(f"  seeded {rows:,} nodes")
     out = []
-    sweeps = variants if variants is not None else [
-        (PACED, {}), (UNPACED, {"busy_share": 1}),
-    ]
+    sweeps = (
+        variants
+        if variants is not None
+        else [
+            (PACED, {}),
+            (UNPACED, {"busy_share": 1}),
+        ]
+    )
     steps: list[tuple[str, dict[str, Any]]] = [("a", {}), *(sweeps * rounds)]
     for variant, sweep_settings in steps:
         with server.clone(template) as dsn:
             traffic = Traffic()
             go_live, go_edge, stop = threading.Event(), threading.Event(), threading.Event()
             threads = [
-                threading.Thread(target=_client, args=(
-                    dsn, "live", lambda r: f"node-{2 * r.randrange(rows // 2) + 1}",
-                    traffic, go_live, stop, i)) for i in range(LIVE_CLIENTS)
+                threading.Thread(
+                    target=_client,
+                    args=(
+                        dsn,
+                        "live",
+                        lambda r: f"node-{2 * r.randrange(rows // 2) + 1}",
+                        traffic,
+                        go_live,
+                        stop,
+                        i,
+                    ),
+                )
+                for i in range(LIVE_CLIENTS)
             ] + [
-                threading.Thread(target=_client, args=(
-                    dsn, "edge", lambda r: f"node-{100 * r.randrange(1, rows // 100 + 1)}",
-                    traffic, go_edge, stop, 100 + i)) for i in range(EDGE_CLIENTS)
+                threading.Thread(
+                    target=_client,
+                    args=(
+                        dsn,
+                        "edge",
+                        lambda r: f"node-{100 * r.randrange(1, rows // 100 + 1)}",
+                        traffic,
+                        go_edge,
+                        stop,
+                        100 + i,
+                    ),
+                )
+                for i in range(EDGE_CLIENTS)
             ]
             for t in threads:
                 t.start()
@@ -260,8 +313,9 @@ def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print,
                     during()
                     run = plain_delete(dsn, "nodes_silent")
                 else:
-                    run = reaper_sweep(dsn, "nodes_silent", sweep_settings, label=variant,
-                                       on_start=during)
+                    run = reaper_sweep(
+                        dsn, "nodes_silent", sweep_settings, label=variant, on_start=during
+                    )
             finally:
                 stop.set()
                 go_edge.set()
@@ -274,8 +328,10 @@ def live_traffic(server: Server, rows: int, say: Callable[[str], None] = print,
                     (sorted(traffic.refreshed),),
                 ).fetchone()
                 lost = int(row[0]) if row else -1
-        say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s, "
-            f"{len(traffic.refreshed):,} members refreshed, {lost} of them deleted")
+        say(
+            f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s, "
+            f"{len(traffic.refreshed):,} members refreshed, {lost} of them deleted"
+        )
         out.append((run, traffic, lost))
     server.release(template)
     return out
@@ -295,8 +351,9 @@ class WalRun:
         return self.wal_bytes / self.run.seconds if self.run.seconds > 0 else 0.0
 
 
-def wal_brake(server: Server, rows: int, limit: int, rounds: int = 1,
-              say: Callable[[str], None] = print) -> list[WalRun]:
+def wal_brake(
+    server: Server, rows: int, limit: int, rounds: int = 1, say: Callable[[str], None] = print
+) -> list[WalRun]:
     """The WAL brake: reaper's sweep of the nodes backlog (no other client), with and without
     ``--max-wal-rate limit``, in turn ``rounds`` times; the server's WAL written over each
     sweep's wall time (the server's: other work on it counts too)."""
@@ -306,13 +363,18 @@ def wal_brake(server: Server, rows: int, limit: int, rounds: int = 1,
         for rate in (None, limit):
             with server.clone(template) as dsn:
                 wal0, _ = wal_and_checkpoints(dsn)
-                run = reaper_sweep(dsn, "nodes_silent", {"max_wal_rate": rate or 0},
-                                   label="reaper sweep" + (f", max_wal_rate {rate:,}" if rate
-                                                           else ", no brake"))
+                run = reaper_sweep(
+                    dsn,
+                    "nodes_silent",
+                    {"max_wal_rate": rate or 0},
+                    label="reaper sweep" + (f", max_wal_rate {rate:,}" if rate else ", no brake"),
+                )
                 wal1, _ = wal_and_checkpoints(dsn)
             w = WalRun(run, wal1 - wal0, rate)
-            say(f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s, "
-                f"{w.wal_bytes / 1e6:.0f} MB of WAL, {w.rate / 1e6:.1f} MB/s")
+            say(
+                f"  {run.variant}: {run.rows:,} rows in {run.seconds:.2f} s, "
+                f"{w.wal_bytes / 1e6:.0f} MB of WAL, {w.rate / 1e6:.1f} MB/s"
+            )
             out.append(w)
     server.release(template)
     return out
@@ -333,40 +395,93 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
         params = cutoffs(conn, sweep)
         row = conn.execute(
             "SELECT pg_relation_size(%s::regclass) / 8192, reltuples FROM pg_class "
-            "WHERE oid = %s::regclass", (REQUESTS, REQUESTS)).fetchone()
+            "WHERE oid = %s::regclass",
+            (REQUESTS, REQUESTS),
+        ).fetchone()
         assert row is not None
         blocks, reltuples = int(row[0]), float(row[1])
         percent = min(100.0, 100.0 * SAMPLE_BLOCKS / blocks)
         capped = stmts.backlog_rows
         # (label, statement, params, run with enable_seqscan off, value from the rows)
         queries: list[tuple[str, Any, Any, bool, Callable[[list[Any]], Any]]] = [
-            ("reaper_storage_rows (storage_rows.sql, all swept tables)",
-             psycopg.sql.SQL(sqltext.engine("storage_rows")),  # type: ignore[arg-type,unused-ignore]
-             {"tables": tables}, False, lambda rows: sum(int(r[1]) for r in rows)),
-            ("backlog: the planner's estimate (estimate_eligible.sql)",
-             stmts.estimate_eligible, params, False,
-             lambda rows: int(rows[0][0][0]["Plan"]["Plan Rows"])),
-            (f"backlog: block sample, {SAMPLE_BLOCKS} blocks (sample_eligible.sql) x reltuples",
-             stmts.sample_eligible, dict(params, percent=percent), False,
-             lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples)),
-            ("backlog: block sample, 100 blocks x reltuples",
-             stmts.sample_eligible, dict(params, percent=percent / 3), False,
-             lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples)),
-            (f"reaper_backlog_rows without the index settings, limit {DEFAULT_BACKLOG_LIMIT:,}",
-             capped, dict(params, limit=DEFAULT_BACKLOG_LIMIT), False, lambda rows: rows[0][0]),
-            ("reaper_backlog_rows (backlog_rows.sql as the daemon runs it), limit "
-             f"{DEFAULT_BACKLOG_LIMIT:,} (the default --backlog-limit)", capped,
-             dict(params, limit=DEFAULT_BACKLOG_LIMIT), True, lambda rows: rows[0][0]),
-            ("reaper_backlog_rows, limit 1,000", capped,
-             dict(params, limit=1_000), True, lambda rows: rows[0][0]),
-            ("reaper_backlog_rows, limit 10,000", capped,
-             dict(params, limit=10_000), True, lambda rows: rows[0][0]),
-            ("reaper_backlog_rows, limit 100,000 (the former default)", capped,
-             dict(params, limit=100_000), True, lambda rows: rows[0][0]),
-            ("backlog: count, uncapped (count_eligible.sql, the dry run)",
-             stmts.count_eligible, params, False, lambda rows: rows[0][0]),
-            ("COUNT(*) of the table", compose("count_table", REQUESTS), None, False,
-             lambda rows: rows[0][0]),
+            (
+                "reaper_storage_rows (storage_rows.sql, all swept tables)",
+                psycopg.sql.SQL(sqltext.engine("storage_rows")),  # type: ignore[arg-type,unused-ignore]
+                {"tables": tables},
+                False,
+                lambda rows: sum(int(r[1]) for r in rows),
+            ),
+            (
+                "backlog: the planner's estimate (estimate_eligible.sql)",
+                stmts.estimate_eligible,
+                params,
+                False,
+                lambda rows: int(rows[0][0][0]["Plan"]["Plan Rows"]),
+            ),
+            (
+                f"backlog: block sample, {SAMPLE_BLOCKS} blocks (sample_eligible.sql) x reltuples",
+                stmts.sample_eligible,
+                dict(params, percent=percent),
+                False,
+                lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples),
+            ),
+            (
+                "backlog: block sample, 100 blocks x reltuples",
+                stmts.sample_eligible,
+                dict(params, percent=percent / 3),
+                False,
+                lambda rows: round(rows[0][0] / max(rows[0][1], 1) * reltuples),
+            ),
+            (
+                f"reaper_backlog_rows without the index settings, limit {DEFAULT_BACKLOG_LIMIT:,}",
+                capped,
+                dict(params, limit=DEFAULT_BACKLOG_LIMIT),
+                False,
+                lambda rows: rows[0][0],
+            ),
+            (
+                "reaper_backlog_rows (backlog_rows.sql as the daemon runs it), limit "
+                f"{DEFAULT_BACKLOG_LIMIT:,} (the default --backlog-limit)",
+                capped,
+                dict(params, limit=DEFAULT_BACKLOG_LIMIT),
+                True,
+                lambda rows: rows[0][0],
+            ),
+            (
+                "reaper_backlog_rows, limit 1,000",
+                capped,
+                dict(params, limit=1_000),
+                True,
+                lambda rows: rows[0][0],
+            ),
+            (
+                "reaper_backlog_rows, limit 10,000",
+                capped,
+                dict(params, limit=10_000),
+                True,
+                lambda rows: rows[0][0],
+            ),
+            (
+                "reaper_backlog_rows, limit 100,000 (the former default)",
+                capped,
+                dict(params, limit=100_000),
+                True,
+                lambda rows: rows[0][0],
+            ),
+            (
+                "backlog: count, uncapped (count_eligible.sql, the dry run)",
+                stmts.count_eligible,
+                params,
+                False,
+                lambda rows: rows[0][0],
+            ),
+            (
+                "COUNT(*) of the table",
+                compose("count_table", REQUESTS),
+                None,
+                False,
+                lambda rows: rows[0][0],
+            ),
         ]
         # A query past GAUGE_TIMEOUT_MS is cut off and reported once, not repeated.
         conn.execute(f"SET statement_timeout = {GAUGE_TIMEOUT_MS}")
@@ -395,8 +510,9 @@ def gauges(server: Server, template: str, repeat: int = 20) -> list[tuple[str, l
 GAUGE_TIMEOUT_MS = 5000
 
 
-def crossover(server: Server, rows: int, fractions: list[tuple[int, int]],
-              say: Callable[[str], None] = print) -> list[tuple[float, Run, Run]]:
+def crossover(
+    server: Server, rows: int, fractions: list[tuple[int, int]], say: Callable[[str], None] = print
+) -> list[tuple[float, Run, Run]]:
     """Heap walk against index batches at several garbage fractions (the auto threshold)."""
     out = []
     for num, den in fractions:
@@ -404,23 +520,32 @@ def crossover(server: Server, rows: int, fractions: list[tuple[int, int]],
         got = []
         for strategy in ("heap", "index"):
             with server.clone(template) as dsn:
-                got.append(reaper_sweep(dsn, REQUESTS, {"strategy": strategy},
-                                        label=f"strategy {strategy}"))
+                got.append(
+                    reaper_sweep(
+                        dsn, REQUESTS, {"strategy": strategy}, label=f"strategy {strategy}"
+                    )
+                )
         server.release(template)
         say(f"  {num}/{den}: heap {got[0].seconds:.2f} s, index {got[1].seconds:.2f} s")
         out.append((num / den, got[0], got[1]))
     return out
 
 
-def tune(server: Server, template: str, settings_list: list[dict[str, Any]],
-         say: Callable[[str], None] = print) -> list[tuple[dict[str, Any], Run]]:
+def tune(
+    server: Server,
+    template: str,
+    settings_list: list[dict[str, Any]],
+    say: Callable[[str], None] = print,
+) -> list[tuple[dict[str, Any], Run]]:
     """reaper's sweep on copies of ``template`` at each of ``settings_list``."""
     out = []
     for settings in settings_list:
         with server.clone(template) as dsn:
             run = reaper_sweep(dsn, REQUESTS, settings, label=report.settings_label(settings))
-        say(f"  {run.variant}: {run.seconds:.2f} s, {run.strategy}, "
-            f"p99 {percentile(run.batch_seconds, 0.99) * 1000:.0f} ms")
+        say(
+            f"  {run.variant}: {run.seconds:.2f} s, {run.strategy}, "
+            f"p99 {percentile(run.batch_seconds, 0.99) * 1000:.0f} ms"
+        )
         out.append((settings, run))
     return out
 
@@ -444,8 +569,9 @@ class ReplicaLagRun:
     samples: list[tuple[float, float]] = field(default_factory=list)
 
 
-def replica_lag(rows: int, max_lag: float, hold_seconds: float,
-                say: Callable[[str], None] = print) -> ReplicaLagRun:
+def replica_lag(
+    rows: int, max_lag: float, hold_seconds: float, say: Callable[[str], None] = print
+) -> ReplicaLagRun:
     """B6: a throwaway primary and streaming standby (bench.replica); ``rows`` bootstrap
     members of which half are garbage. The standby's replay is paused
     :data:`PAUSE_AFTER_SECONDS` after reaper's sweep starts, and resumed ``hold_seconds``
@@ -474,7 +600,9 @@ def replica_lag(rows: int, max_lag: float, hold_seconds: float,
                         "SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint, "
                         "(replay_lsn - '0/0'::pg_lsn)::bigint, "
                         "extract(epoch FROM replay_lag)::float8 FROM pg_stat_replication "
-                        "WHERE application_name = %s", (replica.STANDBY_NAME,)).fetchone()
+                        "WHERE application_name = %s",
+                        (replica.STANDBY_NAME,),
+                    ).fetchone()
                     now = time.monotonic()
                     if row is not None:
                         history.record(now, int(row[0]))
@@ -498,9 +626,13 @@ def replica_lag(rows: int, max_lag: float, hold_seconds: float,
         watcher.start()
         ctl = threading.Thread(target=controller)
         try:
-            run = reaper_sweep(dsn, "nodes_silent", {"max_replica_lag": f"{max_lag}s"},
-                               label=f"c. reaper sweep, max_replica_lag {max_lag:g}s",
-                               on_start=ctl.start)
+            run = reaper_sweep(
+                dsn,
+                "nodes_silent",
+                {"max_replica_lag": f"{max_lag}s"},
+                label=f"c. reaper sweep, max_replica_lag {max_lag:g}s",
+                on_start=ctl.start,
+            )
         finally:
             done.set()
             if ctl.is_alive() or ctl.ident is not None:
@@ -516,16 +648,23 @@ def replica_lag(rows: int, max_lag: float, hold_seconds: float,
         halted_after = max(before) - paused if before and resumed < math.inf else None
         limit_at = paused + max_lag
         past = sum(1 for t in ends if limit_at < t < resumed)
-        rows_before = max((int(n) for t, n in run.extra["batch_ends"] if t < resumed),
-                          default=0)
+        rows_before = max((int(n) for t, n in run.extra["batch_ends"] if t < resumed), default=0)
         return ReplicaLagRun(
-            run, max_lag, paused, resumed, halted_after, past, rows_before,
-            max((lag for _, lag in samples), default=0.0), samples,
+            run,
+            max_lag,
+            paused,
+            resumed,
+            halted_after,
+            past,
+            rows_before,
+            max((lag for _, lag in samples), default=0.0),
+            samples,
         )
 
 
-def daemon_gauges(server: Server, template: str, repeat: int = 20
-                  ) -> list[tuple[str, list[float], Any]]:
+def daemon_gauges(
+    server: Server, template: str, repeat: int = 20
+) -> list[tuple[str, list[float], Any]]:
     """B5, as ``reaper run`` refreshes its gauges (reaper.daemon.gauges): every gauge's own call on
     a reaper Session, at the default settings, on ``template`` (ms samples and the last value)."""
     from reaper import errors
@@ -541,20 +680,27 @@ def daemon_gauges(server: Server, template: str, repeat: int = 20
     out: list[tuple[str, list[float], Any]] = []
     with Database(connection_settings(settings), max_connections=1) as db, db.session() as session:
         calls: list[tuple[str, Callable[[], Any]]] = [
-            ("reaper_storage_rows (all swept tables)",
-             lambda: sum(session.storage_rows(tables).values())),
+            (
+                "reaper_storage_rows (all swept tables)",
+                lambda: sum(session.storage_rows(tables).values()),
+            ),
         ]
         for name in (REQUESTS, EPHEMERAL_REQUESTS):
             sweep = sweep_named(name)
             stmts = SweepStatements(sweep.predicate)  # as the daemon does
             params: dict[str, Any] = dict(compute_cutoffs(session, sweep, None))
             calls += [
-                (f"reaper_backlog_rows{{sweep=\"{name}\"}} at the default --backlog-limit "
-                 f"{settings.backlog_limit:,}",
-                 lambda s=stmts, p=params: session.backlog_rows(s, p, settings.backlog_limit)),
-                (f"reaper_backlog_oldest_seconds{{sweep=\"{name}\"}}",
-                 lambda s=stmts, p=params: round(session.backlog_oldest_seconds(
-                     s, p, settings.backlog_limit) or 0.0)),
+                (
+                    f'reaper_backlog_rows{{sweep="{name}"}} at the default --backlog-limit '
+                    f"{settings.backlog_limit:,}",
+                    lambda s=stmts, p=params: session.backlog_rows(s, p, settings.backlog_limit),
+                ),
+                (
+                    f'reaper_backlog_oldest_seconds{{sweep="{name}"}}',
+                    lambda s=stmts, p=params: round(
+                        session.backlog_oldest_seconds(s, p, settings.backlog_limit) or 0.0
+                    ),
+                ),
             ]
         for label, call in calls:
             samples: list[float] = []

@@ -45,8 +45,9 @@ def _timed(args: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([_reaper(), *args], env=env, capture_output=True, text=True,
-                          check=False, timeout=120)
+    proc = subprocess.run(
+        [_reaper(), *args], env=env, capture_output=True, text=True, check=False, timeout=120
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
@@ -105,7 +106,10 @@ def _phases(env: dict[str, str], runs: int) -> list[list[str]]:
         proc = subprocess.run(
             [sys.executable, "-c", _PHASE_PROBE, "run-once"],
             env=env | {"BENCH_SPAWNED_AT": repr(time.time())},
-            capture_output=True, text=True, check=False, timeout=120,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
         )
         lines = [x for x in proc.stderr.splitlines() if x.startswith("PHASES ")]
         if proc.returncode != 0 or not lines:
@@ -131,7 +135,8 @@ def run(server: Server, *, runs: int = STARTUP_RUNS, say: Callable[[str], None])
     # pip does when it installs the package; with it, every start compiled reaper's own
     # modules again (about 0.1 s of CPU here), which no installed reaper pays.
     env = {
-        k: v for k, v in os.environ.items()
+        k: v
+        for k, v in os.environ.items()
         if not k.startswith("REAPER_") and k != "PYTHONDONTWRITEBYTECODE"
     }
     env |= {"REAPER_DSN": server.dsn_of(name), "REAPER_LOG_LEVEL": "warning"}
@@ -159,23 +164,29 @@ def run(server: Server, *, runs: int = STARTUP_RUNS, say: Callable[[str], None])
                 walls = [w for w, _ in got]
                 cpus = [c for _, c in got]
                 median = percentile(walls, 0.5)
-                rows.append([
-                    label + v, f"{median:.3f}", f"{min(walls):.3f}", f"{max(walls):.3f}",
-                    f"{percentile(cpus, 0.5):.3f}", f"{target:g}",
-                    "met" if median < target else "MISSED",
-                ])
+                rows.append(
+                    [
+                        label + v,
+                        f"{median:.3f}",
+                        f"{min(walls):.3f}",
+                        f"{max(walls):.3f}",
+                        f"{percentile(cpus, 0.5):.3f}",
+                        f"{target:g}",
+                        "met" if median < target else "MISSED",
+                    ]
+                )
         say(f"S: `reaper run-once` step by step x {runs}")
         steps = _phases(env, runs)
     finally:
         server.release(name)
     load_after = os.getloadavg()
     table = report.table(
-        ["start", "median s", "min s", "max s", "CPU s (median)", "target s",
-         "median < target"],
+        ["start", "median s", "min s", "max s", "CPU s (median)", "target s", "median < target"],
         rows,
     )
-    by_step = report.table(["`reaper run-once`, empty database: step", "wall ms (median)",
-                            "CPU ms (median)"], steps)
+    by_step = report.table(
+        ["`reaper run-once`, empty database: step", "wall ms (median)", "CPU ms (median)"], steps
+    )
     return (
         f"## S start-up: median of {runs} runs each, a new process every time\n\n{table}\n\n"
         f"{by_step}\n\n"

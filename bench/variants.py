@@ -72,8 +72,13 @@ def plain_delete(dsn: str, sweep_name: str) -> Run:
         stmt = compose("plain_delete", sweep.table, sweep.predicate.where)
         secs, rows = timed(conn, stmt, params)
         cpu = backend_cpu_seconds(conn.info.backend_pid)
-    return Run("a. one plain DELETE", rows, secs, [secs],
-               backend_cpu=None if cpu is None or cpu0 is None else cpu - cpu0)
+    return Run(
+        "a. one plain DELETE",
+        rows,
+        secs,
+        [secs],
+        backend_cpu=None if cpu is None or cpu0 is None else cpu - cpu0,
+    )
 
 
 def limit_loop(dsn: str, sweep_name: str, key: str, max_seconds: float | None = None) -> Run:
@@ -115,8 +120,11 @@ def unlocked_walk(dsn: str, sweep_name: str, blocks_per_batch: int) -> Run:
         cpu0 = backend_cpu_seconds(conn.info.backend_pid)
         t0 = time.perf_counter()
         for first in range(0, int(blocks), blocks_per_batch):
-            secs, rows = timed(conn, stmt, dict(
-                params, first_tid=f"({first},0)", end_tid=f"({first + blocks_per_batch},0)"))
+            secs, rows = timed(
+                conn,
+                stmt,
+                dict(params, first_tid=f"({first},0)", end_tid=f"({first + blocks_per_batch},0)"),
+            )
             run.batch_seconds.append(secs)
             run.rows += rows
         run.seconds = time.perf_counter() - t0
@@ -145,8 +153,13 @@ def split_delete(dsn: str, sweep_name: str, parts: int) -> Run:
 
         def one(i: int) -> None:
             start.wait()
-            done.append(timed(conns[i], stmt, dict(
-                params, first_tid=f"({i * step},0)", end_tid=f"({(i + 1) * step},0)")))
+            done.append(
+                timed(
+                    conns[i],
+                    stmt,
+                    dict(params, first_tid=f"({i * step},0)", end_tid=f"({(i + 1) * step},0)"),
+                )
+            )
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(parts)]
         for t in threads:
@@ -160,8 +173,12 @@ def split_delete(dsn: str, sweep_name: str, parts: int) -> Run:
     finally:
         for conn in conns:
             conn.close()
-    run = Run(f"i. {parts} plain DELETEs at once, 1/{parts} of the heap each",
-              sum(rows for _, rows in done), seconds, [secs for secs, _ in done])
+    run = Run(
+        f"i. {parts} plain DELETEs at once, 1/{parts} of the heap each",
+        sum(rows for _, rows in done),
+        seconds,
+        [secs for secs, _ in done],
+    )
     run.note = f"the ceiling of {parts} connections; their backends: {waits.shares()}"
     return run
 
@@ -204,21 +221,33 @@ class WaitSampler:
         return ", ".join(f"{event} {n / total:.0%}" for event, n in ranked)
 
 
-def reaper_sweep(dsn: str, sweep_name: str, settings: dict[str, Any] | None = None,
-                 label: str = "c. reaper sweep",
-                 on_start: Callable[[], None] | None = None,
-                 file_values: dict[str, Any] | None = None, log_level: str = "warning") -> Run:
+def reaper_sweep(
+    dsn: str,
+    sweep_name: str,
+    settings: dict[str, Any] | None = None,
+    label: str = "c. reaper sweep",
+    on_start: Callable[[], None] | None = None,
+    file_values: dict[str, Any] | None = None,
+    log_level: str = "warning",
+) -> Run:
     """(c) reaper's sweep in a child process (bench.child), defaults unless ``settings``
     (and ``file_values``: a config file's tables, ``[sweeps.NAME]``); the child logs at
     ``log_level`` (debug: each batch returns and logs its keys).
 
     ``on_start`` is called when the child is about to call run_sweep (imports and the first
     connection done)."""
-    spec = {"dsn": dsn, "sweep": sweep_name, "settings": settings or {},
-            "file": file_values or {}, "log_level": log_level}
+    spec = {
+        "dsn": dsn,
+        "sweep": sweep_name,
+        "settings": settings or {},
+        "file": file_values or {},
+        "log_level": log_level,
+    }
     with subprocess.Popen(
         [sys.executable, "-m", "bench.child", json.dumps(spec)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None
         # Read standard error as it comes: at debug level the child logs more than a pipe
@@ -237,11 +266,21 @@ def reaper_sweep(dsn: str, sweep_name: str, settings: dict[str, Any] | None = No
     out = json.loads((first + rest).strip().splitlines()[-1])
     if out["outcome"] != "success":
         raise RuntimeError(f"reaper sweep failed: {out['error']}")
-    return Run(label, out["rows"], out["wall"], out["batch_seconds"],
-               rss_peak_kib=out["rss_peak_kib"], rss_before_kib=out["rss_before_kib"],
-               strategy=out["strategy"], backend_cpu=out.get("backend_cpu"),
-               extra={"throttled": out["throttled"], "batch_ends": out["batch_ends"],
-                      "stopped_by": out["stopped_by"]})
+    return Run(
+        label,
+        out["rows"],
+        out["wall"],
+        out["batch_seconds"],
+        rss_peak_kib=out["rss_peak_kib"],
+        rss_before_kib=out["rss_before_kib"],
+        strategy=out["strategy"],
+        backend_cpu=out.get("backend_cpu"),
+        extra={
+            "throttled": out["throttled"],
+            "batch_ends": out["batch_ends"],
+            "stopped_by": out["stopped_by"],
+        },
+    )
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -106,11 +106,10 @@ def dashboard_configmap() -> str:
     return (
         "# Generated from deploy/grafana/reaper.json by `make deploy-generate`: edit\n"
         "# deploy/grafana/build.py. Grafana's dashboard sidecar (the grafana Helm chart's\n"
-        "# sidecar.dashboards) loads every ConfigMap labelled grafana_dashboard: \"1\".\n"
+        '# sidecar.dashboards) loads every ConfigMap labelled grafana_dashboard: "1".\n'
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: reaper-dashboard\n"
-        "  labels:\n    app.kubernetes.io/name: reaper\n    grafana_dashboard: \"1\"\n"
-        "data:\n  reaper.json: |\n"
-        + _indent(DASHBOARD.read_text(), 4)
+        '  labels:\n    app.kubernetes.io/name: reaper\n    grafana_dashboard: "1"\n'
+        "data:\n  reaper.json: |\n" + _indent(DASHBOARD.read_text(), 4)
     )
 
 
@@ -138,7 +137,9 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     base = args.runbook_base or site_url()
     if not re.match(r"^https?://[^/\s]+", base):
-        parser.error(f"--runbook-base {base!r}: give an absolute http(s) URL, e.g. https://docs.internal/reaper/")
+        parser.error(
+            f"--runbook-base {base!r}: give an absolute http(s) URL, e.g. https://docs.internal/reaper/"
+        )
     stale = []
     for path, text in outputs(base).items():
         if args.check:

@@ -161,9 +161,7 @@ RENDER = {"settings": settings_table, "metrics": metrics_table, "commands": comm
 
 
 def _region(name: str) -> re.Pattern[str]:
-    return re.compile(
-        rf"(<!-- reference:{name} -->\n)(.*?)(<!-- /reference:{name} -->)", re.S
-    )
+    return re.compile(rf"(<!-- reference:{name} -->\n)(.*?)(<!-- /reference:{name} -->)", re.S)
 
 
 def with_references(markdown: str) -> str:
@@ -198,8 +196,10 @@ def main(argv: list[str]) -> int:
     """Rewrite the pages' references, or with ``--check`` report the stale ones (exit 1)."""
     if "--check" in argv:
         for page in stale_pages():
-            print(f"docs/{page.name}: reference out of date: run `make docs-reference`",
-                  file=sys.stderr)
+            print(
+                f"docs/{page.name}: reference out of date: run `make docs-reference`",
+                file=sys.stderr,
+            )
         return 1 if stale_pages() else 0
     for page in PAGES.values():
         path = DOCS / page

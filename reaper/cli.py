@@ -150,12 +150,13 @@ def load(config_path: Path | None, raw: dict[str, Any]) -> Config:
     # like --dsn '', instead of silently reaching libpq's defaults.
     if "dsn" not in explicit and os.environ.get(_envvar("dsn")) == "":
         explicit["dsn"], labels["dsn"] = "", _envvar("dsn")
-    config = load_config(
-        explicit, file_values, source=str(config_path or "config"), labels=labels
-    )
+    config = load_config(explicit, file_values, source=str(config_path or "config"), labels=labels)
     global _dsn_on_command_line, _dsn_label
-    _dsn_on_command_line = ctx is not None and "dsn" in explicit and \
-        ctx.get_parameter_source("dsn") == click.core.ParameterSource.COMMANDLINE
+    _dsn_on_command_line = (
+        ctx is not None
+        and "dsn" in explicit
+        and ctx.get_parameter_source("dsn") == click.core.ParameterSource.COMMANDLINE
+    )
     _dsn_label = labels.get("dsn", "--dsn") if "dsn" in explicit else f"{config_path}: dsn"
     return config
 
@@ -199,7 +200,8 @@ def open_database(settings: Settings) -> Database:
 
 
 _WIDE_OPTION = click.option(
-    "--wide", is_flag=True,
+    "--wide",
+    is_flag=True,
     help="Every column of the table, stacked one block per row when they do not fit the "
     "terminal (by default, columns are left out to fit).",
 )
@@ -345,8 +347,13 @@ def run_once(
                     break
                 progress.start(sweep.name)
                 result = sweeper.run(
-                    db, sweep, settings, metrics=metrics, dry_run=dry_run,
-                    on_batch=progress.batch, stop=interrupt.stop,
+                    db,
+                    sweep,
+                    settings,
+                    metrics=metrics,
+                    dry_run=dry_run,
+                    on_batch=progress.batch,
+                    stop=interrupt.stop,
                 )
                 progress.finish(result)
                 results.append(result)
@@ -374,16 +381,20 @@ def run_once(
         # Whatever the sweeps' outcomes: a stopped run is not a finished one, and the exit
         # code says so as a shell reports a process the signal ended.
         _logger().warning(
-            "stopped_by_signal", signal=interrupt.signal_name,
-            not_started=[s.name for s in sweeps[len(results):]],
+            "stopped_by_signal",
+            signal=interrupt.signal_name,
+            not_started=[s.name for s in sweeps[len(results) :]],
         )
         sys.exit(interrupt.exit_code)
     failed = any(r.outcome == Outcome.FAILURE for r in results) or not metrics_written
     if failed:
         sys.exit(EXIT_FAILED)
     # Nothing ran at all: a squatter on the lock keys must not look like a clean run.
-    sys.exit(EXIT_ALL_SKIPPED if results and all(r.outcome == Outcome.SKIPPED for r in results)
-             else EXIT_OK)
+    sys.exit(
+        EXIT_ALL_SKIPPED
+        if results and all(r.outcome == Outcome.SKIPPED for r in results)
+        else EXIT_OK
+    )
 
 
 def _file_metrics(sweeps: Sequence[Sweep]) -> Metrics:
@@ -406,7 +417,10 @@ def _warn_missing_indexes(session: Session, sweeps: Sequence[Sweep]) -> None:
 
     for sweep, index, problem in checks.missing_indexes(session, sweeps):
         structlog.get_logger("reaper.cli").warning(
-            "index_missing", sweep=sweep, index=index, state=problem,
+            "index_missing",
+            sweep=sweep,
+            index=index,
+            state=problem,
             fix=checks.index_statements(next(s for s in sweeps if s.name == sweep)),
         )
 
@@ -434,15 +448,11 @@ def _write_metrics(metrics: Metrics, path: Path) -> bool:
         metrics.write_textfile(path)
         return True
     except OSError as exc:
-        _logger().error(
-            "metrics_file_failed", path=str(path), error=exc.strerror or str(exc)
-        )
+        _logger().error("metrics_file_failed", path=str(path), error=exc.strerror or str(exc))
         return False
 
 
-def report_missing_tables(
-    session: Session, sweeps: Sequence[Sweep], settings: Settings
-) -> bool:
+def report_missing_tables(session: Session, sweeps: Sequence[Sweep], settings: Settings) -> bool:
     """Say once which database reaper reached (``session``'s) when swept tables are missing
     from it, rather than one "does not exist" per sweep that never names the database. None
     of the tables there: one line on stderr, and True (nothing can be swept; the caller exits
@@ -461,18 +471,19 @@ def report_missing_tables(
         return False
     chose = (
         " (no --dsn or REAPER_DSN: libpq chose it, from its PG* variables or else as the "
-        "database named after your user)" if settings.dsn is None else ""
+        "database named after your user)"
+        if settings.dsn is None
+        else ""
     )
     if len(missing) < len(tables):
-        _logger().warning(
-            "tables_missing", database=reached + chose, tables=missing
-        )
+        _logger().warning("tables_missing", database=reached + chose, tables=missing)
         return False
     builtin = {s.table for s in sweeps if s.builtin}
     elsewhere = (
         f" (the built-in sweeps' tables are read in schema {settings.schema}: set schema, "
         "--schema or REAPER_SCHEMA to the one that holds them)"
-        if builtin & set(missing) else ""
+        if builtin & set(missing)
+        else ""
     )
     click.echo(
         f"reaper: the database reaper reached, {reached}{chose}, has no table "
@@ -494,8 +505,9 @@ def _refuse_on_failed_checks(
     failed = checks.failures(findings)
     if failed:
         for f in failed:
-            click.echo(f"reaper: check failed: {f.sweep} {f.check} {f.subject}: {f.detail}",
-                       err=True)
+            click.echo(
+                f"reaper: check failed: {f.sweep} {f.check} {f.subject}: {f.detail}", err=True
+            )
         click.echo(f"reaper: --strict: {len(failed)} check(s) failed; nothing swept", err=True)
         sys.exit(EXIT_FAILED)
 
@@ -589,7 +601,10 @@ _JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON 
 @_WIDE_OPTION
 @settings_options
 def check_command(
-    sweep_names: tuple[str, ...], as_json: bool, wide: bool, config_path: Path | None,
+    sweep_names: tuple[str, ...],
+    as_json: bool,
+    wide: bool,
+    config_path: Path | None,
     **raw: Any,
 ) -> None:
     """Check what the sweeps rely on: tables and columns, indexes valid and ready, foreign
@@ -650,7 +665,9 @@ def indexes_ensure(
                 sys.exit(EXIT_FAILED)
         with IndexProgress(live) as progress:
             actions = indexes.ensure(
-                db, dry_run=dry_run, specs=sqlinfo.shipped_indexes(settings.schema),
+                db,
+                dry_run=dry_run,
+                specs=sqlinfo.shipped_indexes(settings.schema),
                 on_progress=progress.update if live else None,
                 on_action=progress.action,
             )

@@ -18,9 +18,17 @@ LEVELS = ("debug", "info", "warning", "error")
 # What a console line leaves out, all of it in the JSON record: the logger's name, the
 # run's bookkeeping (when its lock was taken and released, each cutoff), and what the sweep's
 # name already says (its table, its reason label).
-CONSOLE_LEFT_OUT = frozenset({
-    "logger", "locked_at", "unlocked_at", "cutoffs", "table", "reason", "strategy",
-})
+CONSOLE_LEFT_OUT = frozenset(
+    {
+        "logger",
+        "locked_at",
+        "unlocked_at",
+        "cutoffs",
+        "table",
+        "reason",
+        "strategy",
+    }
+)
 # At most this many fields after the event, each value cut to CONSOLE_VALUE_CHARS.
 CONSOLE_FIELDS = 4
 CONSOLE_VALUE_CHARS = 56
@@ -123,9 +131,14 @@ def configure(level: str = "info", json: bool | None = None) -> None:
     renderers: list[structlog.types.Processor] = (
         [structlog.processors.JSONRenderer()]
         if json
-        else [brief, structlog.dev.ConsoleRenderer(
-            colors=sys.stderr.isatty(), sort_keys=False, **_unpadded(),
-        )]
+        else [
+            brief,
+            structlog.dev.ConsoleRenderer(
+                colors=sys.stderr.isatty(),
+                sort_keys=False,
+                **_unpadded(),
+            ),
+        ]
     )
     structlog.configure(
         processors=[

@@ -123,7 +123,10 @@ class CheckName(_Word):
 
 
 SERVER_CHECKS = (
-    CheckName.SERVER_VERSION, CheckName.ROLE, CheckName.ADVISORY_LOCK, CheckName.PACING,
+    CheckName.SERVER_VERSION,
+    CheckName.ROLE,
+    CheckName.ADVISORY_LOCK,
+    CheckName.PACING,
 )
 # The per-sweep checks whose reaper_check_failures series exist at 0 from the start.
 # time_zone and space are not among them: they only ever warn, so they never count as failures.

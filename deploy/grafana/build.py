@@ -28,9 +28,19 @@ def target(expr: str, legend: str, ref: str = "A") -> dict[str, Any]:
 
 
 def panel(
-    pid: int, title: str, description: str, targets: list[dict[str, Any]], *, unit: str,
-    x: int, y: int, w: int = 12, h: int = 8, kind: str = "timeseries",
-    thresholds: list[dict[str, Any]] | None = None, draw: str = "line",
+    pid: int,
+    title: str,
+    description: str,
+    targets: list[dict[str, Any]],
+    *,
+    unit: str,
+    x: int,
+    y: int,
+    w: int = 12,
+    h: int = 8,
+    kind: str = "timeseries",
+    thresholds: list[dict[str, Any]] | None = None,
+    draw: str = "line",
 ) -> dict[str, Any]:
     custom: dict[str, Any] = {"drawStyle": draw, "fillOpacity": 10, "showPoints": "never"}
     if draw == "bars":
@@ -43,28 +53,51 @@ def panel(
         if kind == "timeseries":
             custom["thresholdsStyle"] = {"mode": "line"}
     return {
-        "id": pid, "type": kind, "title": title, "description": description,
-        "datasource": DS, "targets": targets,
+        "id": pid,
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "targets": targets,
         "gridPos": {"x": x, "y": y, "w": w, "h": h},
         "fieldConfig": {"defaults": defaults, "overrides": []},
-        "options": {"legend": {"displayMode": "table", "placement": "right",
-                               "calcs": ["lastNotNull", "max"]},
-                    "tooltip": {"mode": "multi", "sort": "desc"}} if kind == "timeseries"
+        "options": {
+            "legend": {
+                "displayMode": "table",
+                "placement": "right",
+                "calcs": ["lastNotNull", "max"],
+            },
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        }
+        if kind == "timeseries"
         else {"reduceOptions": {"calcs": ["lastNotNull"]}, "colorMode": "background"},
     }
 
 
 def row(pid: int, title: str, y: int) -> dict[str, Any]:
-    return {"id": pid, "type": "row", "title": title, "collapsed": False,
-            "gridPos": {"x": 0, "y": y, "w": 24, "h": 1}, "panels": []}
+    return {
+        "id": pid,
+        "type": "row",
+        "title": title,
+        "collapsed": False,
+        "gridPos": {"x": 0, "y": y, "w": 24, "h": 1},
+        "panels": [],
+    }
 
 
 def variable(name: str, label: str, query: str) -> dict[str, Any]:
     return {
-        "name": name, "label": label, "type": "query", "datasource": DS,
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
         "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
-        "definition": query, "refresh": 2, "includeAll": True, "multi": True,
-        "allValue": ".*", "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
+        "definition": query,
+        "refresh": 2,
+        "includeAll": True,
+        "multi": True,
+        "allValue": ".*",
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]},
         "sort": 1,
     }
 
@@ -73,85 +106,198 @@ def panels() -> list[dict[str, Any]]:
     red = [{"color": "green", "value": None}, {"color": "red", "value": STALL_WINDOW_SECONDS}]
     return [
         row(100, "What reaper deletes", 0),
-        panel(1, "Rows deleted per second, by table and reason",
-              "rate(reaper_deleted_rows_total): what the sweeps remove. Flat at 0 for hours "
-              "while a table grows: ReaperDeletingNothing.",
-              [target('sum by (table, reason) (rate(reaper_deleted_rows_total{job=~"$job"}'
-                      "[$__rate_interval]))", "{{table}} {{reason}}")],
-              unit="rowsps", x=0, y=1),
-        panel(2, "Table rows (catalog estimate)",
-              "reaper_storage_rows: pg_class.reltuples of each swept table, refreshed every "
-              "--gauge-interval.",
-              [target('max by (table) (reaper_storage_rows{job=~"$job"})', "{{table}}")],
-              unit="short", x=12, y=1),
-        panel(3, "Backlog: rows eligible now, per sweep",
-              "reaper_backlog_rows, capped at --backlog-limit. Rising hour over hour while runs "
-              "succeed: ReaperBacklogGrowing.",
-              [target(f"max by (sweep) (reaper_backlog_rows{{{SEL}}})", "{{sweep}}")],
-              unit="short", x=0, y=9),
-        panel(4, "Oldest eligible row, past its cutoff",
-              "reaper_backlog_oldest_seconds: how long the oldest row a sweep would delete "
-              "has been garbage. Steadily aging: ReaperBacklogGrowing.",
-              [target(f"max by (sweep) (reaper_backlog_oldest_seconds{{{SEL}}})", "{{sweep}}")],
-              unit="s", x=12, y=9),
+        panel(
+            1,
+            "Rows deleted per second, by table and reason",
+            "rate(reaper_deleted_rows_total): what the sweeps remove. Flat at 0 for hours "
+            "while a table grows: ReaperDeletingNothing.",
+            [
+                target(
+                    'sum by (table, reason) (rate(reaper_deleted_rows_total{job=~"$job"}'
+                    "[$__rate_interval]))",
+                    "{{table}} {{reason}}",
+                )
+            ],
+            unit="rowsps",
+            x=0,
+            y=1,
+        ),
+        panel(
+            2,
+            "Table rows (catalog estimate)",
+            "reaper_storage_rows: pg_class.reltuples of each swept table, refreshed every "
+            "--gauge-interval.",
+            [target('max by (table) (reaper_storage_rows{job=~"$job"})', "{{table}}")],
+            unit="short",
+            x=12,
+            y=1,
+        ),
+        panel(
+            3,
+            "Backlog: rows eligible now, per sweep",
+            "reaper_backlog_rows, capped at --backlog-limit. Rising hour over hour while runs "
+            "succeed: ReaperBacklogGrowing.",
+            [target(f"max by (sweep) (reaper_backlog_rows{{{SEL}}})", "{{sweep}}")],
+            unit="short",
+            x=0,
+            y=9,
+        ),
+        panel(
+            4,
+            "Oldest eligible row, past its cutoff",
+            "reaper_backlog_oldest_seconds: how long the oldest row a sweep would delete "
+            "has been garbage. Steadily aging: ReaperBacklogGrowing.",
+            [target(f"max by (sweep) (reaper_backlog_oldest_seconds{{{SEL}}})", "{{sweep}}")],
+            unit="s",
+            x=12,
+            y=9,
+        ),
         row(101, "Runs", 17),
-        panel(5, "Run outcomes",
-              "increase(reaper_sweep_runs_total) by outcome: success, failure, skipped "
-              "(another replica held the sweep's lock). Failures that keep coming: "
-              "ReaperSweepFailing.",
-              [target(f"sum by (sweep, outcome) (increase(reaper_sweep_runs_total{{{SEL}}}"
-                      "[$__rate_interval]))", "{{sweep}} {{outcome}}")],
-              unit="short", x=0, y=18, draw="bars"),
-        panel(6, "Since the last successful run",
-              "time() - reaper_sweep_last_success_timestamp_seconds, across replicas. Above "
-              "the red line (3 h) for 30 minutes more: ReaperSweepStalled.",
-              [target(f"time() - max by (sweep) (reaper_sweep_last_success_timestamp_seconds"
-                      f"{{{SEL}}} > 0)", "{{sweep}}")],
-              unit="s", x=12, y=18, thresholds=red),
-        panel(7, "Batch duration (p50, p99)",
-              "histogram_quantile over reaper_batch_duration_seconds: one batch transaction. "
-              "Near statement_timeout (10 s): lower the sweep's batch_size.",
-              [target("histogram_quantile(0.5, sum by (sweep, le) (rate("
-                      f"reaper_batch_duration_seconds_bucket{{{SEL}}}[$__rate_interval])))",
-                      "p50 {{sweep}}", "A"),
-               target("histogram_quantile(0.99, sum by (sweep, le) (rate("
-                      f"reaper_batch_duration_seconds_bucket{{{SEL}}}[$__rate_interval])))",
-                      "p99 {{sweep}}", "B")],
-              unit="s", x=0, y=26),
-        panel(8, "Time throttled, by reason",
-              "rate(reaper_throttled_seconds_total): the share of time a sweep waited between "
-              "batches for replica lag or load (1 = all the time).",
-              [target(f"sum by (sweep, reason) (rate(reaper_throttled_seconds_total{{{SEL}}}"
-                      "[$__rate_interval]))", "{{sweep}} {{reason}}")],
-              unit="percentunit", x=12, y=26),
-        panel(9, "Run duration (p50, p99)",
-              "histogram_quantile over reaper_sweep_duration_seconds: a whole run.",
-              [target("histogram_quantile(0.5, sum by (sweep, le) (rate("
-                      f"reaper_sweep_duration_seconds_bucket{{{SEL}}}[$__rate_interval])))",
-                      "p50 {{sweep}}", "A"),
-               target("histogram_quantile(0.99, sum by (sweep, le) (rate("
-                      f"reaper_sweep_duration_seconds_bucket{{{SEL}}}[$__rate_interval])))",
-                      "p99 {{sweep}}", "B")],
-              unit="s", x=0, y=34),
-        panel(11, "Rows left although eligible, by table and reason",
-              "rate(reaper_skipped_rows_total): rows a sweep left (locked by a writer, a delete "
-              "past statement_timeout, a foreign key). Locked rows go next run; the others need "
-              "a look (the log names them).",
-              [target('sum by (table, reason) (rate(reaper_skipped_rows_total{job=~"$job"}'
-                      "[$__rate_interval]))", "{{table}} {{reason}}")],
-              unit="rowsps", x=0, y=42),
-        panel(12, "Partitions removed",
-              "increase(reaper_dropped_partitions_total): partitions wholly past the cutoff, "
-              "dropped (or detached) instead of deleted row by row.",
-              [target('sum by (table) (increase(reaper_dropped_partitions_total{job=~"$job"}'
-                      "[$__rate_interval]))", "{{table}}")],
-              unit="short", x=12, y=42, draw="bars"),
-        panel(10, "Failing checks",
-              "reaper_check_failures: failing findings of the last `reaper check` the daemon "
-              "ran, by sweep and check (sweep=\"*\": server and connection).",
-              [target('sum by (sweep, check) (reaper_check_failures{job=~"$job"}) > 0',
-                      "{{sweep}} {{check}}")],
-              unit="short", x=12, y=34),
+        panel(
+            5,
+            "Run outcomes",
+            "increase(reaper_sweep_runs_total) by outcome: success, failure, skipped "
+            "(another replica held the sweep's lock). Failures that keep coming: "
+            "ReaperSweepFailing.",
+            [
+                target(
+                    f"sum by (sweep, outcome) (increase(reaper_sweep_runs_total{{{SEL}}}"
+                    "[$__rate_interval]))",
+                    "{{sweep}} {{outcome}}",
+                )
+            ],
+            unit="short",
+            x=0,
+            y=18,
+            draw="bars",
+        ),
+        panel(
+            6,
+            "Since the last successful run",
+            "time() - reaper_sweep_last_success_timestamp_seconds, across replicas. Above "
+            "the red line (3 h) for 30 minutes more: ReaperSweepStalled.",
+            [
+                target(
+                    f"time() - max by (sweep) (reaper_sweep_last_success_timestamp_seconds"
+                    f"{{{SEL}}} > 0)",
+                    "{{sweep}}",
+                )
+            ],
+            unit="s",
+            x=12,
+            y=18,
+            thresholds=red,
+        ),
+        panel(
+            7,
+            "Batch duration (p50, p99)",
+            "histogram_quantile over reaper_batch_duration_seconds: one batch transaction. "
+            "Near statement_timeout (10 s): lower the sweep's batch_size.",
+            [
+                target(
+                    "histogram_quantile(0.5, sum by (sweep, le) (rate("
+                    f"reaper_batch_duration_seconds_bucket{{{SEL}}}[$__rate_interval])))",
+                    "p50 {{sweep}}",
+                    "A",
+                ),
+                target(
+                    "histogram_quantile(0.99, sum by (sweep, le) (rate("
+                    f"reaper_batch_duration_seconds_bucket{{{SEL}}}[$__rate_interval])))",
+                    "p99 {{sweep}}",
+                    "B",
+                ),
+            ],
+            unit="s",
+            x=0,
+            y=26,
+        ),
+        panel(
+            8,
+            "Time throttled, by reason",
+            "rate(reaper_throttled_seconds_total): the share of time a sweep waited between "
+            "batches for replica lag or load (1 = all the time).",
+            [
+                target(
+                    f"sum by (sweep, reason) (rate(reaper_throttled_seconds_total{{{SEL}}}"
+                    "[$__rate_interval]))",
+                    "{{sweep}} {{reason}}",
+                )
+            ],
+            unit="percentunit",
+            x=12,
+            y=26,
+        ),
+        panel(
+            9,
+            "Run duration (p50, p99)",
+            "histogram_quantile over reaper_sweep_duration_seconds: a whole run.",
+            [
+                target(
+                    "histogram_quantile(0.5, sum by (sweep, le) (rate("
+                    f"reaper_sweep_duration_seconds_bucket{{{SEL}}}[$__rate_interval])))",
+                    "p50 {{sweep}}",
+                    "A",
+                ),
+                target(
+                    "histogram_quantile(0.99, sum by (sweep, le) (rate("
+                    f"reaper_sweep_duration_seconds_bucket{{{SEL}}}[$__rate_interval])))",
+                    "p99 {{sweep}}",
+                    "B",
+                ),
+            ],
+            unit="s",
+            x=0,
+            y=34,
+        ),
+        panel(
+            11,
+            "Rows left although eligible, by table and reason",
+            "rate(reaper_skipped_rows_total): rows a sweep left (locked by a writer, a delete "
+            "past statement_timeout, a foreign key). Locked rows go next run; the others need "
+            "a look (the log names them).",
+            [
+                target(
+                    'sum by (table, reason) (rate(reaper_skipped_rows_total{job=~"$job"}'
+                    "[$__rate_interval]))",
+                    "{{table}} {{reason}}",
+                )
+            ],
+            unit="rowsps",
+            x=0,
+            y=42,
+        ),
+        panel(
+            12,
+            "Partitions removed",
+            "increase(reaper_dropped_partitions_total): partitions wholly past the cutoff, "
+            "dropped (or detached) instead of deleted row by row.",
+            [
+                target(
+                    'sum by (table) (increase(reaper_dropped_partitions_total{job=~"$job"}'
+                    "[$__rate_interval]))",
+                    "{{table}}",
+                )
+            ],
+            unit="short",
+            x=12,
+            y=42,
+            draw="bars",
+        ),
+        panel(
+            10,
+            "Failing checks",
+            "reaper_check_failures: failing findings of the last `reaper check` the daemon "
+            'ran, by sweep and check (sweep="*": server and connection).',
+            [
+                target(
+                    'sum by (sweep, check) (reaper_check_failures{job=~"$job"}) > 0',
+                    "{{sweep}} {{check}}",
+                )
+            ],
+            unit="short",
+            x=12,
+            y=34,
+        ),
     ]
 
 
@@ -170,14 +316,23 @@ def dashboard() -> dict[str, Any]:
         "schemaVersion": 39,
         "version": 1,
         "time": {"from": "now-24h", "to": "now"},
-        "templating": {"list": [
-            {"name": "datasource", "label": "Data source", "type": "datasource",
-             "query": "prometheus", "refresh": 1, "hide": 0,
-             "current": {"selected": False, "text": "default", "value": "default"}},
-            variable("job", "Job", "label_values(reaper_sweep_runs_total, job)"),
-            variable("sweep", "Sweep",
-                     'label_values(reaper_sweep_runs_total{job=~"$job"}, sweep)'),
-        ]},
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "label": "Data source",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "refresh": 1,
+                    "hide": 0,
+                    "current": {"selected": False, "text": "default", "value": "default"},
+                },
+                variable("job", "Job", "label_values(reaper_sweep_runs_total, job)"),
+                variable(
+                    "sweep", "Sweep", 'label_values(reaper_sweep_runs_total{job=~"$job"}, sweep)'
+                ),
+            ]
+        },
         "annotations": {"list": []},
         "links": [],
         "panels": panels(),

@@ -163,43 +163,76 @@ def _server_checks(session: Session) -> list[Finding]:
     shown = f"{version // 10000}.{version % 10000}"
     if version < MIN_SERVER_VERSION:
         out.append(
-            Finding(ALL_SWEEPS, CheckName.SERVER_VERSION, FAIL, f"PostgreSQL {shown}",
-                    "reaper needs PostgreSQL 13 or later", "upgrade the server")
+            Finding(
+                ALL_SWEEPS,
+                CheckName.SERVER_VERSION,
+                FAIL,
+                f"PostgreSQL {shown}",
+                "reaper needs PostgreSQL 13 or later",
+                "upgrade the server",
+            )
         )
     elif version < MIN_HEAP_WALK_VERSION:
         out.append(
-            Finding(ALL_SWEEPS, CheckName.SERVER_VERSION, WARN, f"PostgreSQL {shown}",
-                    "supported, but without TID range scans (PostgreSQL 14): every sweep "
-                    "follows its index, never walks the heap")
+            Finding(
+                ALL_SWEEPS,
+                CheckName.SERVER_VERSION,
+                WARN,
+                f"PostgreSQL {shown}",
+                "supported, but without TID range scans (PostgreSQL 14): every sweep "
+                "follows its index, never walks the heap",
+            )
         )
     else:
-        out.append(Finding(ALL_SWEEPS, CheckName.SERVER_VERSION, PASS, f"PostgreSQL {shown}",
-                           "supported (13 or later), heap walk available (14 or later)"))
+        out.append(
+            Finding(
+                ALL_SWEEPS,
+                CheckName.SERVER_VERSION,
+                PASS,
+                f"PostgreSQL {shown}",
+                "supported (13 or later), heap walk available (14 or later)",
+            )
+        )
     role = who.role_name
     if who.superuser:
         out.append(
-            Finding(ALL_SWEEPS, CheckName.ROLE, FAIL, role,
-                    "connected as a superuser: it bypasses every grant and row-level "
-                    "security policy, so the privilege checks prove nothing and a mistake has "
-                    "no limit",
-                    f"run reaper as the role of {sqltext.where('grants.sql')}")
+            Finding(
+                ALL_SWEEPS,
+                CheckName.ROLE,
+                FAIL,
+                role,
+                "connected as a superuser: it bypasses every grant and row-level "
+                "security policy, so the privilege checks prove nothing and a mistake has "
+                "no limit",
+                f"run reaper as the role of {sqltext.where('grants.sql')}",
+            )
         )
     else:
         out.append(Finding(ALL_SWEEPS, CheckName.ROLE, PASS, role, "not a superuser"))
         database = who.database
         if who.can_create_temp:
             out.append(
-                Finding(ALL_SWEEPS, CheckName.ROLE, WARN, f"TEMPORARY on database {database}",
-                        f"role {role} can create temporary tables (PUBLIC holds TEMPORARY on "
-                        "the database by default)",
-                        f"the database owner: REVOKE TEMPORARY ON DATABASE {database} FROM "
-                        "PUBLIC (grant it back to the roles that need it)")
+                Finding(
+                    ALL_SWEEPS,
+                    CheckName.ROLE,
+                    WARN,
+                    f"TEMPORARY on database {database}",
+                    f"role {role} can create temporary tables (PUBLIC holds TEMPORARY on "
+                    "the database by default)",
+                    f"the database owner: REVOKE TEMPORARY ON DATABASE {database} FROM "
+                    "PUBLIC (grant it back to the roles that need it)",
+                )
             )
         if who.can_create_in_public:
             out.append(
-                Finding(ALL_SWEEPS, CheckName.ROLE, WARN, "CREATE on schema public",
-                        f"role {role} can create tables in schema public",
-                        "the schema owner: REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+                Finding(
+                    ALL_SWEEPS,
+                    CheckName.ROLE,
+                    WARN,
+                    "CREATE on schema public",
+                    f"role {role} can create tables in schema public",
+                    "the schema owner: REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+                )
             )
     return out
 
@@ -218,13 +251,21 @@ def _pacing_check(session: Session, settings: Settings) -> Finding:
     if not sees_all:
         role = str(session.scalar(sqltext.ops("current_role")))
         return Finding(
-            ALL_SWEEPS, CheckName.PACING, WARN, subject,
+            ALL_SWEEPS,
+            CheckName.PACING,
+            WARN,
+            subject,
             f"role {role} cannot read the standbys' replay positions (standbys: {standbys}) "
             "nor other roles' sessions: batches will not pause for replica lag or live traffic",
             f"GRANT pg_read_all_stats TO {role}",
         )
-    return Finding(ALL_SWEEPS, CheckName.PACING, PASS, subject,
-                   f"standbys and sessions visible (standbys: {standbys})")
+    return Finding(
+        ALL_SWEEPS,
+        CheckName.PACING,
+        PASS,
+        subject,
+        f"standbys and sessions visible (standbys: {standbys})",
+    )
 
 
 def _advisory_lock_check(db: Database) -> Finding:
@@ -235,13 +276,24 @@ def _advisory_lock_check(db: Database) -> Finding:
     try:
         db.check_advisory_locks()
     except errors.LockNotHeld as exc:
-        return Finding(ALL_SWEEPS, CheckName.ADVISORY_LOCK, FAIL, subject, str(exc),
-                       "connect reaper to PostgreSQL directly, or through a pool in session "
-                       "mode with --session-pooler")
+        return Finding(
+            ALL_SWEEPS,
+            CheckName.ADVISORY_LOCK,
+            FAIL,
+            subject,
+            str(exc),
+            "connect reaper to PostgreSQL directly, or through a pool in session "
+            "mode with --session-pooler",
+        )
     except errors.DatabaseError as exc:
         return Finding(ALL_SWEEPS, CheckName.ADVISORY_LOCK, FAIL, subject, str(exc))
-    return Finding(ALL_SWEEPS, CheckName.ADVISORY_LOCK, PASS, subject,
-                   "held across transactions on one server session, exclusive to it")
+    return Finding(
+        ALL_SWEEPS,
+        CheckName.ADVISORY_LOCK,
+        PASS,
+        subject,
+        "held across transactions on one server session, exclusive to it",
+    )
 
 
 # -- each sweep -------------------------------------------------------------------------------
@@ -254,8 +306,9 @@ def _sweep_checks(
     now: datetime | None,
     held_by: list[XminHolder] | errors.DatabaseError,
 ) -> list[Finding]:
-    def finding(check: CheckName, status: CheckStatus, subject: str, detail: str,
-                fix: str | None = None) -> Finding:
+    def finding(
+        check: CheckName, status: CheckStatus, subject: str, detail: str, fix: str | None = None
+    ) -> Finding:
         return Finding(sweep.name, check, status, subject, detail, fix)
 
     out: list[Finding] = []
@@ -267,8 +320,15 @@ def _sweep_checks(
             out.append(finding(check, FAIL, subject, str(exc)))
 
     if not session.scalar(sqltext.ops("table_exists"), {"table": regclass_text(sweep.table)}):
-        out.append(finding(CheckName.TABLE, FAIL, sweep.table, "the table does not exist",
-                           "check the sweep's table name, or disable the sweep"))
+        out.append(
+            finding(
+                CheckName.TABLE,
+                FAIL,
+                sweep.table,
+                "the table does not exist",
+                "check the sweep's table name, or disable the sweep",
+            )
+        )
         return out
     out.append(finding(CheckName.TABLE, PASS, sweep.table, "exists"))
     try:
@@ -281,13 +341,18 @@ def _sweep_checks(
         return out
     relnames = {r.relname for r in leaves}
     guarded(CheckName.COLUMNS, sweep.table, lambda: _columns(session, sweep, finding))
-    guarded(CheckName.TIME_ZONE, sweep.table,
-            lambda: _wall_times(session, sweep, settings, finding))
+    guarded(
+        CheckName.TIME_ZONE, sweep.table, lambda: _wall_times(session, sweep, settings, finding)
+    )
     if sweep.archive is not None or sweep.key:
-        guarded(CheckName.COLUMNS, sweep.archive or sweep.table,
-                lambda: _trail(session, sweep, finding))
-    guarded(CheckName.PRIVILEGES, sweep.table,
-            lambda: _privileges(session, stmts, finding, sweep.archive))
+        guarded(
+            CheckName.COLUMNS, sweep.archive or sweep.table, lambda: _trail(session, sweep, finding)
+        )
+    guarded(
+        CheckName.PRIVILEGES,
+        sweep.table,
+        lambda: _privileges(session, stmts, finding, sweep.archive),
+    )
     guarded(CheckName.DELETES, sweep.table, lambda: _deletes(session, stmts, finding))
 
     plan: dict[str, Any] | None = None
@@ -300,23 +365,36 @@ def _sweep_checks(
         # left in the plan is one that no index can replace.
         plan = session.explain(stmts.index_plan, batch, index_batch=True, context=sweep.table)
     except errors.ObjectMissing as exc:
-        out.append(finding(CheckName.COLUMNS, FAIL, sweep.table, f"the batch does not plan: {exc}",
-                           "fix the predicate or the schema"))
+        out.append(
+            finding(
+                CheckName.COLUMNS,
+                FAIL,
+                sweep.table,
+                f"the batch does not plan: {exc}",
+                "fix the predicate or the schema",
+            )
+        )
     except (errors.DatabaseError, errors.ConfigError) as exc:
         out.append(finding(CheckName.PLAN, FAIL, sweep.table, f"the batch does not plan: {exc}"))
 
     used = _indexes_used(plan, relnames) if plan is not None else []
     guarded(CheckName.INDEX, sweep.table, lambda: _indexes(session, sweep, stmts, used, finding))
-    guarded(CheckName.FOREIGN_KEY_INDEX, sweep.table,
-            lambda: _foreign_keys(session, sweep, finding))
+    guarded(
+        CheckName.FOREIGN_KEY_INDEX, sweep.table, lambda: _foreign_keys(session, sweep, finding)
+    )
     if plan is not None:
-        guarded(CheckName.PLAN, sweep.table,
-                lambda: _plan(sweep, settings, plan, used, leaves, finding))
+        guarded(
+            CheckName.PLAN, sweep.table, lambda: _plan(sweep, settings, plan, used, leaves, finding)
+        )
     if params:
-        guarded(CheckName.PARTITIONS, sweep.table, lambda: (
-            finding(CheckName.PARTITIONS, *f)
-            for f in partitions.check(session, sweep, settings, params)
-        ))
+        guarded(
+            CheckName.PARTITIONS,
+            sweep.table,
+            lambda: (
+                finding(CheckName.PARTITIONS, *f)
+                for f in partitions.check(session, sweep, settings, params)
+            ),
+        )
     out.extend(_space(session, sweep, held_by, finding))
     return out
 
@@ -347,17 +425,29 @@ _FindingFn = Callable[..., Finding]
 
 
 def _columns(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
-    have = {r.column_name for r in session.fetch(TableColumn, sqltext.ops("table_columns"),
-                                                 {"table": regclass_text(sweep.table)})}
+    have = {
+        r.column_name
+        for r in session.fetch(
+            TableColumn, sqltext.ops("table_columns"), {"table": regclass_text(sweep.table)}
+        )
+    }
     used = sweep.predicate.columns
     missing = [c for c in used if c not in have]
     if missing:
-        yield finding(CheckName.COLUMNS, FAIL, sweep.table,
-                      f"the predicate uses column(s) the table lacks: {', '.join(missing)}",
-                      "fix the predicate or the schema (a migration renamed or dropped them?)")
+        yield finding(
+            CheckName.COLUMNS,
+            FAIL,
+            sweep.table,
+            f"the predicate uses column(s) the table lacks: {', '.join(missing)}",
+            "fix the predicate or the schema (a migration renamed or dropped them?)",
+        )
     else:
-        yield finding(CheckName.COLUMNS, PASS, sweep.table,
-                      f"every column the predicate uses exists: {', '.join(used)}")
+        yield finding(
+            CheckName.COLUMNS,
+            PASS,
+            sweep.table,
+            f"every column the predicate uses exists: {', '.join(used)}",
+        )
 
 
 # Column types without a time zone: PostgreSQL reads them in the session's TimeZone (which
@@ -384,7 +474,9 @@ def _wall_times(
         if kind is None:
             continue
         yield finding(
-            CheckName.TIME_ZONE, WARN, f"{relname}.{column}",
+            CheckName.TIME_ZONE,
+            WARN,
+            f"{relname}.{column}",
             f"column {column} of {sweep.table} is {kind}: reaper reads its values as wall "
             f"times in {zone} (timestamp_time_zone) when it compares them with a cutoff; if "
             "the application writes another zone's wall times, rows are kept or deleted "
@@ -400,11 +492,16 @@ def _trail(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Find
     (:meth:`reaper.db.Session.trail` refuses otherwise, as a run would)."""
     trail = session.trail(sweep.table, keep(sweep))
     if sweep.key:
-        yield finding(CheckName.COLUMNS, PASS, sweep.table,
-                      f"every key column exists: {', '.join(sweep.key)}")
+        yield finding(
+            CheckName.COLUMNS, PASS, sweep.table, f"every key column exists: {', '.join(sweep.key)}"
+        )
     if trail.archive is not None:
-        yield finding(CheckName.COLUMNS, PASS, trail.archive,
-                      f"archive table {trail.archive} takes every column of {sweep.table}")
+        yield finding(
+            CheckName.COLUMNS,
+            PASS,
+            trail.archive,
+            f"archive table {trail.archive} takes every column of {sweep.table}",
+        )
 
 
 def _privileges(
@@ -421,9 +518,13 @@ def _privileges(
             "DELETE": "to delete it",
             "INSERT": "to archive the rows it deletes",
         }[privilege]
-        yield finding(CheckName.PRIVILEGES, FAIL, f"{privilege} on {table}",
-                      f"role {role} lacks {privilege} on table {table} ({why})",
-                      f"GRANT {privilege} ON {table} TO {role}")
+        yield finding(
+            CheckName.PRIVILEGES,
+            FAIL,
+            f"{privilege} on {table}",
+            f"role {role} lacks {privilege} on table {table} ({why})",
+            f"GRANT {privilege} ON {table} TO {role}",
+        )
     if not missing:
         held = ", ".join(f"{p} on {t}" for t, p in needed)
         yield finding(CheckName.PRIVILEGES, PASS, stmts.table, f"role {role} holds {held}")
@@ -432,11 +533,15 @@ def _privileges(
     )
     superuser = session.fetch(WhoAmI, sqltext.ops("whoami"))[0].superuser
     if owner and owner[0].acts_as_owner and not superuser:
-        yield finding(CheckName.PRIVILEGES, WARN, stmts.table,
-                      f"role {role} owns table {stmts.table} (or is a member of its owner "
-                      f"{owner[0].owner}): it may alter, truncate or drop it, whatever the "
-                      "grants say",
-                      f"connect as the role of {sqltext.where('grants.sql')}")
+        yield finding(
+            CheckName.PRIVILEGES,
+            WARN,
+            stmts.table,
+            f"role {role} owns table {stmts.table} (or is a member of its owner "
+            f"{owner[0].owner}): it may alter, truncate or drop it, whatever the "
+            "grants say",
+            f"connect as the role of {sqltext.where('grants.sql')}",
+        )
 
 
 # Row-level security that lets the role read fewer than this fraction of a heap's rows (by
@@ -450,8 +555,10 @@ def _deletes(session: Session, stmts: SweepStatements, finding: _FindingFn) -> I
     ``engine/delete_obstacles.sql``), and row-level security that hides rows from the role
     (a count of a block sample under the role, against ``pg_class.reltuples``)."""
     role = session.scalar(sqltext.ops("current_role"))
-    bypass = (f"ALTER ROLE {role} BYPASSRLS, or a policy for {role} that lets it read and "
-              "delete every row the sweep may delete")
+    bypass = (
+        f"ALTER ROLE {role} BYPASSRLS, or a policy for {role} that lets it read and "
+        "delete every row the sweep may delete"
+    )
     clean = True
     for hs in stmts.heaps:
         heap = hs.heap.table
@@ -461,44 +568,71 @@ def _deletes(session: Session, stmts: SweepStatements, finding: _FindingFn) -> I
             if o.kind == ObstacleKind.TRIGGER:
                 # Whether a trigger ever returns NULL cannot be read from the catalog.
                 yield finding(
-                    CheckName.DELETES, WARN, f"trigger {o.name} on {heap}",
+                    CheckName.DELETES,
+                    WARN,
+                    f"trigger {o.name} on {heap}",
                     f"{o.detail}: where it returns NULL (a soft delete) the row stays, and a "
                     "run whose batch removes none of its rows stops as a failure",
                     "let the trigger return OLD for the rows reaper deletes, or do not sweep "
-                    "this table")
+                    "this table",
+                )
             elif o.kind == ObstacleKind.RULE:
-                yield finding(CheckName.DELETES, FAIL, f"rule {o.name} on {heap}",
-                              f"{o.detail}: it rewrites every batch's DELETE",
-                              "drop the rule ON DELETE")
+                yield finding(
+                    CheckName.DELETES,
+                    FAIL,
+                    f"rule {o.name} on {heap}",
+                    f"{o.detail}: it rewrites every batch's DELETE",
+                    "drop the rule ON DELETE",
+                )
             else:
                 yield finding(
-                    CheckName.DELETES, FAIL, f"row-level security on {heap}",
+                    CheckName.DELETES,
+                    FAIL,
+                    f"row-level security on {heap}",
                     f"{o.detail}: batches select rows their DELETE cannot reach, remove "
-                    "none of them, and the run stops as a failure", bypass)
+                    "none of them, and the run stops as a failure",
+                    bypass,
+                )
         seen, visible = session.visible_rows(hs)
         if not seen.filtered:
             continue
         clean = False
         if seen.estimated_rows < 0:
             yield finding(
-                CheckName.DELETES, WARN, f"row-level security on {heap}",
+                CheckName.DELETES,
+                WARN,
+                f"row-level security on {heap}",
                 f"row-level security filters what role {role} reads of {heap}, which was never "
-                "analyzed: whether it hides rows from the sweep cannot be known", f"ANALYZE {heap}")
+                "analyzed: whether it hides rows from the sweep cannot be known",
+                f"ANALYZE {heap}",
+            )
         elif visible is not None and visible < seen.estimated_rows * MIN_VISIBLE_FRACTION:
             yield finding(
-                CheckName.DELETES, FAIL, f"row-level security on {heap}",
+                CheckName.DELETES,
+                FAIL,
+                f"row-level security on {heap}",
                 f"row-level security hides rows of {heap} from role {role}: it reads about "
                 f"{visible:,} of about {seen.estimated_rows:,} rows (pg_class.reltuples); the "
                 "rows it cannot read are never deleted, and the backlog gauges do not count "
-                f"them (if {heap} shrank since it was last analyzed: ANALYZE {heap})", bypass)
+                f"them (if {heap} shrank since it was last analyzed: ANALYZE {heap})",
+                bypass,
+            )
         elif not obstacles:
             shown = "" if visible is None else f" (about {visible:,} of {seen.estimated_rows:,})"
-            yield finding(CheckName.DELETES, PASS, f"row-level security on {heap}",
-                          f"role {role} reads the rows of {heap}{shown}")
+            yield finding(
+                CheckName.DELETES,
+                PASS,
+                f"row-level security on {heap}",
+                f"role {role} reads the rows of {heap}{shown}",
+            )
     if clean:
-        yield finding(CheckName.DELETES, PASS, stmts.table,
-                      "no BEFORE DELETE row trigger, rule ON DELETE or row-level security "
-                      "keeps a batch's DELETE from removing the rows it names")
+        yield finding(
+            CheckName.DELETES,
+            PASS,
+            stmts.table,
+            "no BEFORE DELETE row trigger, rule ON DELETE or row-level security "
+            "keeps a batch's DELETE from removing the rows it names",
+        )
 
 
 def _shipped(name: str) -> sqlinfo.IndexSpec | None:
@@ -516,8 +650,12 @@ def missing_indexes(session: Session, sweeps: Sequence[Sweep]) -> list[tuple[str
         return []
     # An index lives in its table's schema: looked up among the indexes of the sweeps' tables.
     tables = sorted({regclass_text(t) for s in sweeps for t in s.predicate.tables_read})
-    states = {r.name: r for r in session.fetch(
-        IndexState, sqltext.ops("index_state"), {"names": names, "tables": tables})}
+    states = {
+        r.name: r
+        for r in session.fetch(
+            IndexState, sqltext.ops("index_state"), {"names": names, "tables": tables}
+        )
+    }
     out = []
     for sweep in sweeps:
         for name in sweep.indexes:
@@ -546,8 +684,10 @@ def index_statements(sweep: Sweep) -> str:
 def _repair(name: str) -> str:
     if _shipped(name) is not None:
         return "reaper indexes ensure"
-    return (f"REINDEX INDEX CONCURRENTLY {name}  (or DROP INDEX CONCURRENTLY {name}; "
-            "then create it again)")
+    return (
+        f"REINDEX INDEX CONCURRENTLY {name}  (or DROP INDEX CONCURRENTLY {name}; "
+        "then create it again)"
+    )
 
 
 def _indexes(
@@ -562,30 +702,42 @@ def _indexes(
     tables = [regclass_text(t) for t in stmts.tables_read]
     states = (
         session.fetch(IndexState, sqltext.ops("index_state"), {"names": names, "tables": tables})
-        if names else []
+        if names
+        else []
     )
     for row in states:
         name = row.name
         if not row.present or row.index_name is None:
             spec = _shipped(name)
-            yield finding(CheckName.INDEX, FAIL, name,
-                          "does not exist: the sweep's batches scan instead",
-                          "reaper indexes ensure" if spec else f"create index {name}")
+            yield finding(
+                CheckName.INDEX,
+                FAIL,
+                name,
+                "does not exist: the sweep's batches scan instead",
+                "reaper indexes ensure" if spec else f"create index {name}",
+            )
             continue
         reported.add(row.index_name)
         if not row.valid or not row.ready:
             yield finding(
-                CheckName.INDEX, FAIL, row.index_name,
+                CheckName.INDEX,
+                FAIL,
+                row.index_name,
                 f"INVALID (indisvalid={row.valid}, indisready={row.ready}): left by an "
                 "interrupted CREATE INDEX CONCURRENTLY; the planner never uses it",
                 _repair(row.index_name),
             )
         else:
-            yield finding(CheckName.INDEX, PASS, row.index_name,
-                          f"valid and ready, on {row.table_name}")
+            yield finding(
+                CheckName.INDEX, PASS, row.index_name, f"valid and ready, on {row.table_name}"
+            )
     if not names:
-        yield finding(CheckName.INDEX, WARN, sweep.table,
-                      "the sweep declares no index and its batch plan uses none")
+        yield finding(
+            CheckName.INDEX,
+            WARN,
+            sweep.table,
+            "the sweep declares no index and its batch plan uses none",
+        )
     # An INVALID index on any table the sweep reads: writes still pay for it, the planner
     # never uses it, and it may be the one this sweep should be using.
     tables_read = [regclass_text(t) for t in stmts.tables_read]
@@ -595,11 +747,17 @@ def _indexes(
         if broken.index_name in reported:
             continue
         if broken.building:
-            yield finding(CheckName.INDEX, WARN, broken.index_name,
-                          "being built right now by a CREATE INDEX CONCURRENTLY")
+            yield finding(
+                CheckName.INDEX,
+                WARN,
+                broken.index_name,
+                "being built right now by a CREATE INDEX CONCURRENTLY",
+            )
             continue
         yield finding(
-            CheckName.INDEX, FAIL, broken.index_name,
+            CheckName.INDEX,
+            FAIL,
+            broken.index_name,
             f"INVALID index on {broken.table_name} (indisvalid={broken.valid}, "
             f"indisready={broken.ready}): an interrupted CREATE INDEX CONCURRENTLY; the "
             "planner never uses it",
@@ -615,19 +773,25 @@ def _foreign_keys(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterat
         cols = ", ".join(row.columns)
         subject = f"{row.referencing_table} ({cols})"
         if row.indexed:
-            yield finding(CheckName.FOREIGN_KEY_INDEX, PASS, subject,
-                          f"{row.constraint_name} references {sweep.table}; an index leads "
-                          "with its columns")
+            yield finding(
+                CheckName.FOREIGN_KEY_INDEX,
+                PASS,
+                subject,
+                f"{row.constraint_name} references {sweep.table}; an index leads with its columns",
+            )
         else:
             yield finding(
-                CheckName.FOREIGN_KEY_INDEX, FAIL, subject,
+                CheckName.FOREIGN_KEY_INDEX,
+                FAIL,
+                subject,
                 f"{row.constraint_name} references {sweep.table} and no valid index leads "
                 f"with {cols}: every deleted row makes PostgreSQL scan {row.referencing_table}",
                 f"CREATE INDEX CONCURRENTLY ON {row.referencing_table} ({cols})",
             )
     if not rows:
-        yield finding(CheckName.FOREIGN_KEY_INDEX, PASS, sweep.table,
-                      "no foreign key references the table")
+        yield finding(
+            CheckName.FOREIGN_KEY_INDEX, PASS, sweep.table, "no foreign key references the table"
+        )
 
 
 def _walk_plan(
@@ -675,8 +839,10 @@ def _plan(
         if not hit:
             return "", 0, 0
         analyzed = [r.estimated_rows for r in hit if r.estimated_rows >= 0]
-        name = sweep.table if len(leaves) == 1 else (
-            f"{sweep.table} (partitions {', '.join(sorted(r.relname for r in hit))})"
+        name = (
+            sweep.table
+            if len(leaves) == 1
+            else (f"{sweep.table} (partitions {', '.join(sorted(r.relname for r in hit))})")
         )
         return name, (sum(analyzed) if analyzed else -1), sum(r.blocks for r in hit)
 
@@ -689,17 +855,26 @@ def _plan(
         yield finding(CheckName.PLAN, PASS, subject, f"Seq Scan of {what}, which is empty")
         return
     if rows < 0:
-        yield finding(CheckName.PLAN, WARN, subject,
-                      f"Seq Scan of {what}, never analyzed: its size is unknown",
-                      f"ANALYZE {sweep.table}")
+        yield finding(
+            CheckName.PLAN,
+            WARN,
+            subject,
+            f"Seq Scan of {what}, never analyzed: its size is unknown",
+            f"ANALYZE {sweep.table}",
+        )
         return
     if rows <= limit:
-        yield finding(CheckName.PLAN, PASS, subject,
-                      f"Seq Scan of {what}, small ({rows:,} rows <= seq_scan_max_rows "
-                      f"{limit:,})")
+        yield finding(
+            CheckName.PLAN,
+            PASS,
+            subject,
+            f"Seq Scan of {what}, small ({rows:,} rows <= seq_scan_max_rows {limit:,})",
+        )
         return
     yield finding(
-        CheckName.PLAN, FAIL, subject,
+        CheckName.PLAN,
+        FAIL,
+        subject,
         f"Seq Scan of {what} ({rows:,} rows > seq_scan_max_rows {limit:,}): no index serves "
         "the batch, which reads all of it every time",
         index_statements(sweep),

@@ -39,7 +39,10 @@ LOCK_KEY = int.from_bytes(hashlib.sha256(b"reaper indexes ensure").digest()[:8],
 PROGRESS_INTERVAL_SECONDS = 0.5
 
 PRESENT, CREATE, REBUILD, SKIP = (
-    IndexStep.PRESENT, IndexStep.CREATE, IndexStep.REBUILD, IndexStep.SKIP
+    IndexStep.PRESENT,
+    IndexStep.CREATE,
+    IndexStep.REBUILD,
+    IndexStep.SKIP,
 )
 
 
@@ -89,21 +92,24 @@ def _inspect(session: Session, spec: IndexSpec) -> IndexAction:
     if not session.scalar(sqltext.ops("table_exists"), {"table": regclass_text(spec.table)}):
         return IndexAction(spec.name, spec.table, SKIP, f"table {spec.table} does not exist")
     found = session.fetch(
-        IndexLookup, sqltext.ops("index_lookup"),
+        IndexLookup,
+        sqltext.ops("index_lookup"),
         {"table": regclass_text(spec.table), "name": spec.name},
     )
     if not found:
-        return IndexAction(spec.name, spec.table, CREATE, "absent",
-                           statements=[spec.concurrent_statement])
+        return IndexAction(
+            spec.name, spec.table, CREATE, "absent", statements=[spec.concurrent_statement]
+        )
     row = found[0]
     if row.valid and row.ready:
         return IndexAction(spec.name, spec.table, PRESENT, "valid and ready")
     if row.building:
-        return IndexAction(spec.name, spec.table, SKIP,
-                           "another session is building it right now")
+        return IndexAction(spec.name, spec.table, SKIP, "another session is building it right now")
     qualified = f"{quote_ident(row.schema_name)}.{quote_ident(row.index_name)}"
     return IndexAction(
-        spec.name, spec.table, REBUILD,
+        spec.name,
+        spec.table,
+        REBUILD,
         f"INVALID (indisvalid={row.valid}, indisready={row.ready}): an interrupted build",
         statements=[f"DROP INDEX CONCURRENTLY IF EXISTS {qualified}", spec.concurrent_statement],
     )
@@ -199,7 +205,8 @@ def _apply(
 
 def _drop_leftover(session: Session, spec: IndexSpec) -> None:
     for row in session.fetch(
-        IndexLookup, sqltext.ops("index_lookup"),
+        IndexLookup,
+        sqltext.ops("index_lookup"),
         {"table": regclass_text(spec.table), "name": spec.name},
     ):
         if not (row.valid and row.ready):
@@ -227,8 +234,7 @@ def _run_with_progress(
         with db.session() as watcher:
             while worker.is_alive():
                 worker.join(PROGRESS_INTERVAL_SECONDS)
-                rows = watcher.rows(sqltext.ops("index_build_progress"),
-                                    {"pid": build.backend_pid})
+                rows = watcher.rows(sqltext.ops("index_build_progress"), {"pid": build.backend_pid})
                 if rows:
                     on_progress(spec, rows[0])
     except BaseException:

@@ -194,5 +194,6 @@ class IndexProgress:
         total, done = row.get("blocks_total") or 0, row.get("blocks_done") or 0
         if not total:
             total, done = row.get("tuples_total") or 0, row.get("tuples_done") or 0
-        self._progress.update(task, total=total or None, completed=done,
-                              phase=row.get("phase") or "")
+        self._progress.update(
+            task, total=total or None, completed=done, phase=row.get("phase") or ""
+        )

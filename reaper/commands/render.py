@@ -99,8 +99,14 @@ def _natural_width(table: Table) -> int:
     box: what the columns need, the title aside. Measured, not drawn: print_table measures
     each column alone, once (drawing the whole table for each column it tried to leave out
     or give back cost 30 ms of a run-once's table of seven sweeps)."""
-    console = Console(file=io.StringIO(), width=_UNBOUNDED_COLUMNS, color_system=None,
-                      markup=False, emoji=False, highlight=False)
+    console = Console(
+        file=io.StringIO(),
+        width=_UNBOUNDED_COLUMNS,
+        color_system=None,
+        markup=False,
+        emoji=False,
+        highlight=False,
+    )
     # SIMPLE_HEAD's right edge is a space, which a printed line ends with; not counted.
     return Measurement.get(console, console.options, table).maximum - 1
 
@@ -156,8 +162,9 @@ def print_table(
         if dropped:
             out.print(Text(f"(--wide adds: {', '.join(dropped)})", style="dim"))
         return dropped
-    _print_stacked(title, [columns[i] for i in keep], [[r[i] for i in keep] for r in rows],
-                   limit, out)
+    _print_stacked(
+        title, [columns[i] for i in keep], [[r[i] for i in keep] for r in rows], limit, out
+    )
     return dropped
 
 
@@ -184,7 +191,9 @@ def _print_stacked(
                 continue
             indent = " " * (label + 4)
             lines = textwrap.wrap(
-                plain, width=max(limit - len(indent), 20), break_long_words=True,
+                plain,
+                width=max(limit - len(indent), 20),
+                break_long_words=True,
                 break_on_hyphens=False,
             ) or [""]
             head = f"  {c.header + ':':<{label + 1}} "
@@ -200,7 +209,9 @@ def _print_stacked(
 
 _CHECK_COLOURS = {CheckStatus.PASS: "green", CheckStatus.WARN: "yellow", CheckStatus.FAIL: "red"}
 _INDEX_COLOURS = {
-    IndexOutcome.FAILED: "red", IndexOutcome.DONE: "green", IndexOutcome.DRY_RUN: "yellow",
+    IndexOutcome.FAILED: "red",
+    IndexOutcome.DONE: "green",
+    IndexOutcome.DRY_RUN: "yellow",
 }
 _PARTITION_VERBS = {PartitionAction.DROP: "dropped", PartitionAction.DETACH: "detached"}
 
@@ -219,17 +230,26 @@ def print_results(
         colour = "green" if r.outcome == Outcome.SUCCESS else "red"
         if r.shown_outcome == Projection.REFUSED:
             colour = "yellow"
-        rows.append([
-            r.sweep, r.table, r.reason, f"{r.rows:,}", str(r.batches), f"{r.seconds:.3f}",
-            Text(r.shown_outcome, style=colour),
-        ])
+        rows.append(
+            [
+                r.sweep,
+                r.table,
+                r.reason,
+                f"{r.rows:,}",
+                str(r.batches),
+                f"{r.seconds:.3f}",
+                Text(r.shown_outcome, style=colour),
+            ]
+        )
     print_table(
         "reaper run-once" + (" (dry run: nothing deleted)" if dry_run else ""),
         [
-            Column("sweep"), Column("table", optional=True),
+            Column("sweep"),
+            Column("table", optional=True),
             Column("reason", optional=True),
             Column("eligible" if dry_run else "deleted", right=True),
-            Column("batches", right=True), Column("seconds", right=True),
+            Column("batches", right=True),
+            Column("seconds", right=True),
             Column("outcome"),
         ],
         rows,
@@ -245,18 +265,23 @@ def print_results(
         # refusal, and in the real run's error).
         interlocked = [r for r in results if r.refusal and r.refusal_summary]
         if interlocked:
-            console.print("the full-table interlock would stop these before their first delete:",
-                          highlight=False)
+            console.print(
+                "the full-table interlock would stop these before their first delete:",
+                highlight=False,
+            )
             for r in interlocked:
                 # Wrapped at the terminal's width: a long sweep name or count never runs past.
                 console.print(Text.assemble((r.sweep, "yellow"), ": ", r.refusal_summary or ""))
-            console.print("(earlier: the rows the sweeps before it delete from the table); to "
-                          "let one go on: max_eligible_fraction = 1 in its [sweeps.NAME]",
-                          highlight=False)
+            console.print(
+                "(earlier: the rows the sweeps before it delete from the table); to "
+                "let one go on: max_eligible_fraction = 1 in its [sweeps.NAME]",
+                highlight=False,
+            )
         for r in results:
             if r.refusal and not r.refusal_summary:
-                console.print(Text.assemble((r.sweep, "yellow"), ": a real run would be refused: ",
-                                            r.refusal))
+                console.print(
+                    Text.assemble((r.sweep, "yellow"), ": a real run would be refused: ", r.refusal)
+                )
     for r in results:
         for p in r.partitions:
             verb = _PARTITION_VERBS.get(p["action"], p["action"])
@@ -277,8 +302,10 @@ def print_results(
             console.print(Text.assemble((r.sweep, "red"), ": ", r.error))
         for h in r.holders:
             # One line however long: who holds the lock is what an operator greps for.
-            console.print(Text.assemble((r.sweep, "yellow"), ": skipped, lock held by ",
-                                        h.describe()), soft_wrap=True)
+            console.print(
+                Text.assemble((r.sweep, "yellow"), ": skipped, lock held by ", h.describe()),
+                soft_wrap=True,
+            )
 
 
 def dependants_notes(sweeps: Sequence[Sweep], counts: Mapping[str, int]) -> dict[str, str]:
@@ -356,28 +383,45 @@ def print_status(
     windows = any(r.window is not None for r in rows)
     for r in rows:
         if r.error:
-            cells.append([r.sweep, r.table, Text(r.error, style="red"), *[""] * 6,
-                          *_timing(r, windows)])
+            cells.append(
+                [r.sweep, r.table, Text(r.error, style="red"), *[""] * 6, *_timing(r, windows)]
+            )
             continue
         backlog = f"{'>=' if r.backlog_capped else ''}{r.backlog_rows:,}"
-        est = f"{r.estimated_rows:,}" if r.estimated_rows is not None and r.estimated_rows >= 0 \
+        est = (
+            f"{r.estimated_rows:,}"
+            if r.estimated_rows is not None and r.estimated_rows >= 0
             else "never analyzed"
-        cells.append([
-            r.sweep, r.table, backlog, _age(r.oldest_eligible_age_seconds), est,
-            _bytes(r.total_bytes), f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
-            _when(r.last_vacuum), _when(r.last_autovacuum), *_timing(r, windows),
-        ])
+        )
+        cells.append(
+            [
+                r.sweep,
+                r.table,
+                backlog,
+                _age(r.oldest_eligible_age_seconds),
+                est,
+                _bytes(r.total_bytes),
+                f"{r.dead_tuples:,}" if r.dead_tuples is not None else "-",
+                _when(r.last_vacuum),
+                _when(r.last_autovacuum),
+                *_timing(r, windows),
+            ]
+        )
     # A row that failed says why in its backlog cell: every column, so the reason is whole.
     print_table(
         "reaper status",
         [
-            Column("sweep"), Column("table", optional=True),
-            Column("backlog", right=True), Column("oldest", right=True),
-            Column("est. rows", right=True), Column("size", right=True),
+            Column("sweep"),
+            Column("table", optional=True),
+            Column("backlog", right=True),
+            Column("oldest", right=True),
+            Column("est. rows", right=True),
+            Column("size", right=True),
             Column("dead rows", right=True),
             Column("last vacuum", optional=True),
             Column("last autovacuum", optional=True),
-            Column("next run"), *([Column("window")] if windows else []),
+            Column("next run"),
+            *([Column("window")] if windows else []),
         ],
         cells,
         wide=wide or any(r.error for r in rows),
@@ -385,8 +429,9 @@ def print_status(
     console = make_console()
     for r in rows:
         for h in r.lock_holders:
-            console.print(Text.assemble((r.sweep, "yellow"), ": lock held by ", h.describe()),
-                          soft_wrap=True)
+            console.print(
+                Text.assemble((r.sweep, "yellow"), ": lock held by ", h.describe()), soft_wrap=True
+            )
     counts = {r.sweep: r.backlog_rows for r in rows if r.backlog_rows is not None}
     for note in dependants_notes(sweeps, counts).values():
         console.print(f"note: {note}")
@@ -397,28 +442,46 @@ def print_status(
             continue
         seen.add(r.table)
         if r.space_error:
-            console.print(Text.assemble((f"{r.table}: ", "yellow"),
-                                        f"dead rows not examined: {r.space_error}"),
-                          soft_wrap=True)
+            console.print(
+                Text.assemble(
+                    (f"{r.table}: ", "yellow"), f"dead rows not examined: {r.space_error}"
+                ),
+                soft_wrap=True,
+            )
         elif r.space is not None and r.now is not None and r.space.verdict != SpaceVerdict.OK:
             fix = r.space.fix()
-            console.print(Text.assemble(("space: ", "yellow"), r.space.describe(r.now),
-                                        f". Fix: {fix}" if fix else ""), soft_wrap=True)
+            console.print(
+                Text.assemble(
+                    ("space: ", "yellow"), r.space.describe(r.now), f". Fix: {fix}" if fix else ""
+                ),
+                soft_wrap=True,
+            )
 
 
 def print_findings(findings: Sequence[Finding], *, wide: bool = False) -> None:
     """``reaper check``: one row per finding, then (when columns were left out) what each
     finding that did not pass says and its fix, and a count of failures and warnings."""
     rows: list[list[Cell]] = [
-        [f.sweep, f.check, Text(f.status, style=_CHECK_COLOURS[f.status]), f.subject, f.detail,
-         f.fix or ""]
+        [
+            f.sweep,
+            f.check,
+            Text(f.status, style=_CHECK_COLOURS[f.status]),
+            f.subject,
+            f.detail,
+            f.fix or "",
+        ]
         for f in findings
     ]
     dropped = print_table(
         "reaper check",
-        [Column("sweep"), Column("check"), Column("status"),
-         Column("subject", optional=True), Column("detail", optional=True),
-         Column("fix", optional=True)],
+        [
+            Column("sweep"),
+            Column("check"),
+            Column("status"),
+            Column("subject", optional=True),
+            Column("detail", optional=True),
+            Column("fix", optional=True),
+        ],
         rows,
         wide=wide,
     )
@@ -429,14 +492,19 @@ def print_findings(findings: Sequence[Finding], *, wide: bool = False) -> None:
             if f.status != CheckStatus.PASS:
                 stop = "" if f.detail.rstrip().endswith((".", ":", ";")) else "."
                 text = f"{f.subject}: {f.detail}" + (f"{stop} Fix: {f.fix}" if f.fix else "")
-                console.print(Text.assemble(
-                    (f.status, _CHECK_COLOURS[f.status]), f" {f.sweep} {f.check}: {text}"
-                ))
+                console.print(
+                    Text.assemble(
+                        (f.status, _CHECK_COLOURS[f.status]), f" {f.sweep} {f.check}: {text}"
+                    )
+                )
     failed = sum(f.status == CheckStatus.FAIL for f in findings)
-    console.print(Text.assemble(
-        f"{len(findings)} checks, ", (f"{failed} failed", "red"),
-        f", {sum(f.status == CheckStatus.WARN for f in findings)} warnings",
-    ))
+    console.print(
+        Text.assemble(
+            f"{len(findings)} checks, ",
+            (f"{failed} failed", "red"),
+            f", {sum(f.status == CheckStatus.WARN for f in findings)} warnings",
+        )
+    )
 
 
 def print_index_actions(
@@ -448,14 +516,17 @@ def print_index_actions(
     rows: list[list[Cell]] = []
     for a in actions:
         outcome = Text(a.outcome, style=_INDEX_COLOURS.get(a.outcome, ""))
-        rows.append([a.index, a.table, a.action, outcome, f"{a.seconds:.3f}",
-                     a.error or a.detail])
+        rows.append([a.index, a.table, a.action, outcome, f"{a.seconds:.3f}", a.error or a.detail])
     print_table(
         title,
-        [Column("index"), Column("table", optional=True),
-         Column("action"), Column("outcome"),
-         Column("seconds", right=True, optional=True),
-         Column("detail", optional=True)],
+        [
+            Column("index"),
+            Column("table", optional=True),
+            Column("action"),
+            Column("outcome"),
+            Column("seconds", right=True, optional=True),
+            Column("detail", optional=True),
+        ],
         rows,
         wide=wide or any(a.outcome == IndexOutcome.FAILED for a in actions),
     )

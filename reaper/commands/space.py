@@ -56,37 +56,50 @@ class Space:
         """One line: the dead rows, the threshold, and why they wait (``now``: the database
         clock, for ages)."""
         dead = f"{self.dead_rows:,}" if self.dead_rows is not None else "unknown"
-        head = (f"{self.table}: {dead} dead rows (autovacuum vacuums past "
-                f"{self.autovacuum_threshold:,})")
+        head = (
+            f"{self.table}: {dead} dead rows (autovacuum vacuums past "
+            f"{self.autovacuum_threshold:,})"
+        )
         holder = describe_holder(self.holder, now) if self.holder else None
-        vacuumed = (f"the last vacuum ({_ago(self.last_vacuum, now)} ago)"
-                    if self.last_vacuum else "no vacuum yet")
+        vacuumed = (
+            f"the last vacuum ({_ago(self.last_vacuum, now)} ago)"
+            if self.last_vacuum
+            else "no vacuum yet"
+        )
         match self.verdict:
             case SpaceVerdict.OK:
                 return f"{head}: reclaimed as they come"
             case SpaceVerdict.HELD:
-                return (f"{head}: {vacuumed} could not remove them: no row deleted after the "
-                        f"oldest snapshot began can go while it is held, by {holder}")
+                return (
+                    f"{head}: {vacuumed} could not remove them: no row deleted after the "
+                    f"oldest snapshot began can go while it is held, by {holder}"
+                )
             case SpaceVerdict.AUTOVACUUM_OFF:
                 tail = f"; the oldest snapshot is held by {holder}" if holder else ""
                 return f"{head}: autovacuum is off for this table, {vacuumed}{tail}"
             case _:
                 tail = f"; the oldest snapshot is held by {holder}" if holder else ""
-                return (f"{head}: autovacuum has not vacuumed it since they passed the "
-                        f"threshold ({vacuumed}){tail}")
+                return (
+                    f"{head}: autovacuum has not vacuumed it since they passed the "
+                    f"threshold ({vacuumed}){tail}"
+                )
 
     def fix(self) -> str | None:
         """What frees the space, when something must be done (None otherwise)."""
         if self.verdict == SpaceVerdict.HELD and self.holder is not None:
             return holder_fix(self.holder)
         if self.verdict == SpaceVerdict.AUTOVACUUM_OFF:
-            return (f"turn autovacuum on (autovacuum and track_counts = on; ALTER TABLE "
-                    f"{self.table.sql_text} RESET (autovacuum_enabled)), or VACUUM it on a "
-                    "schedule")
+            return (
+                f"turn autovacuum on (autovacuum and track_counts = on; ALTER TABLE "
+                f"{self.table.sql_text} RESET (autovacuum_enabled)), or VACUUM it on a "
+                "schedule"
+            )
         if self.verdict == SpaceVerdict.AUTOVACUUM_BEHIND:
-            return ("let autovacuum keep up: more autovacuum_max_workers, a lower "
-                    "autovacuum_vacuum_cost_delay, or a lower autovacuum_vacuum_scale_factor "
-                    "for the table")
+            return (
+                "let autovacuum keep up: more autovacuum_max_workers, a lower "
+                "autovacuum_vacuum_cost_delay, or a lower autovacuum_vacuum_scale_factor "
+                "for the table"
+            )
         return None
 
     def as_dict(self) -> dict[str, Any]:
@@ -99,7 +112,9 @@ class Space:
             "autovacuum_enabled": self.autovacuum_enabled,
             "last_vacuum": self.last_vacuum.isoformat() if self.last_vacuum else None,
             "verdict": self.verdict,
-            "horizon_holder": None if h is None else {
+            "horizon_holder": None
+            if h is None
+            else {
                 "kind": h.kind,
                 "name": h.name,
                 "xmin_age_transactions": h.xmin_age,
@@ -134,8 +149,15 @@ def table_space(session: Session, table: TableName, held_by: Sequence[XminHolder
         raise errors.ObjectMissing(f'{table}: relation "{table}" does not exist')
     t = rows[0]
     oldest = held_by[0] if held_by else None
-    return Space(table, t.dead_rows, t.autovacuum_threshold, t.autovacuum_enabled,
-                 t.last_vacuum, oldest, verdict(t, oldest))
+    return Space(
+        table,
+        t.dead_rows,
+        t.autovacuum_threshold,
+        t.autovacuum_enabled,
+        t.last_vacuum,
+        oldest,
+        verdict(t, oldest),
+    )
 
 
 def verdict(t: TableSpace, holder: XminHolder | None) -> SpaceVerdict:
@@ -149,8 +171,10 @@ def verdict(t: TableSpace, holder: XminHolder | None) -> SpaceVerdict:
     """
     if (t.dead_rows or 0) <= t.autovacuum_threshold:
         return SpaceVerdict.OK
-    if holder is not None and t.last_vacuum is not None and (
-        holder.since is None or holder.since <= t.last_vacuum
+    if (
+        holder is not None
+        and t.last_vacuum is not None
+        and (holder.since is None or holder.since <= t.last_vacuum)
     ):
         return SpaceVerdict.HELD
     if not t.autovacuum_enabled:
@@ -173,15 +197,18 @@ def describe_holder(h: XminHolder, now: datetime) -> str:
         case HorizonHolder.TRANSACTION:
             who = f"user {h.user_name or '?'}, application {h.application_name or ''!r}"
             if h.since is None:
-                return (f"the transaction of pid {h.name} ({who}; {xmin}; its start and state "
-                        "are hidden from this role: grant it pg_read_all_stats to see them)")
-            return (f"the transaction of pid {h.name} ({who}, {h.state or 'state unknown'}, "
-                    f"open for {_ago(h.since, now)} since {h.since.isoformat(timespec='seconds')}"
-                    f"; {xmin})")
+                return (
+                    f"the transaction of pid {h.name} ({who}; {xmin}; its start and state "
+                    "are hidden from this role: grant it pg_read_all_stats to see them)"
+                )
+            return (
+                f"the transaction of pid {h.name} ({who}, {h.state or 'state unknown'}, "
+                f"open for {_ago(h.since, now)} since {h.since.isoformat(timespec='seconds')}"
+                f"; {xmin})"
+            )
         case HorizonHolder.PREPARED_TRANSACTION:
-            since = (f", prepared {_ago(h.since, now)} ago" if h.since else "")
-            return (f"prepared transaction {h.name!r} (owner {h.user_name or '?'}{since}; "
-                    f"{xmin})")
+            since = f", prepared {_ago(h.since, now)} ago" if h.since else ""
+            return f"prepared transaction {h.name!r} (owner {h.user_name or '?'}{since}; {xmin})"
         case HorizonHolder.REPLICATION_SLOT:
             return f"replication slot {h.name!r} ({h.state}; {xmin})"
         case _:
@@ -196,15 +223,23 @@ def holder_fix(h: XminHolder) -> str:
     """What releases the horizon ``h`` holds."""
     match HorizonHolder(h.kind):
         case HorizonHolder.TRANSACTION:
-            return (f"end that transaction (its application commits or rolls back), or "
-                    f"SELECT pg_terminate_backend({h.name}); set idle_in_transaction_session_"
-                    "timeout to bound such sessions")
+            return (
+                f"end that transaction (its application commits or rolls back), or "
+                f"SELECT pg_terminate_backend({h.name}); set idle_in_transaction_session_"
+                "timeout to bound such sessions"
+            )
         case HorizonHolder.PREPARED_TRANSACTION:
-            return (f"COMMIT PREPARED {_literal(h.name)} or ROLLBACK PREPARED "
-                    f"{_literal(h.name)}, as its transaction manager decides")
+            return (
+                f"COMMIT PREPARED {_literal(h.name)} or ROLLBACK PREPARED "
+                f"{_literal(h.name)}, as its transaction manager decides"
+            )
         case HorizonHolder.REPLICATION_SLOT:
-            return (f"if no standby uses the slot any more, SELECT pg_drop_replication_slot"
-                    f"({_literal(h.name)}); else end the long queries on its standby")
+            return (
+                f"if no standby uses the slot any more, SELECT pg_drop_replication_slot"
+                f"({_literal(h.name)}); else end the long queries on its standby"
+            )
         case _:
-            return (f"end the long queries on standby {h.name!r}, or turn its "
-                    "hot_standby_feedback off (its queries may then be cancelled)")
+            return (
+                f"end the long queries on standby {h.name!r}, or turn its "
+                "hot_standby_feedback off (its queries may then be cancelled)"
+            )

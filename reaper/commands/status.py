@@ -83,6 +83,7 @@ class SweepStatus:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO 8601."""
+
         def iso(d: datetime | None) -> str | None:
             return d.isoformat() if d is not None else None
 
@@ -96,7 +97,8 @@ class SweepStatus:
             "oldest_eligible": iso(self.oldest_eligible),
             "oldest_eligible_age_seconds": (
                 round(self.oldest_eligible_age_seconds, 3)
-                if self.oldest_eligible_age_seconds is not None else None
+                if self.oldest_eligible_age_seconds is not None
+                else None
             ),
             "estimated_rows": self.estimated_rows,
             "total_bytes": self.total_bytes,

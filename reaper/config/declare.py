@@ -147,8 +147,8 @@ def _references(name: str, raws: Sequence[Mapping[str, Any]]) -> list[Reference]
         unknown = sorted(set(raw) - set(_REFERENCE_KEYS))
         if unknown or "table" not in raw or "column" not in raw:
             raise ConfigError(
-                f"{where}: give {{ table = \"schema.other\", column = \"its_column\", key = "
-                "\"id\" }} (key: this table's column it refers to, default id)"
+                f'{where}: give {{ table = "schema.other", column = "its_column", key = '
+                '"id" }} (key: this table\'s column it refers to, default id)'
             )
         if not isinstance(raw["table"], str):
             raise ConfigError(f"{where} table: give a string, schema.name")
@@ -183,9 +183,7 @@ def declaration(name: str, body: SweepSettings) -> tuple[Predicate, dict[str, ti
                 f"{where} has both {first} and [[sweeps.{name}.rule]]; with rules, give age, "
                 "retention and filters in each rule"
             )
-        raws = [
-            _parse_rule(f"[[sweeps.{name}.rule]] ({i})", r) for i, r in enumerate(body.rule, 1)
-        ]
+        raws = [_parse_rule(f"[[sweeps.{name}.rule]] ({i})", r) for i, r in enumerate(body.rule, 1)]
         wheres = [f"[[sweeps.{name}.rule]] ({i})" for i in range(1, len(raws) + 1)]
     else:
         raws, wheres = [top], [where]

@@ -85,7 +85,9 @@ def load_toml(path: Path) -> dict[str, Any]:
             valid UTF-8 TOML.
     """
     data = read_regular_file(
-        path, name=f"config file {path}", expect="give --config a TOML file",
+        path,
+        name=f"config file {path}",
+        expect="give --config a TOML file",
         limit_bytes=MAX_CONFIG_BYTES,
     )
     try:

@@ -94,9 +94,16 @@ def parse_cron(value: Any) -> str:
         read = CronTrigger.from_crontab(text, timezone=UTC)
         # The same fields, with an end: the search for a date that never comes stops there.
         minute, hour, day, month, day_of_week = fields
-        bounded = CronTrigger(minute=minute, hour=hour, day=day, month=month,
-                              day_of_week=day_of_week, timezone=UTC,
-                              start_date=start, end_date=start + _CRON_HORIZON)
+        bounded = CronTrigger(
+            minute=minute,
+            hour=hour,
+            day=day,
+            month=month,
+            day_of_week=day_of_week,
+            timezone=UTC,
+            start_date=start,
+            end_date=start + _CRON_HORIZON,
+        )
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"{shown(value)} is not a cron expression: {exc}") from None
     # APScheduler drops what it does not understand in a named field (the /2 of jan-mar/2,
@@ -133,8 +140,7 @@ class Window:
         """When the zone's clock reads ``clock`` on ``day`` (UTC): its first showing when it
         shows twice; a time it skips read with the offset before the jump (as APScheduler
         fires a cron time that night)."""
-        return datetime.combine(day, clock).replace(tzinfo=_zone(self.zone), fold=0) \
-            .astimezone(UTC)
+        return datetime.combine(day, clock).replace(tzinfo=_zone(self.zone), fold=0).astimezone(UTC)
 
     def span(self, day: date) -> tuple[datetime, datetime]:
         """When the window that opens on local ``day`` opens and closes (UTC); equal when the
@@ -194,9 +200,11 @@ def parse_window(value: Any) -> tuple[time, time]:
     return start, end
 
 
-
 def next_run(
-    at: datetime, *, cron: Cron | None, window: Window | None,
+    at: datetime,
+    *,
+    cron: Cron | None,
+    window: Window | None,
     interval_due: datetime | None = None,
 ) -> datetime | None:
     """When a sweep next runs after ``at`` (UTC), as its job would fire: its cron schedule's

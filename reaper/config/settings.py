@@ -170,16 +170,23 @@ def parallel_connections(value: Any) -> int:
 
 
 def _setting(
-    default: Any, parse: Callable[[Any], Any], help: str, metavar: str | None = None,
+    default: Any,
+    parse: Callable[[Any], Any],
+    help: str,
+    metavar: str | None = None,
     default_text: str | None = None,
 ) -> Any:
     """A setting's field. ``default_text``: how the help shows the default when its value
     would mislead (None shown as "none" where a user writes 0 to get it)."""
     return field(
         default=default,
-        metadata={"parse": scalar(parse), "help": help, "metavar": metavar,
-                  "expected": EXPECTED.get(metavar) or f"a valid {metavar}",
-                  "default_text": default_text},
+        metadata={
+            "parse": scalar(parse),
+            "help": help,
+            "metavar": metavar,
+            "expected": EXPECTED.get(metavar) or f"a valid {metavar}",
+            "default_text": default_text,
+        },
     )
 
 
@@ -480,8 +487,8 @@ class Settings:
         None,
         optional_cron,
         "reaper run: run each sweep at the times of this cron expression (minute hour "
-        "day-of-month month day-of-week, days of the week by name, e.g. \"0 3 * * *\" or "
-        "\"*/15 * * * mon-fri\"), read on --schedule-time-zone's clock, instead of every "
+        'day-of-month month day-of-week, days of the week by name, e.g. "0 3 * * *" or '
+        '"*/15 * * * mon-fri"), read on --schedule-time-zone\'s clock, instead of every '
         "--interval; a [sweeps.NAME] table's interval or schedule wins.",
         "CRON",
     )
@@ -618,8 +625,10 @@ def build_settings(
         if name not in names:
             raise ConfigError(
                 f"{source}: unknown setting {shown(key)}"
-                + (did_you_mean(name, [*names, "sweeps"])
-                   or f"; known settings: {', '.join(sorted(names))}")
+                + (
+                    did_you_mean(name, [*names, "sweeps"])
+                    or f"; known settings: {', '.join(sorted(names))}"
+                )
             )
         values[name] = (raw, f"{source} key {key}")
     for name, raw in explicit.items():
@@ -662,9 +671,7 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
         body = {k.replace("-", "_"): v for k, v in body.items()}
         unknown = set(body) - _SWEEP_KEYS
         if unknown:
-            guesses = "".join(
-                filter(None, (did_you_mean(k, _SWEEP_KEYS) for k in sorted(unknown)))
-            )
+            guesses = "".join(filter(None, (did_you_mean(k, _SWEEP_KEYS) for k in sorted(unknown))))
             raise ConfigError(
                 f"{where} has unknown key(s) {', '.join(sorted(unknown))}"
                 + (guesses or f"; known: {', '.join(sorted(_SWEEP_KEYS))}")
@@ -674,7 +681,6 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
         except (ValueError, TypeError) as exc:
             raise ConfigError(f"{where} {exc}") from None
     return out
-
 
 
 def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:

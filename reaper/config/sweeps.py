@@ -205,8 +205,7 @@ BUILTINS: tuple[Builtin, ...] = (
         "enrollment_requests",
         "ephemeral",
         {"cutoff": "ephemeral_node_retention"},
-        "requests of ephemeral tokens resolved, or pending, for more than "
-        "ephemeral_node_retention",
+        "requests of ephemeral tokens resolved, or pending, for more than ephemeral_node_retention",
         ("bootstrap_tokens_ephemeral_idx", "enrollment_requests_token_id_age_idx"),
         interval=EPHEMERAL_SWEEP_INTERVAL,
     ),
@@ -296,8 +295,7 @@ def dependency_order(sweeps: Sequence[Sweep]) -> list[Sweep]:
 
 # Cutoffs that left a built-in sweep for another: (sweep, cutoff) -> where it is set now.
 _MOVED_CUTOFFS: Mapping[tuple[str, str], str] = {
-    ("enrollment_requests", "ephemeral_cutoff"):
-        "[sweeps.enrollment_requests_ephemeral] retention",
+    ("enrollment_requests", "ephemeral_cutoff"): "[sweeps.enrollment_requests_ephemeral] retention",
 }
 # Built-in sweeps whose retention may not exceed another's: (ephemeral, regular, what their
 # rows are). An ephemeral member or request must not outlive a regular one (the rule that
@@ -309,8 +307,20 @@ _NO_LONGER_THAN: tuple[tuple[str, str, str], ...] = (
 )
 # What a [sweeps.NAME] table may change on a built-in sweep (the rest is its definition).
 _DECLARATION_KEYS = (
-    "table", "reason", "description", "age", "age_when", "where", "where_not", "is_null",
-    "not_null", "rule", "keep_referenced", "predicate", "since", "key",
+    "table",
+    "reason",
+    "description",
+    "age",
+    "age_when",
+    "where",
+    "where_not",
+    "is_null",
+    "not_null",
+    "rule",
+    "keep_referenced",
+    "predicate",
+    "since",
+    "key",
 )
 _SINGLE_CUTOFF = "cutoff"
 # A reason is a metric label value; kept to the built-ins' shape (stale, expired, silent).
@@ -382,8 +392,7 @@ def _own_retentions(
         if params is not None and len(params) != 1:
             raise ConfigError(
                 f"{where}: this sweep has several cutoffs ({', '.join(params)}); give a "
-                "table, e.g. retention = { "
-                + ", ".join(f'{p} = "30d"' for p in params) + " }"
+                "table, e.g. retention = { " + ", ".join(f'{p} = "30d"' for p in params) + " }"
             )
         return {params[0] if params else _SINGLE_CUTOFF: retention}
     if params is not None:
@@ -392,7 +401,8 @@ def _own_retentions(
             moved = _MOVED_CUTOFFS.get((name, unknown[0]))
             raise ConfigError(
                 f"{where}: this sweep has no cutoff {unknown[0]!r}; its cutoffs: "
-                + ", ".join(params) + (f" ({unknown[0]} is now {moved})" if moved else "")
+                + ", ".join(params)
+                + (f" ({unknown[0]} is now {moved})" if moved else "")
             )
     return dict(retention)
 
@@ -410,8 +420,9 @@ class _Knobs(TypedDict):
     archive_file: str | None
 
 
-def _timing(name: str, body: SweepSettings, settings: Settings) -> tuple[Cron | None,
-                                                                        Window | None]:
+def _timing(
+    name: str, body: SweepSettings, settings: Settings
+) -> tuple[Cron | None, Window | None]:
     """A sweep's cron schedule and window: its own, else the global ones. Its own interval
     wins over a global schedule (and its own schedule over a global interval).
 
@@ -494,8 +505,7 @@ def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
             "archive_file: to declare a new sweep, choose another name"
         )
     retentions: dict[str, timedelta] = {
-        param: getattr(settings, setting)
-        for param, setting in builtin.retention_settings.items()
+        param: getattr(settings, setting) for param, setting in builtin.retention_settings.items()
     }
     if body.retention is not None:
         retentions.update(
@@ -504,9 +514,11 @@ def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
     table = TableName(settings.schema, builtin.table)
     cutoffs = tuple(builtin.retention_settings)
     predicate = (
-        declared.builtin(builtin.name, table, cutoffs) if builtin.rule is None
-        else declared.compile_declaration(table.schema, table.name, (builtin.rule,),
-                                          cutoffs=cutoffs)
+        declared.builtin(builtin.name, table, cutoffs)
+        if builtin.rule is None
+        else declared.compile_declaration(
+            table.schema, table.name, (builtin.rule,), cutoffs=cutoffs
+        )
     )
     return Sweep(
         name=builtin.name,
@@ -528,8 +540,12 @@ def _declared(name: str, body: SweepSettings, settings: Settings) -> Sweep:
         close = did_you_mean(name, BUILTIN_NAMES)
         raise ConfigError(
             f"[sweeps.{name}] has no table key and no built-in sweep has that name"
-            + (close or "; a new sweep needs table, reason, age and retention (built-ins: "
-               + ", ".join(BUILTIN_NAMES) + ")")
+            + (
+                close
+                or "; a new sweep needs table, reason, age and retention (built-ins: "
+                + ", ".join(BUILTIN_NAMES)
+                + ")"
+            )
         )
     if body.predicate is not None or body.since is not None:
         raise ConfigError(legacy_message(name, body))

@@ -166,8 +166,15 @@ def optional_positive_duration(value: Any) -> timedelta | None:
 # A number, then a unit or none (whole bytes), then "/s" or nothing; the unit is checked apart,
 # so that one reaper does not take ("TB") is named.
 _BYTE_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)\s*(?:/s)?", re.IGNORECASE)
-_BYTE_UNITS = {"b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
-               "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+_BYTE_UNITS = {
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+}
 # Said in the fix of every refused byte rate (units are read in any case).
 ACCEPTED_BYTE_UNITS = "B, kB, MB, GB (powers of 1000), KiB, MiB, GiB (powers of 1024)"
 # Past this a byte rate is a typo: no server writes WAL that fast.
@@ -265,6 +272,7 @@ def share(value: Any) -> float:
 # Wall times without a time zone (timestamp, date columns) are read as UTC unless the
 # application writes them in another zone (timestamp_time_zone names it).
 
+
 def time_zone(value: Any) -> str:
     """An IANA time zone name that both Python and PostgreSQL know (PostgreSQL ships the
     same tz database; the session refuses an unknown name at connect)."""
@@ -360,7 +368,7 @@ EXPECTED = {
     "SHARE": "a number more than 0 and at most 1, e.g. 0.5",
     "CONNECTIONS": "a whole number of connections from 1 to 16, e.g. 2",
     "BYTES": "bytes per second: a whole number, or a number and one of the units "
-             f'{ACCEPTED_BYTE_UNITS} in quotes, e.g. "16MB" or "1.5MiB"; or 0 (off)',
+    f'{ACCEPTED_BYTE_UNITS} in quotes, e.g. "16MB" or "1.5MiB"; or 0 (off)',
     "SCHEMA": 'a schema name as PostgreSQL spells it, in quotes, e.g. "controlplane"',
     "DSN": 'a libpq connection string in quotes, e.g. "host=db.internal dbname=app"',
     "HOST:PORT": 'an address in quotes, e.g. "127.0.0.1:9465"',
@@ -438,12 +446,12 @@ def scalar(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return checked
 
 
-
 def did_you_mean(key: str, known: Iterable[str]) -> str | None:
     """``; did you mean 'x'?`` for the known name closest to a mistyped ``key`` (None when
     none is close), as click does for flags."""
     close = difflib.get_close_matches(key.replace("-", "_"), list(known), n=1, cutoff=0.6)
     return f"; did you mean {close[0]!r}?" if close else None
+
 
 def keyed(key: str, parse: Callable[[Any], Any], value: Any) -> Any:
     try:
@@ -481,7 +489,7 @@ def archive_file(value: Any) -> str:
 def retentions(value: Any) -> timedelta | dict[str, timedelta]:
     if isinstance(value, dict):
         if not value:
-            raise ValueError("an empty table; give { cutoff_name = \"30d\", ... }")
+            raise ValueError('an empty table; give { cutoff_name = "30d", ... }')
         out = {}
         for param, raw in value.items():
             if not re.fullmatch(r"[a-z_][a-z0-9_]*", param):

@@ -98,7 +98,8 @@ class GaugeRefresher:
         rows = session.backlog_rows(stmts, cutoffs, settings.backlog_limit)
         oldest = (
             session.backlog_oldest_seconds(stmts, cutoffs, settings.backlog_limit)
-            if rows else (0.0 if sweep.since else None)
+            if rows
+            else (0.0 if sweep.since else None)
         )
         self._metrics.set_backlog(sweep.name, rows, oldest)
 
@@ -109,9 +110,13 @@ class GaugeRefresher:
         now = session.now()
         ages: dict[HorizonHolder, tuple[int, float | None]] = {}
         for h in held:
-            ages.setdefault(HorizonHolder(h.kind), (
-                h.xmin_age, None if h.since is None else max((now - h.since).total_seconds(), 0.0)
-            ))
+            ages.setdefault(
+                HorizonHolder(h.kind),
+                (
+                    h.xmin_age,
+                    None if h.since is None else max((now - h.since).total_seconds(), 0.0),
+                ),
+            )
         self._metrics.set_horizon(ages)
         for table in sorted({s.table for s in sweeps}):
             try:
@@ -124,6 +129,8 @@ class GaugeRefresher:
             if found.dead_rows is None:
                 continue
             self._metrics.set_table_space(
-                table, found.dead_rows, found.autovacuum_threshold,
+                table,
+                found.dead_rows,
+                found.autovacuum_threshold,
                 found.last_vacuum.timestamp() if found.last_vacuum else None,
             )

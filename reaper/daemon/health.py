@@ -80,9 +80,7 @@ class Health:
         self.heartbeat_at = time.monotonic()
         self._reported: bool | None = None
 
-    def set(
-        self, ready: bool, reason: str, kind: NotReady = NotReady.DATABASE_ERROR
-    ) -> bool:
+    def set(self, ready: bool, reason: str, kind: NotReady = NotReady.DATABASE_ERROR) -> bool:
         """Record a probe's or a run's answer (``kind``: the class of ``reason`` when not
         ready); log only the changes (an outage is one line when it starts and one when it
         ends, not one per probe). Returns True when this answer ends an outage (not ready
@@ -190,7 +188,8 @@ def probe(
         return ProbeAnswer(reason, locks_checked=False, kind=NotReady.UNREACHABLE)
     except errors.DatabaseError as exc:
         return ProbeAnswer(
-            str(exc), locks_checked=False,
+            str(exc),
+            locks_checked=False,
             kind=OUTAGE_KINDS.get(type(exc).__name__, NotReady.DATABASE_ERROR),
         )
     # Readiness is what stops every sweep: a table missing or out of reach stops the sweeps
@@ -209,8 +208,7 @@ def probe(
     else:
         what = ", ".join(f"{p} on table {t}" for t, p in lacking)
         problem = (
-            (f"missing tables: {', '.join(missing)}; " if missing else "")
-            + f"reaper's role lacks {what} (see {sqltext.where('grants.sql')})"
-        )
+            f"missing tables: {', '.join(missing)}; " if missing else ""
+        ) + f"reaper's role lacks {what} (see {sqltext.where('grants.sql')})"
         kind = NotReady.MISSING_PRIVILEGES if not missing else NotReady.MISSING_TABLES
     return ProbeAnswer(problem, locks_checked=check_locks, kind=kind)

@@ -142,8 +142,10 @@ class SharedRenders:
         self._lock = threading.Lock()
 
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
-        key = tuple(str(environ.get(k, "")) for k in
-                    ("REQUEST_METHOD", "QUERY_STRING", "HTTP_ACCEPT", "HTTP_ACCEPT_ENCODING"))
+        key = tuple(
+            str(environ.get(k, ""))
+            for k in ("REQUEST_METHOD", "QUERY_STRING", "HTTP_ACCEPT", "HTTP_ACCEPT_ENCODING")
+        )
         with self._lock:
             answer = self._answers.get(key)
             if answer is None or self._clock() - answer.at > METRICS_REUSE_SECONDS:
@@ -176,8 +178,10 @@ def make_app(registry: CollectorRegistry, healthz: Check, readyz: Readiness) -> 
 
     def text(start: StartResponse, status: str, body: str) -> Iterable[bytes]:
         data = body.encode()
-        start(status, [("Content-Type", "text/plain; charset=utf-8"),
-                       ("Content-Length", str(len(data)))])
+        start(
+            status,
+            [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(data)))],
+        )
         return [data]
 
     def app(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -246,7 +250,9 @@ class WebConfig:
 
         where = f"--web-config-file {path}"
         data = read_regular_file(
-            path, name=where, expect="give it a YAML file with basic_auth_users",
+            path,
+            name=where,
+            expect="give it a YAML file with basic_auth_users",
             limit_bytes=MAX_WEB_CONFIG_BYTES,
         )
         try:
@@ -391,9 +397,13 @@ class BasicAuth:
                 self._penalties.pop(client, None)
                 return Verdict.ALLOW
             fails += 1
-            penalty = 0.0 if fails < FAILURES_BEFORE_PENALTY else min(
-                MAX_FAILURE_PENALTY_SECONDS,
-                FAILURE_PENALTY_SECONDS * 2.0 ** (fails - FAILURES_BEFORE_PENALTY),
+            penalty = (
+                0.0
+                if fails < FAILURES_BEFORE_PENALTY
+                else min(
+                    MAX_FAILURE_PENALTY_SECONDS,
+                    FAILURE_PENALTY_SECONDS * 2.0 ** (fails - FAILURES_BEFORE_PENALTY),
+                )
             )
             self._penalties.pop(client, None)  # re-inserted last: the oldest go first
             self._penalties[client] = (fails, self._clock() + penalty)
@@ -424,12 +434,17 @@ def basic_auth(app: Callable[..., Any], users: Mapping[str, bytes]) -> Callable[
     :data:`AUTHENTICATED` in its environ."""
     auth = BasicAuth(users)
 
-    def answer(start_response: StartResponse, status: str, body: bytes,
-               header: tuple[str, str]) -> Iterable[bytes]:
-        start_response(status, [
-            ("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))),
-            header,
-        ])
+    def answer(
+        start_response: StartResponse, status: str, body: bytes, header: tuple[str, str]
+    ) -> Iterable[bytes]:
+        start_response(
+            status,
+            [
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Content-Length", str(len(body))),
+                header,
+            ],
+        )
         return [body]
 
     def guarded(environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
@@ -437,11 +452,19 @@ def basic_auth(app: Callable[..., Any], users: Mapping[str, bytes]) -> Callable[
             str(environ.get("HTTP_AUTHORIZATION", "")), str(environ.get("REMOTE_ADDR", ""))
         )
         if verdict is Verdict.BUSY:
-            return answer(start_response, "503 Service Unavailable",
-                          b"busy checking another password; retry\n", ("Retry-After", "1"))
+            return answer(
+                start_response,
+                "503 Service Unavailable",
+                b"busy checking another password; retry\n",
+                ("Retry-After", "1"),
+            )
         if verdict is Verdict.DENY:
-            return answer(start_response, "401 Unauthorized", b"unauthorized\n",
-                          ("WWW-Authenticate", 'Basic realm="reaper"'))
+            return answer(
+                start_response,
+                "401 Unauthorized",
+                b"unauthorized\n",
+                ("WWW-Authenticate", 'Basic realm="reaper"'),
+            )
         environ[AUTHENTICATED] = True
         result: Iterable[bytes] = app(environ, start_response)
         return result
@@ -461,9 +484,7 @@ class _Parser(HTTPRequestParser):  # type: ignore[misc]
             # As waitress answers headers over the size limit: a stand-in request line, and
             # the error to send (the connection is then closed).
             super().parse_header(b"GET / HTTP/1.0\r\n")
-            self.error = RequestHeaderFieldsTooLarge(
-                f"more than {MAX_HEADER_COUNT} header lines"
-            )
+            self.error = RequestHeaderFieldsTooLarge(f"more than {MAX_HEADER_COUNT} header lines")
             return
         super().parse_header(header_plus)
 
@@ -493,8 +514,13 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
         self.pipelined = False
 
     def readable(self) -> bool:
-        if self.held and not self.requests and not self.total_outbufs_len \
-                and not self.will_close and not self.close_when_flushed:
+        if (
+            self.held
+            and not self.requests
+            and not self.total_outbufs_len
+            and not self.will_close
+            and not self.close_when_flushed
+        ):
             data, self.held = self.held, b""
             self.pipelined = True
             self._parse(data)
@@ -502,8 +528,13 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
 
     def received(self, data: bytes) -> bool:
         """Bytes from the socket."""
-        if data and not self.requests and not self.held and not self.total_outbufs_len \
-                and self.request is None:
+        if (
+            data
+            and not self.requests
+            and not self.held
+            and not self.total_outbufs_len
+            and self.request is None
+        ):
             self.exchange_since = time.time()
         self.pipelined = False
         return self._parse(data)
@@ -522,8 +553,12 @@ class _Channel(HTTPChannel):  # type: ignore[misc]
                 if self.request is None:
                     self.request = self.parser_class(self.adj)
                 n = self.request.received(data)
-                if (self.request.expect_continue and self.request.headers_finished
-                        and not self.requests and not self.sent_continue):
+                if (
+                    self.request.expect_continue
+                    and self.request.headers_finished
+                    and not self.requests
+                    and not self.sent_continue
+                ):
                     self.send_continue()
                 if self.request.completed:
                     self.sent_continue = False
@@ -644,7 +679,12 @@ class HttpServer:
         dispatcher = _Dispatcher()
         dispatcher.set_thread_count(WORKER_THREADS)
         self._server = _Server(
-            app, map=self._map, _sock=sock, dispatcher=dispatcher, adj=adj, bind_socket=False,
+            app,
+            map=self._map,
+            _sock=sock,
+            dispatcher=dispatcher,
+            adj=adj,
+            bind_socket=False,
             sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
         )
         self._stop = threading.Event()

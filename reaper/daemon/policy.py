@@ -194,7 +194,8 @@ def after_run(
     else:
         failures = 0
         budget_spent = (
-            result is not None and result.outcome == Outcome.SUCCESS
+            result is not None
+            and result.outcome == Outcome.SUCCESS
             and result.stopped_by in BUDGET_STOPS
         )
         delay = BACKLOG_RERUN_SECONDS if budget_spent else None
@@ -222,7 +223,10 @@ def outage_retries(states: Mapping[str, SweepState], scheduled: Iterable[str]) -
     again now (spread over one jitter) instead of after their backoff."""
     known = set(scheduled)
     return [
-        name for name, state in states.items()
-        if state.failures and state.last is not None
-        and is_outage(state.last.error_type) and name in known
+        name
+        for name, state in states.items()
+        if state.failures
+        and state.last is not None
+        and is_outage(state.last.error_type)
+        and name in known
     ]

@@ -175,7 +175,8 @@ class Daemon:
             self._stop,
         )
         self.http = HttpServer(
-            settings.listen, make_app(registry, self.healthz, self.readyz),
+            settings.listen,
+            make_app(registry, self.healthz, self.readyz),
             Path(settings.web_config_file) if settings.web_config_file else None,
         )
 
@@ -213,17 +214,27 @@ class Daemon:
             return
         now = datetime.now(UTC)
         self._scheduler.add_job(
-            self._health.beat, IntervalTrigger(seconds=HEARTBEAT_SECONDS), id=_HEARTBEAT_JOB,
-            executor=_HEARTBEAT_EXECUTOR, next_run_time=now, misfire_grace_time=1,
+            self._health.beat,
+            IntervalTrigger(seconds=HEARTBEAT_SECONDS),
+            id=_HEARTBEAT_JOB,
+            executor=_HEARTBEAT_EXECUTOR,
+            next_run_time=now,
+            misfire_grace_time=1,
         )
         self._scheduler.add_job(
-            self._probe, IntervalTrigger(seconds=READINESS_PROBE_SECONDS), id=_PROBE_JOB,
-            executor=_PROBES_EXECUTOR, next_run_time=now, misfire_grace_time=1,
+            self._probe,
+            IntervalTrigger(seconds=READINESS_PROBE_SECONDS),
+            id=_PROBE_JOB,
+            executor=_PROBES_EXECUTOR,
+            next_run_time=now,
+            misfire_grace_time=1,
         )
         self._scheduler.add_job(
             self.gauges.refresh,
             IntervalTrigger(seconds=self._settings.gauge_interval.total_seconds()),
-            id=_GAUGE_JOB, executor=_PROBES_EXECUTOR, next_run_time=now,
+            id=_GAUGE_JOB,
+            executor=_PROBES_EXECUTOR,
+            next_run_time=now,
             misfire_grace_time=max(1, int(self._settings.gauge_interval.total_seconds())),
         )
         with self._config_lock:
@@ -321,8 +332,12 @@ class Daemon:
                 self._lock_checked = False
                 old_db.close(timeout=0.1)
             if settings.listen != old.listen:
-                log.warning("listen_unchanged", listen=old.listen, wanted=settings.listen,
-                            hint="restart reaper to listen elsewhere")
+                log.warning(
+                    "listen_unchanged",
+                    listen=old.listen,
+                    wanted=settings.listen,
+                    hint="restart reaper to listen elsewhere",
+                )
             self._settings = settings
             new = {s.name: s for s in sweeps}
             for name in set(self._sweeps) - set(new):
@@ -345,8 +360,7 @@ class Daemon:
             if self._scheduler.running:
                 # The sweeps or their settings changed: check them again now.
                 self._schedule_checks(run_now=True)
-        log.info("daemon_reconfigured",
-                 sweeps={n: _timing(s) for n, s in new.items()})
+        log.info("daemon_reconfigured", sweeps={n: _timing(s) for n, s in new.items()})
 
     def reload(self, load: Callable[[], tuple[Settings, Sequence[Sweep]]]) -> bool:
         """SIGHUP: ``load`` re-reads and validates the configuration (the TOML file under the
@@ -402,9 +416,12 @@ class Daemon:
     def _retry_checks(self, seconds: float) -> None:
         with contextlib.suppress(JobLookupError, SchedulerNotRunningError):
             self._scheduler.add_job(
-                self._run_checks_job, id=f"{_CHECK_JOB}_retry", executor=_PROBES_EXECUTOR,
+                self._run_checks_job,
+                id=f"{_CHECK_JOB}_retry",
+                executor=_PROBES_EXECUTOR,
                 next_run_time=datetime.now(UTC) + timedelta(seconds=seconds),
-                replace_existing=True, misfire_grace_time=60,
+                replace_existing=True,
+                misfire_grace_time=60,
             )
 
     def _strict_checks(self) -> bool:
@@ -437,15 +454,20 @@ class Daemon:
         first = datetime.now(UTC) if run_now else None
         if interval is not None:
             self._scheduler.add_job(
-                self._run_checks_job, IntervalTrigger(seconds=interval.total_seconds()),
-                id=_CHECK_JOB, executor=_PROBES_EXECUTOR,
+                self._run_checks_job,
+                IntervalTrigger(seconds=interval.total_seconds()),
+                id=_CHECK_JOB,
+                executor=_PROBES_EXECUTOR,
                 misfire_grace_time=max(1, int(interval.total_seconds())),
                 **({"next_run_time": first} if first else {}),
             )
         elif first is not None:
             self._scheduler.add_job(
-                self._run_checks_job, id=_CHECK_JOB, executor=_PROBES_EXECUTOR,
-                next_run_time=first, misfire_grace_time=60,
+                self._run_checks_job,
+                id=_CHECK_JOB,
+                executor=_PROBES_EXECUTOR,
+                next_run_time=first,
+                misfire_grace_time=60,
             )
 
     # -- scheduling ----------------------------------------------------------------------
@@ -536,13 +558,18 @@ class Daemon:
                 if budget is None:
                     return None
                 result = self.sweeper.run(
-                    self.db, sweep, self._settings, metrics=self.metrics, stop=self._stop,
+                    self.db,
+                    sweep,
+                    self._settings,
+                    metrics=self.metrics,
+                    stop=self._stop,
                     budget=budget,
                     waiting_since=self._submitted.pop(name, None),
                 )
             if policy.stops_every_sweep(result.error_type):
                 self._health.set(
-                    False, result.error or "database unreachable",
+                    False,
+                    result.error or "database unreachable",
                     OUTAGE_KINDS.get(result.error_type or "", NotReady.UNREACHABLE),
                 )
             elif result.outcome == Outcome.SUCCESS and self._health.set(True, ""):
@@ -559,12 +586,15 @@ class Daemon:
         closes = sweep.window.closes_at(now)
         if closes is None:
             opens = sweep.window.next_open(now)
-            log.info("sweep_outside_window", sweep=sweep.name, window=str(sweep.window),
-                     opens_at=opens.isoformat())
+            log.info(
+                "sweep_outside_window",
+                sweep=sweep.name,
+                window=str(sweep.window),
+                opens_at=opens.isoformat(),
+            )
             self._reschedule(sweep.name, (opens - now).total_seconds())
             return None
-        return dataclasses.replace(sweep.budget,
-                                   window_seconds=(closes - now).total_seconds())
+        return dataclasses.replace(sweep.budget, window_seconds=(closes - now).total_seconds())
 
     def _job_submitted(self, event: JobSubmissionEvent) -> None:
         if event.job_id in self._state:
@@ -594,18 +624,24 @@ class Daemon:
             backoff=policy.Backoff(
                 settings.failure_backoff, settings.max_failure_backoff, settings.jitter
             ),
-            dependants=policy.dependants(
-                name, {s.name: s.after for s in self._sweeps.values()}
-            ),
+            dependants=policy.dependants(name, {s.name: s.after for s in self._sweeps.values()}),
             uniform=random.uniform,
         )
         self._state[name] = state
         if decision.retry and decision.delay is not None:
-            log.info("sweep_retry_scheduled", sweep=name, failures=state.failures,
-                     retry_in_seconds=round(decision.delay, 3))
+            log.info(
+                "sweep_retry_scheduled",
+                sweep=name,
+                failures=state.failures,
+                retry_in_seconds=round(decision.delay, 3),
+            )
         elif decision.backlog and result is not None:
-            log.info("sweep_backlog_continues", sweep=name, stopped_by=result.stopped_by,
-                     rows=result.rows)
+            log.info(
+                "sweep_backlog_continues",
+                sweep=name,
+                stopped_by=result.stopped_by,
+                rows=result.rows,
+            )
         if decision.delay is not None:
             self._reschedule(name, decision.delay)
         # Rows this run deleted may have been all that kept rows of a later sweep alive
@@ -673,8 +709,12 @@ class Daemon:
             names = policy.outage_retries(self._state, self._sweeps)
         for name in names:
             delay = random.uniform(0, self.jitter_seconds(self._sweeps[name]))
-            log.info("sweep_retry_scheduled", sweep=name, reason="database_back",
-                     retry_in_seconds=round(delay, 3))
+            log.info(
+                "sweep_retry_scheduled",
+                sweep=name,
+                reason="database_back",
+                retry_in_seconds=round(delay, 3),
+            )
             self._reschedule(name, delay)
 
     def _statements_for(self, session: Session, sweep: Sweep) -> SweepStatements:

@@ -29,7 +29,7 @@ REFUSED_KINDS = {
     "v": "a view: its rows belong to the tables it reads; declare a sweep of each of those",
     "m": "a materialized view: REFRESH MATERIALIZED VIEW replaces its rows, DELETE cannot",
     "f": "a foreign table: its rows live on another server, where a tuple id names no row "
-         "reaper can delete safely; sweep the table on that server",
+    "reaper can delete safely; sweep the table on that server",
     "S": "a sequence",
     "i": "an index",
     "I": "a partitioned index",
@@ -78,8 +78,7 @@ class Catalog(Queries):
         rows = self.fetch(
             Privilege,
             sqltext.ops("privileges"),
-            {"tables": [regclass_text(t) for t, _ in needed],
-             "privileges": [p for _, p in needed]},
+            {"tables": [regclass_text(t) for t, _ in needed], "privileges": [p for _, p in needed]},
         )
         return [(quoted[r.table_name], r.privilege) for r in rows if not r.granted]
 
@@ -117,8 +116,9 @@ class Catalog(Queries):
                     "deletes; drop the rule or sweep the table the rule writes to"
                 )
             stats = TableStats(r.estimated_rows, r.analyzed_blocks, r.blocks)
-            out.append(Heap(r.oid, r.schema, r.name, stats, declared=r.declared,
-                            proof=_CATALOG_PROOF))
+            out.append(
+                Heap(r.oid, r.schema, r.name, stats, declared=r.declared, proof=_CATALOG_PROOF)
+            )
         return out
 
     def statements(self, predicate: Predicate, keep: Keep | None = None) -> SweepStatements:
@@ -161,8 +161,12 @@ class Catalog(Queries):
 
     def columns(self, table: TableName) -> list[TableColumn]:
         """``table``'s columns, in order (none when it does not exist)."""
-        return self.fetch(TableColumn, sqltext.ops("table_columns"),
-                          {"table": regclass_text(table)}, context=table)
+        return self.fetch(
+            TableColumn,
+            sqltext.ops("table_columns"),
+            {"table": regclass_text(table)},
+            context=table,
+        )
 
     def trail(self, table: TableName, keep: Keep) -> Trail:
         """``keep`` resolved for ``table``: its key columns (the declared ones, else the
@@ -177,10 +181,16 @@ class Catalog(Queries):
         names = [c.column_name for c in columns]
         keys: tuple[str, ...] = ()
         if keep.keys:
-            keys = keep.key or tuple(
-                str(r["column_name"]) for r in self.rows(sqltext.engine("key_columns"),
-                                             {"table": regclass_text(table)})
-            ) or (TID_KEY,)
+            keys = (
+                keep.key
+                or tuple(
+                    str(r["column_name"])
+                    for r in self.rows(
+                        sqltext.engine("key_columns"), {"table": regclass_text(table)}
+                    )
+                )
+                or (TID_KEY,)
+            )
         missing = [k for k in keep.key if k not in names]
         if missing:
             raise errors.ObjectMissing(
@@ -189,8 +199,12 @@ class Catalog(Queries):
             )
         if keep.archive is not None:
             self._refuse_archive(table, columns, keep.archive)
-        return Trail(keys=keys, columns=tuple(names) if keep.rows else (),
-                     archive=keep.archive, lines=keep.lines)
+        return Trail(
+            keys=keys,
+            columns=tuple(names) if keep.rows else (),
+            archive=keep.archive,
+            lines=keep.lines,
+        )
 
     def _refuse_archive(
         self, table: TableName, columns: Sequence[TableColumn], archive: TableName
@@ -235,10 +249,15 @@ class Catalog(Queries):
         """
         if not predicate.reads:
             return
-        rows = self.fetch(DeclaredRead, sqltext.engine("declared_reads"), {
-            "relations": [regclass_text(r) for r, _ in predicate.reads],
-            "columns": [c for _, c in predicate.reads],
-        }, context=predicate.table)
+        rows = self.fetch(
+            DeclaredRead,
+            sqltext.engine("declared_reads"),
+            {
+                "relations": [regclass_text(r) for r, _ in predicate.reads],
+                "columns": [c for _, c in predicate.reads],
+            },
+            context=predicate.table,
+        )
         for (relation, column), row in zip(predicate.reads, rows, strict=True):
             if row.relkind is not None and row.relkind not in ("r", "p"):
                 raise errors.RelationRefused(

@@ -113,9 +113,7 @@ class BoundedConnection(psycopg.Connection[Any]):
             return False  # closed
         return announced != 0 and self.server_pid != announced
 
-    def wait(
-        self, gen: PQGen[_RV], interval: float = 0.1, timeout: float | None = None
-    ) -> _RV:
+    def wait(self, gen: PQGen[_RV], interval: float = 0.1, timeout: float | None = None) -> _RV:
         """Consume ``gen`` (psycopg's network operation) within ``bound`` seconds (see the
         class); an explicit ``timeout`` (psycopg's own) is kept as given."""
         bound = self.bound
@@ -127,7 +125,9 @@ class BoundedConnection(psycopg.Connection[Any]):
             pass
         _log.warning(
             "watchdog: no answer from the server for %.0f s (statement_timeout + %.0f s); "
-            "cancelling", bound, WATCHDOG_MARGIN_SECONDS,
+            "cancelling",
+            bound,
+            WATCHDOG_MARGIN_SECONDS,
         )
         self.cancel_within(WATCHDOG_CANCEL_SECONDS)
         try:
@@ -141,7 +141,6 @@ class BoundedConnection(psycopg.Connection[Any]):
             f"no answer from the server for {waited:.0f} s, not even to a cancel request: "
             "the network or a middlebox went silent; reaper's watchdog closed the connection"
         )
-
 
     def cancel_within(self, seconds: float) -> bool:
         """Send a cancel request for the running statement, waiting at most ``seconds`` for

@@ -24,8 +24,10 @@ from reaper import errors
 # libpq's complaints about a connection string (fe-connect.c), by their first words, as reaper
 # says them: libpq's own message quotes the offending text, which may be the password.
 _PARSE_REASONS = (
-    ('missing "=" after', 'a word without "=" (a value with a space must be quoted: '
-                          "password='two words')"),
+    (
+        'missing "=" after',
+        "a word without \"=\" (a value with a space must be quoted: password='two words')",
+    ),
     ("unterminated quoted string", "a quoted value is not closed"),
     ("invalid connection option", "a parameter name that libpq does not know"),
     ("invalid percent-encoded token", "an invalid percent-encoding (write % itself as %25)"),
@@ -57,7 +59,12 @@ _CHOICES = {
     "gssencmode": ("disable", "prefer", "require"),
     "channel_binding": ("disable", "prefer", "require"),
     "target_session_attrs": (
-        "any", "read-write", "read-only", "primary", "standby", "prefer-standby",
+        "any",
+        "read-write",
+        "read-only",
+        "primary",
+        "standby",
+        "prefer-standby",
     ),
 }
 _URI_HINT = "; in a URI the port follows the host's ':', and user:password goes before the '@'"
@@ -123,10 +130,10 @@ def _ambiguous_uri(dsn: str) -> bool:
     prefix = next((p for p in _URI_PREFIXES if lowered.startswith(p)), None)
     if prefix is None:
         return False
-    rest = dsn[len(prefix):]
+    rest = dsn[len(prefix) :]
     at, slash = rest.find("@"), rest.find("/")
     if at != -1 and (slash == -1 or at < slash):
-        rest = rest[at + 1:]
+        rest = rest[at + 1 :]
     return "@" in rest.split("?", 1)[0]
 
 

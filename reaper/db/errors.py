@@ -48,9 +48,10 @@ class _Redactor:
             # Unparsable (a bad percent-escape, say): find the password by its shape, since
             # libpq's complaint may quote it ('invalid percent-encoded token: "Sekr%zz"').
             secrets += re.findall(r"://[^:/@?#]*:([^@/?#]*)@", dsn or "")
-            secrets += [a or b for a, b in re.findall(
-                r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'?|(\S+))", dsn or ""
-            )]
+            secrets += [
+                a or b
+                for a, b in re.findall(r"password\s*=\s*(?:'((?:[^'\\]|\\.)*)'?|(\S+))", dsn or "")
+            ]
         self._dsn = dsn or ""
         self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
         self._patterns = []
@@ -146,29 +147,37 @@ def _connection_gone(exc: psycopg.Error) -> bool:
 # stops every sweep is the connection's (ConnectionFailed: the readiness probe turns 503 on it
 # besides a read-only server): the connection itself, its login, the server ending the
 # session or running out of what every session needs.
-CONNECTION_CLASSES = frozenset({
-    "08",  # connection exception
-    "28",  # invalid authorization specification (password, pg_hba)
-    "57",  # operator intervention: shutdown, crash, database dropped, idle timeouts (not 57014)
-})
-CONNECTION_CODES = frozenset({
-    "53000",  # insufficient_resources
-    "53200",  # out_of_memory
-    "53300",  # too_many_connections
-    "25P03",  # idle_in_transaction_session_timeout: the session was ended
-    "3D000",  # invalid_catalog_name: the database does not exist (at connect)
-})
+CONNECTION_CLASSES = frozenset(
+    {
+        "08",  # connection exception
+        "28",  # invalid authorization specification (password, pg_hba)
+        "57",  # operator intervention: shutdown, crash, database dropped, idle timeouts (not 57014)
+    }
+)
+CONNECTION_CODES = frozenset(
+    {
+        "53000",  # insufficient_resources
+        "53200",  # out_of_memory
+        "53300",  # too_many_connections
+        "25P03",  # idle_in_transaction_session_timeout: the session was ended
+        "3D000",  # invalid_catalog_name: the database does not exist (at connect)
+    }
+)
 # A table's own: whatever its rows, the statement fails on it (TableProblem), and the
 # run of its sweep fails without splitting the batch row by row; the other sweeps go on.
-TABLE_CLASSES = frozenset({
-    "55",  # object not in prerequisite state (not 55P03, a lock wait: a row's or a table's)
-    "58",  # system error: an I/O error on the table's files
-    "XX",  # internal error: data or index corrupted
-})
-TABLE_CODES = frozenset({
-    "53100",  # disk_full: the table's tablespace or temporary files
-    "53400",  # configuration_limit_exceeded
-})
+TABLE_CLASSES = frozenset(
+    {
+        "55",  # object not in prerequisite state (not 55P03, a lock wait: a row's or a table's)
+        "58",  # system error: an I/O error on the table's files
+        "XX",  # internal error: data or index corrupted
+    }
+)
+TABLE_CODES = frozenset(
+    {
+        "53100",  # disk_full: the table's tablespace or temporary files
+        "53400",  # configuration_limit_exceeded
+    }
+)
 QUERY_CANCELED, LOCK_NOT_AVAILABLE = "57014", "55P03"
 # Everything else is the statement's: a serialization failure or a deadlock (class 40,
 # TransactionConflict), a syntax or access rule (42), an integrity constraint (23), a data

@@ -85,8 +85,7 @@ class LockHolder:
     def describe(self) -> str:
         """One line: ``pid 123 (user x, application 'psql', client 10.0.0.5, connected since
         2026-06-01T12:00:00+00:00)``."""
-        since = self.backend_start.isoformat(timespec="seconds") if self.backend_start \
-            else "hidden"
+        since = self.backend_start.isoformat(timespec="seconds") if self.backend_start else "hidden"
         return (
             f"pid {self.pid} (user {self.user or '?'}, application {self.application_name!r}, "
             f"client {self.client}, connected since {since})"
@@ -157,6 +156,8 @@ class AdvisoryLocks(Queries):
     def advisory_lock_holders(self, keys: Sequence[int]) -> list[LockHolder]:
         """The other sessions that hold any of the advisory locks ``keys``."""
         return self.fetch(
-            LockHolder, sqltext.engine("advisory_lock_holders"), {"keys": list(keys)},
+            LockHolder,
+            sqltext.engine("advisory_lock_holders"),
+            {"keys": list(keys)},
             context="advisory lock",
         )

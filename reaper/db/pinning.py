@@ -83,10 +83,24 @@ FIXED_SETTINGS: Mapping[str, str] = {
     **{
         f"enable_{method}": "on"
         for method in (
-            "seqscan", "indexscan", "indexonlyscan", "bitmapscan", "tidscan", "sort",
-            "hashjoin", "mergejoin", "nestloop", "material", "memoize", "hashagg",
-            "incremental_sort", "partition_pruning", "gathermerge", "parallel_append",
-            "parallel_hash", "async_append",
+            "seqscan",
+            "indexscan",
+            "indexonlyscan",
+            "bitmapscan",
+            "tidscan",
+            "sort",
+            "hashjoin",
+            "mergejoin",
+            "nestloop",
+            "material",
+            "memoize",
+            "hashagg",
+            "incremental_sort",
+            "partition_pruning",
+            "gathermerge",
+            "parallel_append",
+            "parallel_hash",
+            "async_append",
         )
     },
     # The role reaper logged in as acts: a role-level 'SET role' (ALTER ROLE ... SET role) would
@@ -157,8 +171,9 @@ class ConnectionSettings:
             # Every wait of a statement, a lock and an open transaction is bounded.
             "statement_timeout": f"{_ms(self.statement_timeout)}ms",
             "lock_timeout": f"{_ms(self.lock_timeout)}ms",
-            "idle_in_transaction_session_timeout":
-                f"{_ms(self.idle_in_transaction_session_timeout)}ms",
+            "idle_in_transaction_session_timeout": (
+                f"{_ms(self.idle_in_transaction_session_timeout)}ms"
+            ),
             "synchronous_commit": "on" if self.synchronous_commit else "off",
             # What a wall time without a time zone means in a comparison with a cutoff.
             "TimeZone": self.timestamp_time_zone,
@@ -183,17 +198,20 @@ def pin_statement(
     parameters: one round trip.
     Its one row is the server process id."""
     values = {
-        k: v for k, v in settings.pinned(read_only=read_only).items()
+        k: v
+        for k, v in settings.pinned(read_only=read_only).items()
         if server_version >= _SINCE_VERSION.get(k, 0)
     }
     parts = [
         sql.SQL("set_config({}, {}, false)").format(sql.Literal(k), sql.Literal(v))
         for k, v in values.items()
     ]
-    parts.append(sql.SQL(
-        "CASE WHEN current_setting('session_replication_role') <> {role} "
-        "THEN set_config('session_replication_role', {role}, false) END"
-    ).format(role=sql.Literal(REPLICATION_ROLE)))
+    parts.append(
+        sql.SQL(
+            "CASE WHEN current_setting('session_replication_role') <> {role} "
+            "THEN set_config('session_replication_role', {role}, false) END"
+        ).format(role=sql.Literal(REPLICATION_ROLE))
+    )
     resets = []
     if not read_only:
         resets.append(sql.SQL("; RESET default_transaction_read_only"))
@@ -201,9 +219,15 @@ def pin_statement(
     # with the value in force when it starts, so a database's 1 ms would otherwise bound the
     # pin itself (each statement of one query string is timed on its own, PostgreSQL 13+).
     timeout = sql.SQL("SET statement_timeout TO {}; ").format(
-        sql.Literal(values["statement_timeout"]))
+        sql.Literal(values["statement_timeout"])
+    )
     path = sql.SQL("SET search_path TO {}; ").format(sql.SQL(SEARCH_PATH))
-    return sql.Composed([
-        timeout, path, sql.SQL("SELECT pg_backend_pid(), "), sql.SQL(", ").join(parts),
-        *resets,
-    ])
+    return sql.Composed(
+        [
+            timeout,
+            path,
+            sql.SQL("SELECT pg_backend_pid(), "),
+            sql.SQL(", ").join(parts),
+            *resets,
+        ]
+    )

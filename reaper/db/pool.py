@@ -67,8 +67,14 @@ class _Pool(ConnectionPool[BoundedConnection]):
 # The libpq parameters that reaper gives defaults (docs/connections.md): a DSN may set them,
 # to a whole number. libpq itself checks them only when it connects, with an error that a
 # refused connection would also give (exit 1, not 2).
-_TIMING_PARAMS = ("connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
-                  "keepalives_count", "tcp_user_timeout")
+_TIMING_PARAMS = (
+    "connect_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+)
 
 
 def _check_timing_params(params: Mapping[str, Any], dsn_label: str) -> None:
@@ -260,8 +266,11 @@ class Database:
         deadline = time.monotonic() + timeout
         with self._connect_lock:
             failures = self._connect_failures
-            if (since is not None and self._connect_error is not None
-                    and self._connect_failed_at >= since):
+            if (
+                since is not None
+                and self._connect_error is not None
+                and self._connect_failed_at >= since
+            ):
                 raise errors.ConnectionFailed(self._connect_error)
         while True:
             left = deadline - time.monotonic()
@@ -274,14 +283,10 @@ class Database:
                 if failed and reason is not None:
                     raise errors.ConnectionFailed(reason) from None
                 if left <= _CHECKOUT_SLICE_SECONDS:
-                    raise PoolTimeout(
-                        f"no pooled connection within {timeout:.0f} s"
-                    ) from None
+                    raise PoolTimeout(f"no pooled connection within {timeout:.0f} s") from None
 
     @contextlib.contextmanager
-    def _borrowed(
-        self, timeout: float, since: float | None = None
-    ) -> Iterator[BoundedConnection]:
+    def _borrowed(self, timeout: float, since: float | None = None) -> Iterator[BoundedConnection]:
         conn = self._checkout(timeout, since)
         try:
             with conn:  # a pooled connection's exit ends its transaction, never closes it
@@ -300,7 +305,8 @@ class Database:
         # watchdog still bound every wait, so the connection is used all the same.
         version = conn.info.server_version
         watch = {
-            name: value for name, value in self._server_tcp.items()
+            name: value
+            for name, value in self._server_tcp.items()
             if value and (name != "tcp_user_timeout" or version >= 120000)
         }
         if version >= 140000:
@@ -308,8 +314,11 @@ class Database:
         try:
             conn.execute(self._set_all(watch, "SELECT "))
         except psycopg.errors.DatabaseError as exc:
-            _log.warning("the server cannot watch reaper's connections (%s): %s",
-                         ", ".join(watch), self._redact(_first_line(exc)))
+            _log.warning(
+                "the server cannot watch reaper's connections (%s): %s",
+                ", ".join(watch),
+                self._redact(_first_line(exc)),
+            )
 
     def _pin(self, conn: psycopg.Connection[Any], *, read_only: bool = False) -> int | None:
         """The chokepoint: every session setting of :mod:`reaper.db.pinning` on ``conn``, in
@@ -346,9 +355,13 @@ class Database:
         if text is None:
             stmt = pin_statement(self.settings, conn.info.server_version, read_only=read_only)
             if reset:
-                stmt = sql.Composed([
-                    sql.SQL(sqltext.engine("release_advisory_locks")), sql.SQL("; "), stmt,
-                ])
+                stmt = sql.Composed(
+                    [
+                        sql.SQL(sqltext.engine("release_advisory_locks")),
+                        sql.SQL("; "),
+                        stmt,
+                    ]
+                )
             text = self._pins[key] = stmt.as_bytes(conn)
         return text
 
@@ -473,7 +486,8 @@ class Database:
                     # needs (the socket options still notice a dead peer).
                     conn.bound = (
                         statement_timeout.total_seconds() + WATCHDOG_MARGIN_SECONDS
-                        if ms > 0 else None
+                        if ms > 0
+                        else None
                     )
             yield Session(conn, self._redact, session_pooler=self.session_pooler)
         finally:
@@ -489,7 +503,10 @@ class Database:
 
     @contextlib.contextmanager
     def session(
-        self, *, bound: float | None = None, read_only: bool = False,
+        self,
+        *,
+        bound: float | None = None,
+        read_only: bool = False,
         since: float | None = None,
     ) -> Iterator[Session]:
         """Borrow a connection for one sweep run.

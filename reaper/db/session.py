@@ -70,8 +70,10 @@ class _OverLimit(Exception):
 def _batch_settings(cur: psycopg.Cursor[Any], *, heap_walk: bool) -> None:
     """batch_settings.sql in the batch's transaction: the short lock wait for rows, and for
     a heap walk's batch, bitmap scans and hash and merge joins off."""
-    cur.execute(sql.SQL(sqltext.engine("batch_settings")),
-                {"lock_timeout_ms": BATCH_LOCK_TIMEOUT_MS, "heap_walk": heap_walk})
+    cur.execute(
+        sql.SQL(sqltext.engine("batch_settings")),
+        {"lock_timeout_ms": BATCH_LOCK_TIMEOUT_MS, "heap_walk": heap_walk},
+    )
 
 
 class Session(Catalog, AdvisoryLocks):
@@ -132,9 +134,7 @@ class Session(Catalog, AdvisoryLocks):
         )
         self.execute(query)
 
-    def wal_mark(
-        self, earlier: str | None = None, started: str | None = None
-    ) -> WalMark:
+    def wal_mark(self, earlier: str | None = None, started: str | None = None) -> WalMark:
         """A WAL mark past every commit this session made so far, and whether ``earlier`` (a
         mark made before on server incarnation ``started``, by this session or another) is
         durable: flushed on the server, and on its physical standbys (what a crash or a
@@ -167,7 +167,10 @@ class Session(Catalog, AdvisoryLocks):
         return float(doc[0]["Plan"]["Plan Rows"])
 
     def sample_eligible(
-        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
         percent: float,
     ) -> tuple[int, int]:
         """``(eligible, sampled)``: rows matching the predicate among the rows of a
@@ -199,9 +202,7 @@ class Session(Catalog, AdvisoryLocks):
                 total += int(self.scalar(hs.count_rows))
         return total
 
-    def oldest_eligible(
-        self, stmts: SweepStatements, params: Mapping[str, Any]
-    ) -> datetime | None:
+    def oldest_eligible(self, stmts: SweepStatements, params: Mapping[str, Any]) -> datetime | None:
         """The least value of the expressions the predicate compares with a cutoff, among the
         rows it matches (None when no row matches, it compares none, or they are not
         timestamps)."""
@@ -243,20 +244,33 @@ class Session(Catalog, AdvisoryLocks):
             DatabaseError: any other failure of the delete (a foreign key, a trigger), with
                 its ``sqlstate``; nothing was deleted.
         """
-        p = dict(params, first_tid=tid_text(first), end_tid=tid_text((end_block, 0)),
-                 limit=limit, skip=[tid_text(t) for t in skip])
+        p = dict(
+            params,
+            first_tid=tid_text(first),
+            end_tid=tid_text((end_block, 0)),
+            limit=limit,
+            skip=[tid_text(t) for t in skip],
+        )
         # The whole range first (heap_range_batch.sql: the cheapest form), rolled back when it
         # held more than ``limit`` victims; then the range's first ``limit`` victims.
         # The heap's last range: a short batch ends its sweep, and commits flushed.
         ends = limit if end_block >= hs.heap.stats.blocks else None
         if range_first:
             try:
-                return self._batch(hs, hs.heap_range_batch, p, stmts, at_most=limit,
-                                   last_if_under=ends, before_commit=before_commit)
+                return self._batch(
+                    hs,
+                    hs.heap_range_batch,
+                    p,
+                    stmts,
+                    at_most=limit,
+                    last_if_under=ends,
+                    before_commit=before_commit,
+                )
             except _OverLimit:
                 pass
-        return self._batch(hs, hs.heap_batch, p, stmts, last_if_under=ends,
-                           before_commit=before_commit)
+        return self._batch(
+            hs, hs.heap_batch, p, stmts, last_if_under=ends, before_commit=before_commit
+        )
 
     def empty_batch(
         self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any]
@@ -289,11 +303,15 @@ class Session(Catalog, AdvisoryLocks):
         if keyset is not None and hs.index_keyset_batch is not None:
             stmt, p["keyset"] = hs.index_keyset_batch, keyset
         # A short batch ends the heap's sweep, and commits flushed.
-        return self._batch(hs, stmt, p, stmts, index=True, last_if_under=limit,
-                           before_commit=before_commit)
+        return self._batch(
+            hs, stmt, p, stmts, index=True, last_if_under=limit, before_commit=before_commit
+        )
 
     def keyset_served(
-        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
         limit: int,
     ) -> bool:
         """Whether index batches of heap ``hs`` can keep a keyset (index_keyset_batch.sql):
@@ -306,8 +324,7 @@ class Session(Catalog, AdvisoryLocks):
             return False
         p = dict(params, limit=limit, skip=[], keyset=KEYSET_START)
         try:
-            plan = self.explain(hs.keyset_victims, p, index_batch=True,
-                                context=str(hs.heap.table))
+            plan = self.explain(hs.keyset_victims, p, index_batch=True, context=str(hs.heap.table))
         except errors.DatabaseError:
             return False
         nodes = _plan_nodes(plan)
@@ -356,12 +373,16 @@ class Session(Catalog, AdvisoryLocks):
         """Delete the row at ``tid`` of heap ``hs`` if the predicate still holds for it (0 or
         1 row deleted; 1 selected). One transaction; raises and calls ``before_commit`` as
         :meth:`delete_heap_batch`."""
-        rows = self._batch(hs, hs.delete_row, dict(params, tid=tid_text(tid)), stmts,
-                           before_commit=before_commit)
+        rows = self._batch(
+            hs, hs.delete_row, dict(params, tid=tid_text(tid)), stmts, before_commit=before_commit
+        )
         return BatchRows(max(rows.deleted, 0), 1, tid, rows.keys, rows.lines)
 
     def row_versions(
-        self, stmts: SweepStatements, hs: HeapStatements, tids: Sequence[tuple[int, int]],
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        tids: Sequence[tuple[int, int]],
     ) -> dict[tuple[int, int], str]:
         """The version (``xmin``, as text) of each row of heap ``hs`` at the tuple ids
         ``tids`` that holds one now; a tuple id that names no row is left out. Reads only."""
@@ -376,21 +397,25 @@ class Session(Catalog, AdvisoryLocks):
         names, for this role (``engine/delete_obstacles.sql``): BEFORE DELETE row triggers,
         rules ON DELETE, row-level security whose DELETE policies differ from its SELECT
         ones. Reads only."""
-        return self.fetch(DeleteObstacle, sqltext.engine("delete_obstacles"),
-                          {"heap": hs.heap.oid}, context=hs.heap.table)
+        return self.fetch(
+            DeleteObstacle,
+            sqltext.engine("delete_obstacles"),
+            {"heap": hs.heap.oid},
+            context=hs.heap.table,
+        )
 
     def visible_rows(self, hs: HeapStatements) -> tuple[VisibleRows, int | None]:
         """Whether row-level security filters what this role reads of heap ``hs``, with the
         catalog's estimate of its rows; and when it does and the heap was analyzed, the rows
         the role can read, estimated from a block sample of about VISIBLE_SAMPLE_BLOCKS blocks
         (every block of a small heap: then exact). Reads only."""
-        seen = self.fetch(VisibleRows, sqltext.ops("visible_rows"), {"heap": hs.heap.oid},
-                          context=hs.heap.table)[0]
+        seen = self.fetch(
+            VisibleRows, sqltext.ops("visible_rows"), {"heap": hs.heap.oid}, context=hs.heap.table
+        )[0]
         if not seen.filtered or seen.estimated_rows < 0 or seen.blocks == 0:
             return seen, None
         percent = min(100.0, 100.0 * VISIBLE_SAMPLE_BLOCKS / seen.blocks)
-        query = compose_relations(sqltext.ops("sampled_rows"),
-                                  heap=(hs.heap.schema, hs.heap.name))
+        query = compose_relations(sqltext.ops("sampled_rows"), heap=(hs.heap.schema, hs.heap.name))
         with self._errors(hs.heap.table), self._conn.cursor() as cur:
             cur.execute(query, {"percent": percent})
             row = cur.fetchone()
@@ -422,8 +447,12 @@ class Session(Catalog, AdvisoryLocks):
         # In pipeline mode: BEGIN, the settings and the batch go in one round trip, COMMIT in
         # a second (four round trips otherwise; on a loaded 2-core machine they were most of
         # the gap between a backlog sweep and one plain DELETE, bench B1).
-        with self._sweep_errors(stmts), self._conn.pipeline() as pipeline, \
-                self._conn.transaction(), self._conn.cursor() as cur:
+        with (
+            self._sweep_errors(stmts),
+            self._conn.pipeline() as pipeline,
+            self._conn.transaction(),
+            self._conn.cursor() as cur,
+        ):
             cur.execute(hs.lock_heap)
             _batch_settings(cur, heap_walk=not index)
             if index:
@@ -436,10 +465,14 @@ class Session(Catalog, AdvisoryLocks):
             else:
                 row = cur.fetchone()
                 assert row is not None
-                result = BatchRows(int(row[0]), int(row[1]),
-                                   parse_tid(row[2]) if row[2] else None,
-                                   _keys(row[3], len(hs.trail.keys)), tuple(row[4] or ()),
-                                   row[5] if len(row) > 5 else None)
+                result = BatchRows(
+                    int(row[0]),
+                    int(row[1]),
+                    parse_tid(row[2]) if row[2] else None,
+                    _keys(row[3], len(hs.trail.keys)),
+                    tuple(row[4] or ()),
+                    row[5] if len(row) > 5 else None,
+                )
             if at_most is not None and result.deleted > at_most:
                 raise _OverLimit  # rolls the transaction back: nothing was deleted
             if before_commit is not None:
@@ -449,9 +482,7 @@ class Session(Catalog, AdvisoryLocks):
                 cur.execute(sql.SQL(sqltext.engine("commit_flushed")))
         return result
 
-    def backlog_rows(
-        self, stmts: SweepStatements, params: Mapping[str, Any], limit: int
-    ) -> int:
+    def backlog_rows(self, stmts: SweepStatements, params: Mapping[str, Any], limit: int) -> int:
         """The rows the predicate matches now, counted through its index, at most ``limit``.
 
         Runs like an index batch (after ``index_batch_settings.sql``, in one transaction): with
@@ -519,7 +550,8 @@ class Session(Catalog, AdvisoryLocks):
             ),
             statements=tuple(
                 (max(float(took), 0.0), max(float(ago), 0.0))
-                for took, ago in statements if took is not None and ago is not None
+                for took, ago in statements
+                if took is not None and ago is not None
             ),
         )
 

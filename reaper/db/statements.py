@@ -49,9 +49,7 @@ def first_eligible(
     (`` AND ...``) or nothing. ``arm_limit``: each arm's own limit, when not ``limit``."""
     parts = {"columns": columns, "relation": relation, "limit": limit, "also": also}
     if not predicate.arms:
-        return sql.SQL(sqltext.engine("first_eligible")).format(
-            predicate=predicate.where, **parts
-        )
+        return sql.SQL(sqltext.engine("first_eligible")).format(predicate=predicate.where, **parts)
     arm = sqltext.engine("first_eligible_arm")
     each = dict(parts, limit=limit if arm_limit is None else arm_limit)
     arms = sql.SQL(" UNION ALL ").join(
@@ -200,9 +198,13 @@ class Trail:
 def _trail_parts(trail: Trail) -> dict[str, sql.Composable]:
     """The {returning}, {archive} and {trail} slots of a batch statement (heap_batch.sql)."""
     if not trail.active:
-        return {"returning": _ONE, "archive": _NOTHING,
-                "trail": sql.SQL(sqltext.engine("trail_columns")).format(
-                    keys=sql.SQL("NULL::json"), lines=sql.SQL("NULL::text[]"))}
+        return {
+            "returning": _ONE,
+            "archive": _NOTHING,
+            "trail": sql.SQL(sqltext.engine("trail_columns")).format(
+                keys=sql.SQL("NULL::json"), lines=sql.SQL("NULL::text[]")
+            ),
+        }
     # Each column once: a key column is also one of the row's columns.
     returned = list(dict.fromkeys((*trail.keys, *trail.columns)))
     columns = sql.SQL(", ").join(sql.Identifier(c) for c in trail.columns)
@@ -222,7 +224,8 @@ def _trail_parts(trail: Trail) -> dict[str, sql.Composable]:
     archive: sql.Composable = _NOTHING
     if trail.archive is not None:
         archive = sql.SQL(sqltext.engine("trail_archive")).format(
-            archive=_table(trail.archive).identifier, columns=columns)
+            archive=_table(trail.archive).identifier, columns=columns
+        )
     return {
         "returning": sql.SQL(", ").join(sql.Identifier(c) for c in returned),
         "archive": archive,
@@ -262,8 +265,9 @@ class HeapStatements:
         only = sql.SQL("ONLY {} AS {}").format(parts["heap"], parts["alias"])
 
         def victims(limit: sql.Composable) -> sql.Composed:
-            return first_eligible(predicate, columns=_CTID, relation=only, limit=limit,
-                                  also=_NOT_SKIPPED)
+            return first_eligible(
+                predicate, columns=_CTID, relation=only, limit=limit, also=_NOT_SKIPPED
+            )
 
         # The index path with a keyset (index_keyset_batch.sql): for a predicate of one age
         # and one range (no arms), each batch's victims in the age's order, from where the
@@ -277,22 +281,22 @@ class HeapStatements:
             def keyed(limit: sql.Composable) -> sql.Composed:
                 return sql.SQL(sqltext.engine("first_eligible_arm")).format(
                     columns=sql.SQL("ctid, ({})::timestamptz AS key").format(age),
-                    relation=only, arm=predicate.where, age=age, limit=limit,
+                    relation=only,
+                    arm=predicate.where,
+                    age=age,
+                    limit=limit,
                     also=sql.Composed([_NOT_SKIPPED, sql.SQL(_KEYSET).format(age)]),
                 )
 
-            self.index_keyset_batch = compose("index_keyset_batch", victims=keyed(_LIMIT),
-                                              **kept)
+            self.index_keyset_batch = compose("index_keyset_batch", victims=keyed(_LIMIT), **kept)
             self.keyset_victims = compose("index_first_victim", victims=keyed(_LIMIT))
-            self.keyset_first_victim = compose("index_first_victim",
-                                               victims=keyed(sql.Literal(1)))
+            self.keyset_first_victim = compose("index_first_victim", victims=keyed(sql.Literal(1)))
         self.lock_heap = compose("lock_heap")
         self.heap_batch = compose("heap_batch", **kept)
         self.heap_range_batch = bare("heap_range_batch")
         self.index_batch = compose("index_batch", victims=victims(_LIMIT), **kept)
         self.heap_first_victim = compose("heap_first_victim")
-        self.index_first_victim = compose("index_first_victim",
-                                          victims=victims(sql.Literal(1)))
+        self.index_first_victim = compose("index_first_victim", victims=victims(sql.Literal(1)))
         self.delete_row = bare("delete_row")
         self.row_versions = compose("row_versions")
         self.count_eligible = compose("heap_count_eligible")
@@ -326,8 +330,12 @@ class SweepStatements:
         # What a batch reads, planned over the declared table (reaper check): one victims
         # query through the predicate's index (each arm's), across every heap the table covers.
         self.index_plan = sql.SQL(sqltext.engine("index_plan")).format(
-            victims=first_eligible(predicate, columns=_CTID, relation=parts["table"],
-                                   limit=sql.Placeholder("batch_size")),
+            victims=first_eligible(
+                predicate,
+                columns=_CTID,
+                relation=parts["table"],
+                limit=sql.Placeholder("batch_size"),
+            ),
         )
         self.count_eligible = sql.SQL(sqltext.engine("count_eligible")).format(**parts)
         self.estimate_eligible = sql.SQL(sqltext.engine("estimate_eligible")).format(**parts)
@@ -340,14 +348,19 @@ class SweepStatements:
             since = sql.SQL("({})::timestamptz AS since").format(predicate.since)
             # Each arm's first row in its age's order is its oldest (its age is the "since"
             # of its rows): one row per arm makes the gauge exact, whatever --backlog-limit.
-            oldest = first_eligible(predicate, columns=since, relation=parts["table"],
-                                    **({"limit": _ALL, "arm_limit": sql.Literal(1)}
-                                       if predicate.arms else {}))
+            oldest = first_eligible(
+                predicate,
+                columns=since,
+                relation=parts["table"],
+                **({"limit": _ALL, "arm_limit": sql.Literal(1)} if predicate.arms else {}),
+            )
             self.backlog_oldest = sql.SQL(sqltext.engine("backlog_oldest")).format(
-                eligible=oldest, cutoff=sql.Placeholder(cutoff_param),
+                eligible=oldest,
+                cutoff=sql.Placeholder(cutoff_param),
             )
         self.sample_eligible = sql.SQL(sqltext.engine("sample_eligible")).format(
-            heap=parts["table"], alias=sql.Identifier(table.name),
+            heap=parts["table"],
+            alias=sql.Identifier(table.name),
             predicate=where,
         )
 
@@ -370,12 +383,11 @@ class SweepStatements:
             )
 
         sources = (
-            [oldest_of(a.where, [a.age]) for a in self.predicate.arms] if self.predicate.arms
+            [oldest_of(a.where, [a.age]) for a in self.predicate.arms]
+            if self.predicate.arms
             else [oldest_of(self.predicate.where, self.predicate.ages)]
         )
-        return sql.SQL(sqltext.engine("oldest_eligible")).format(
-            oldest=sql.SQL(", ").join(sources)
-        )
+        return sql.SQL(sqltext.engine("oldest_eligible")).format(oldest=sql.SQL(", ").join(sources))
 
     def required_privileges(self) -> list[tuple[TableName, str]]:
         """``(table, privilege)`` pairs the batches need: SELECT on every table read, DELETE on

@@ -275,8 +275,14 @@ def serve(root: Path) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with devserver.server("REAPER_DSN", data_dir=root) as server_dsn:
         prepare(server_dsn, root)
-        _print_census("rows", census(devserver.with_dbname(
-            server_dsn, os.environ.get("REAPER_DEMO_DATABASE") or DEMO_DATABASE)))
+        _print_census(
+            "rows",
+            census(
+                devserver.with_dbname(
+                    server_dsn, os.environ.get("REAPER_DEMO_DATABASE") or DEMO_DATABASE
+                )
+            ),
+        )
         print("\nThe demo's PostgreSQL is up; Ctrl-C stops it.\n")
         print(next_steps(root / "reaper.env", serving=True), flush=True)
         stop.wait()
@@ -300,8 +306,16 @@ def main(argv: list[str] | None = None) -> int:
         # run delete unless told (docs/safety.md), which a first cleanup of a backlog is.
         # Warnings only: the table says what each sweep did (without the flag, a line per sweep
         # on stderr says it again).
-        cmd = ["reaper", "--log-level", "warning", "run-once", "--max-eligible-fraction", "1",
-               "--metrics-file", str(metrics_file)]
+        cmd = [
+            "reaper",
+            "--log-level",
+            "warning",
+            "run-once",
+            "--max-eligible-fraction",
+            "1",
+            "--metrics-file",
+            str(metrics_file),
+        ]
         print("\n$ " + " ".join(cmd))
         # The reaper script installed beside this interpreter (the virtual environment's).
         cmd[0] = shutil.which("reaper", path=str(Path(sys.executable).parent)) or "reaper"

@@ -81,7 +81,8 @@ def server(env_var: str = "REAPER_TEST_DSN", data_dir: Path | None = None) -> It
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             srv = pgserver.get_server(  # type: ignore[attr-defined]
-               str(data_dir), cleanup_mode=mode)
+                str(data_dir), cleanup_mode=mode
+            )
         try:
             yield srv.get_uri()
         finally:

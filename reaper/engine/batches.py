@@ -77,8 +77,9 @@ class Deleter:
             parallel heap walk has its own: :meth:`helper`).
     """
 
-    def __init__(self, run: Run, hs: HeapStatements, sizer: BatchSizer,
-                 session: BatchSession | None = None) -> None:
+    def __init__(
+        self, run: Run, hs: HeapStatements, sizer: BatchSizer, session: BatchSession | None = None
+    ) -> None:
         self.run, self.hs, self.sizer = run, hs, sizer
         self.session = session or run.session
         self.splitter = Splitter()
@@ -160,8 +161,11 @@ class Deleter:
         size after a timeout, nor while a failing batch is being split. Deletes that cost
         that much (a cascade, a trigger) would time out in the range form every time, and each
         batch would cost a whole statement_timeout before its limited retry."""
-        return (self.sizer.size >= self.sizer.ceiling and self.splitter.limit is None
-                and self.ranges_tell())
+        return (
+            self.sizer.size >= self.sizer.ceiling
+            and self.splitter.limit is None
+            and self.ranges_tell()
+        )
 
     def ranges_tell(self) -> bool:
         """Whether a range deleted in place (heap_range_batch.sql) says what it removed against
@@ -218,28 +222,35 @@ class Deleter:
         """The run's one line when its batches stopped removing rows: what the last batch
         did, the cause the catalog names (or that it names none), and the fix."""
         heap = self.hs.heap.table
-        what = (f"a batch of {heap} named {selected:,} rows and removed "
-                f"{'none' if deleted == 0 else f'{deleted:,}'}")
+        what = (
+            f"a batch of {heap} named {selected:,} rows and removed "
+            f"{'none' if deleted == 0 else f'{deleted:,}'}"
+        )
         if self.guard.short > 1:
             what += f" ({self.guard.short} such batches in a row)"
         if not obstacles:
-            return (f"{what}, and the catalog names no cause (no BEFORE DELETE row trigger, "
-                    "rule ON DELETE or row-level security policy keeps them); the run stopped "
-                    "rather than repeat it: find what keeps the rows (a trigger of another "
-                    "table, a concurrent writer)")
+            return (
+                f"{what}, and the catalog names no cause (no BEFORE DELETE row trigger, "
+                "rule ON DELETE or row-level security policy keeps them); the run stopped "
+                "rather than repeat it: find what keeps the rows (a trigger of another "
+                "table, a concurrent writer)"
+            )
         causes = "; ".join(o.detail for o in obstacles)
         fixes = []
         kinds = {o.kind for o in obstacles}
         if ObstacleKind.TRIGGER in kinds:
-            fixes.append("a trigger that returns NULL keeps its row (a soft delete): let it "
-                         "return OLD for the rows reaper deletes, or do not sweep this table")
+            fixes.append(
+                "a trigger that returns NULL keeps its row (a soft delete): let it "
+                "return OLD for the rows reaper deletes, or do not sweep this table"
+            )
         if ObstacleKind.RULE in kinds:
             fixes.append("drop the rule ON DELETE")
         if ObstacleKind.POLICY in kinds:
-            fixes.append("ALTER ROLE ... BYPASSRLS for reaper's role, or give it a DELETE "
-                         "policy that reaches every row its SELECT policies show")
-        return (f"{what}: {causes}; the run stopped rather than repeat it: "
-                f"{'; '.join(fixes)}")
+            fixes.append(
+                "ALTER ROLE ... BYPASSRLS for reaper's role, or give it a DELETE "
+                "policy that reaches every row its SELECT policies show"
+            )
+        return f"{what}: {causes}; the run stopped rather than repeat it: {'; '.join(fixes)}"
 
     def _fail_run(self, exc: errors.DatabaseError) -> None:
         """Raise ``exc`` as the run's failure when it is not a row's fault, or when a stop
@@ -269,8 +280,15 @@ class Deleter:
             self.run.skipped(self.hs.heap.table, held, exc)
             return
         self.splitter.failed(limit)
-        log.debug("batch_split", sweep=r.sweep, heap=self.hs.heap.table, rows=limit,
-                  reason=reason, sqlstate=exc.sqlstate, error=str(exc))
+        log.debug(
+            "batch_split",
+            sweep=r.sweep,
+            heap=self.hs.heap.table,
+            rows=limit,
+            reason=reason,
+            sqlstate=exc.sqlstate,
+            error=str(exc),
+        )
 
     def _one_row(self, first_victim: Callable[[], Any], t0: float) -> BatchRows | None:
         tid = first_victim()
@@ -279,8 +297,9 @@ class Deleter:
             return BatchRows(0, 0, None)
         run = self.run
         try:
-            rows = self.session.delete_row(run.statements, self.hs, run.params, tid,
-                                          before_commit=run.before_commit)
+            rows = self.session.delete_row(
+                run.statements, self.hs, run.params, tid, before_commit=run.before_commit
+            )
         except errors.DatabaseError as exc:
             self._fail_run(exc)
             reason = skip_reason(exc)
@@ -369,8 +388,14 @@ def first_span(deleter: Deleter, estimated_fraction: float | None) -> int:
 
 
 def next_span(
-    span: int, limit: int, want: float, selected: int, covered: int, seconds: float,
-    target: float, fixed: float = 0.0,
+    span: int,
+    limit: int,
+    want: float,
+    selected: int,
+    covered: int,
+    seconds: float,
+    target: float,
+    fixed: float = 0.0,
 ) -> int:
     """The next range of a heap walk, in blocks, after a batch of ``limit`` rows that
     selected ``selected`` garbage rows over ``covered`` blocks of its ``span`` in ``seconds``:
@@ -390,8 +415,9 @@ def next_span(
     in it would be deleted and rolled back again, heap_range_batch.sql)."""
     goal = max(target, fixed / FIXED_SHARE)
     if selected >= limit:
-        return min(max(math.ceil(want * covered / selected), MIN_BLOCKS_PER_BATCH),
-                   MAX_BLOCKS_PER_BATCH)
+        return min(
+            max(math.ceil(want * covered / selected), MIN_BLOCKS_PER_BATCH), MAX_BLOCKS_PER_BATCH
+        )
     if selected:
         scale = want * covered / selected / max(span, 1)
         if seconds > fixed:
@@ -425,8 +451,7 @@ def walk_heap(
     end = hs.heap.stats.blocks
     span = first_span(deleter, estimated_fraction)
     fixed = deleter.fixed_seconds() if end > 0 else 0.0
-    if (run.parallel > 1 and run.helper_session is not None and end > span
-            and deleter.ranges_tell()):
+    if run.parallel > 1 and run.helper_session is not None and end > span and deleter.ranges_tell():
         return _ParallelWalk(deleter, end, span, fixed, target_seconds).walk()
     session, stmts, params = deleter.session, run.statements, run.params
     pos = (0, 0)
@@ -442,8 +467,16 @@ def walk_heap(
         rows = deleter.attempt(
             limit,
             functools.partial(
-                session.delete_heap_batch, stmts, hs, params, start, last_block, limit,
-                list(deleter.skip), deleter.trusts_ranges(), before_commit=run.before_commit,
+                session.delete_heap_batch,
+                stmts,
+                hs,
+                params,
+                start,
+                last_block,
+                limit,
+                list(deleter.skip),
+                deleter.trusts_ranges(),
+                before_commit=run.before_commit,
             ),
             functools.partial(
                 session.first_victim, stmts, hs, params, list(deleter.skip), start, last_block
@@ -467,10 +500,17 @@ def walk_heap(
             # range keeps its size (a range sized to a part would leave the part's victims
             # out of it).
             continue
-        span = next_span(span, limit, deleter.limit() * RANGE_FILL, rows.selected, covered,
-                         seconds, target, fixed)
+        span = next_span(
+            span,
+            limit,
+            deleter.limit() * RANGE_FILL,
+            rows.selected,
+            covered,
+            seconds,
+            target,
+            fixed,
+        )
     return StopReason.DONE
-
 
 
 # A parallel heap walk's own thread looks at its helpers this often (seconds) once every range
@@ -554,8 +594,9 @@ class _ParallelWalk:
     is.
     """
 
-    def __init__(self, deleter: Deleter, end: int, span: int, fixed: float,
-                 target_seconds: float) -> None:
+    def __init__(
+        self, deleter: Deleter, end: int, span: int, fixed: float, target_seconds: float
+    ) -> None:
         self.deleter, self.run = deleter, deleter.run
         self.ranges = _Ranges(end, span)
         self.fixed, self.target_seconds = fixed, target_seconds
@@ -655,8 +696,9 @@ class _ParallelWalk:
                     session = stack.enter_context(self.run.helper_session())
                 except errors.ReaperError as exc:
                     # Fewer connections, not a failed run: the run's own session goes on.
-                    log.info("parallel_helper_unavailable", sweep=self.run.result.sweep,
-                             error=str(exc))
+                    log.info(
+                        "parallel_helper_unavailable", sweep=self.run.result.sweep, error=str(exc)
+                    )
                     return
                 self._work(self.deleter.helper(session))
         except BaseException as exc:  # raised on the run's thread (walk)
@@ -711,8 +753,13 @@ class _ParallelWalk:
             self.alone = True
         self.go.clear()
         self.wake.set()
-        log.info("parallel_walk_alone", sweep=self.run.result.sweep,
-                 heap=self.deleter.hs.heap.table, error=str(exc), sqlstate=exc.sqlstate)
+        log.info(
+            "parallel_walk_alone",
+            sweep=self.run.result.sweep,
+            heap=self.deleter.hs.heap.table,
+            error=str(exc),
+            sqlstate=exc.sqlstate,
+        )
 
     def _reserve(self, limit: int) -> int:
         """A batch's ``limit``, within what the row budget has left beside the other
@@ -731,8 +778,9 @@ class _ParallelWalk:
             with self._lock:
                 self._reserved -= limit
 
-    def _batch(self, deleter: Deleter, pos: tuple[int, int], end_block: int,
-               limit: int) -> tuple[tuple[int, int], int] | None:
+    def _batch(
+        self, deleter: Deleter, pos: tuple[int, int], end_block: int, limit: int
+    ) -> tuple[tuple[int, int], int] | None:
         """One batch of the range from ``pos`` to ``end_block``; returns what is left of the
         range (None: the range is finished, or given back)."""
         run, hs, session = self.run, deleter.hs, deleter.session
@@ -742,12 +790,24 @@ class _ParallelWalk:
         rows = deleter.attempt(
             limit,
             functools.partial(
-                session.delete_heap_batch, run.statements, hs, run.params, pos, end_block,
-                limit, list(deleter.skip), deleter.trusts_ranges(),
+                session.delete_heap_batch,
+                run.statements,
+                hs,
+                run.params,
+                pos,
+                end_block,
+                limit,
+                list(deleter.skip),
+                deleter.trusts_ranges(),
                 before_commit=run.before_commit,
             ),
             functools.partial(
-                session.first_victim, run.statements, hs, run.params, list(deleter.skip), pos,
+                session.first_victim,
+                run.statements,
+                hs,
+                run.params,
+                list(deleter.skip),
+                pos,
                 end_block,
             ),
         )
@@ -762,15 +822,22 @@ class _ParallelWalk:
             return pos, end_block
         if rows.selected >= limit and rows.last is not None:
             # The range holds more garbage than one batch may delete: go on right after it.
-            rest: tuple[tuple[int, int], int] | None = (
-                (rows.last[0], rows.last[1] + 1), end_block)
+            rest: tuple[tuple[int, int], int] | None = ((rows.last[0], rows.last[1] + 1), end_block)
             covered = rows.last[0] - pos[0] + 1
         else:
             rest = None
             covered = span
         if deleter.splitter.limit is None:
-            self.ranges.span = next_span(span, limit, deleter.limit() * RANGE_FILL,
-                                         rows.selected, covered, seconds, target, self.fixed)
+            self.ranges.span = next_span(
+                span,
+                limit,
+                deleter.limit() * RANGE_FILL,
+                rows.selected,
+                covered,
+                seconds,
+                target,
+                self.fixed,
+            )
         if rest is None:
             self.ranges.finished()
         return rest
@@ -797,11 +864,18 @@ def follow_index(deleter: Deleter) -> StopReason:
         rows = deleter.attempt(
             limit,
             functools.partial(
-                session.delete_index_batch, stmts, hs, params, limit, list(deleter.skip),
-                before_commit=run.before_commit, keyset=keyset,
+                session.delete_index_batch,
+                stmts,
+                hs,
+                params,
+                limit,
+                list(deleter.skip),
+                before_commit=run.before_commit,
+                keyset=keyset,
             ),
-            functools.partial(session.first_victim, stmts, hs, params, list(deleter.skip),
-                              keyset=keyset),
+            functools.partial(
+                session.first_victim, stmts, hs, params, list(deleter.skip), keyset=keyset
+            ),
         )
         if rows is None:
             continue

@@ -103,7 +103,10 @@ class ClockVerdict:
 
 
 def judge_clock(
-    sweep: str, reading: ClockReading, last: ClockReading | None, bound: timedelta | None,
+    sweep: str,
+    reading: ClockReading,
+    last: ClockReading | None,
+    bound: timedelta | None,
 ) -> ClockVerdict:
     """Judge ``reading`` against the host clock, then against ``last`` (the process's
     previous accepted reading of the same database), allowing ``bound`` either way to the
@@ -121,7 +124,9 @@ def judge_clock(
     if abs(host_skew) > limit + reading.round_trip:
         way = "ahead of" if host_skew > 0 else "behind"
         return ClockVerdict(
-            host_skew, history_skew, ClockCheck.HOST,
+            host_skew,
+            history_skew,
+            ClockCheck.HOST,
             f"sweep {sweep}: the database clock ({_instant(reading.database)}) is "
             f"{_span(host_skew)} {way} reaper's host clock ({_instant(reading.host)}), more "
             f"than max_clock_skew {format_duration(bound)}; nothing was deleted. Fix the "
@@ -131,7 +136,9 @@ def judge_clock(
     if last is not None and history_skew is not None and history_skew > limit:
         ago = timedelta(seconds=reading.monotonic - last.monotonic)
         return ClockVerdict(
-            host_skew, history_skew, ClockCheck.HISTORY,
+            host_skew,
+            history_skew,
+            ClockCheck.HISTORY,
             f"sweep {sweep}: the database clock ({_instant(reading.database)}) jumped "
             f"{_span(history_skew)} ahead since reaper last read it "
             f"({_instant(last.database)}, {_span(ago.total_seconds())} ago by reaper's "

@@ -174,13 +174,16 @@ class Run:
                 got = ask.wal_mark(self._mark, self._incarnation)
                 self._checked_at = self.clock()
                 if not got.same_server:
-                    self.drop_uncounted("the server restarted or changed since they "
-                                        "committed: a crash or a failover may have undone them")
+                    self.drop_uncounted(
+                        "the server restarted or changed since they "
+                        "committed: a crash or a failover may have undone them"
+                    )
                     break
                 if got.durable:
                     if self._marked:
-                        self.metrics.rows_deleted(self.result.table, self.result.reason,
-                                                  self._marked)
+                        self.metrics.rows_deleted(
+                            self.result.table, self.result.reason, self._marked
+                        )
                     self._mark, self._incarnation = got.mark, got.started
                     with self._lock:
                         self._marked, self._unmarked = before, self._unmarked - before
@@ -190,9 +193,13 @@ class Run:
                     break
                 self.sleep(DURABLE_POLL_SECONDS)
         except errors.DatabaseError as exc:
-            log.info("deleted_rows_durability_unknown", sweep=self.result.sweep,
-                     rows=self._marked + self._unmarked, error=str(exc),
-                     error_type=type(exc).__name__)
+            log.info(
+                "deleted_rows_durability_unknown",
+                sweep=self.result.sweep,
+                rows=self._marked + self._unmarked,
+                error=str(exc),
+                error_type=type(exc).__name__,
+            )
         return self._marked + self._unmarked
 
     @property
@@ -206,8 +213,13 @@ class Run:
             rows = self._marked + self._unmarked
             self._marked = self._unmarked = 0
         if rows:
-            log.warning("deleted_rows_not_counted", sweep=self.result.sweep,
-                        table=self.result.table, rows=rows, reason=reason)
+            log.warning(
+                "deleted_rows_not_counted",
+                sweep=self.result.sweep,
+                table=self.result.table,
+                rows=rows,
+                reason=reason,
+            )
 
     def deleted_keys(self, heap: TableName, key: Sequence[str], rows: BatchRows) -> None:
         """The keys of one committed batch's deleted rows, one ``batch_keys`` debug line
@@ -219,9 +231,15 @@ class Run:
         r = self.result
         shown, omitted = capped_keys(rows.keys)
         extra = {"heap": heap} if heap != r.table else {}
-        log.debug("batch_keys", sweep=r.sweep, table=r.table, **extra,
-                  key=key[0] if len(key) == 1 else list(key), keys=shown,
-                  keys_omitted=omitted)
+        log.debug(
+            "batch_keys",
+            sweep=r.sweep,
+            table=r.table,
+            **extra,
+            key=key[0] if len(key) == 1 else list(key),
+            keys=shown,
+            keys_omitted=omitted,
+        )
 
     def skipped(self, heap: str, tid: tuple[int, int], exc: errors.DatabaseError) -> None:
         """A row whose delete failed alone: logged once (with the SQLSTATE) and counted."""
@@ -233,8 +251,14 @@ class Run:
             self.metrics.row_skipped(r.table, reason)
         # A held row is expected (writers are busy) and tried again next run: info, not warning.
         (log.info if reason == SkipReason.LOCKED else log.warning)(
-            "row_skipped", sweep=r.sweep, table=r.table, heap=heap, tid=f"({tid[0]},{tid[1]})",
-            reason=reason, sqlstate=exc.sqlstate, error=str(exc),
+            "row_skipped",
+            sweep=r.sweep,
+            table=r.table,
+            heap=heap,
+            tid=f"({tid[0]},{tid[1]})",
+            reason=reason,
+            sqlstate=exc.sqlstate,
+            error=str(exc),
         )
 
     def should_stop(self) -> StopReason | None:
@@ -243,8 +267,9 @@ class Run:
         ``replica_lag``)."""
         # Between batches, outside the time a batch is measured by (which sizes the next):
         # count what became durable, at most once every DURABLE_CHECK_SECONDS.
-        if self._unmarked and (self._checked_at is None
-                               or self.clock() - self._checked_at >= DURABLE_CHECK_SECONDS):
+        if self._unmarked and (
+            self._checked_at is None or self.clock() - self._checked_at >= DURABLE_CHECK_SECONDS
+        ):
             self.count_durable()
         stopped = self._limits()
         if stopped is not None or self.pace is None:

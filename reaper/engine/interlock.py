@@ -150,8 +150,12 @@ class DeletionLedger:
 
 
 def refuse_table_window(
-    sweep: Sweep, measure: EligibleMeasure, threshold: float, window: TableWindow,
-    *, projected: bool = False,
+    sweep: Sweep,
+    measure: EligibleMeasure,
+    threshold: float,
+    window: TableWindow,
+    *,
+    projected: bool = False,
 ) -> None:
     """The full-table interlock across runs: once this process deleted rows from the table in
     the window, stop a run before its first delete when the rows it would leave (rows now
@@ -200,9 +204,16 @@ def refuse_table_window(
 
 
 def judge_table(
-    session: BatchSession, sweep: Sweep, stmts: SweepStatements, params: Mapping[str, Any],
-    measure: EligibleMeasure, threshold: float, window: TableWindow, *,
-    projected: bool = False, eligible: int | None = None,
+    session: BatchSession,
+    sweep: Sweep,
+    stmts: SweepStatements,
+    params: Mapping[str, Any],
+    measure: EligibleMeasure,
+    threshold: float,
+    window: TableWindow,
+    *,
+    projected: bool = False,
+    eligible: int | None = None,
 ) -> None:
     """The full-table interlock, before a run's first delete (:func:`refuse_full_table`, then
     :func:`refuse_table_window`), for a real run and a dry run alike.
@@ -236,18 +247,28 @@ def judge_table(
             if eligible is None:
                 eligible = session.count_eligible(stmts, params)
         except errors.ReaperError as exc:
-            log.warning("interlock_count_failed", sweep=sweep.name, table=sweep.table,
-                        error=str(exc), sqlstate=exc.sqlstate)
+            log.warning(
+                "interlock_count_failed",
+                sweep=sweep.name,
+                table=sweep.table,
+                error=str(exc),
+                sqlstate=exc.sqlstate,
+            )
             measure = sampled
         else:
             rows = float(max(now - pending, 0))
-            measure = EligibleMeasure(measure.samples, rows, float(min(eligible, rows)),
-                                      counted=True)
+            measure = EligibleMeasure(
+                measure.samples, rows, float(min(eligible, rows)), counted=True
+            )
             # A dry run deleted nothing: the table now is the table at the window's start, and
             # its count is exact. A real run's count misses what it deleted, and a sample
             # that was high at the start stands (see above).
             start = float(now) if projected else max(window.rows, now + window.deleted)
-            window = TableWindow(window.started, start, window.deleted,
-                                 counted=projected or start == now + window.deleted)
+            window = TableWindow(
+                window.started,
+                start,
+                window.deleted,
+                counted=projected or start == now + window.deleted,
+            )
     refuse_full_table(sweep, measure, threshold)
     refuse_table_window(sweep, measure, threshold, window, projected=projected)

@@ -328,8 +328,9 @@ class WalBrake:
         with self._lock:
             self._refill(now)
             if self._lsn is not None and lsn >= self._lsn:
-                self.tokens = max(self.tokens - (lsn - self._lsn),
-                                  -self.rate * MAX_WAL_DEBT_SECONDS)
+                self.tokens = max(
+                    self.tokens - (lsn - self._lsn), -self.rate * MAX_WAL_DEBT_SECONDS
+                )
                 each = (lsn - self._lsn) / batches if batches > 0 else 0.0
                 if each >= MIN_WAL_PER_BATCH_BYTES:
                     self.per_batch = max(self.per_batch or 0.0, each)
@@ -459,14 +460,14 @@ class Pacer:
                 "replica_lag_unknown",
                 standbys=[sb.name for sb in s.standbys if not sb.visible],
                 fix=f"as a superuser: GRANT pg_read_all_stats TO the reaper role "
-                    f"(see {sqltext.where('grants.sql')})",
+                f"(see {sqltext.where('grants.sql')})",
             )
         if self.busy_share < 1.0 and s.hidden_sessions:
             self._once(
                 "load_unknown",
                 hidden_sessions=s.hidden_sessions,
                 fix=f"as a superuser: GRANT pg_read_all_stats TO the reaper role "
-                    f"(see {sqltext.where('grants.sql')})",
+                f"(see {sqltext.where('grants.sql')})",
             )
         return s
 
@@ -483,8 +484,9 @@ class Pacer:
             age = now - self._last_at
             fresh = 0.0 <= age < self._max_age()
             if fresh and self.max_replica_lag is not None:
-                fresh = (self._last_lag + age + (next_batch_seconds or 0.0)
-                         <= self._ceiling(next_batch_seconds))
+                fresh = self._last_lag + age + (next_batch_seconds or 0.0) <= self._ceiling(
+                    next_batch_seconds
+                )
             if fresh and self.brake is not None:
                 fresh = self.brake.covers(self._unsampled + 1, now)
             if fresh:
@@ -583,8 +585,12 @@ class Pacer:
             ceiling = self._ceiling(last_batch_seconds)
             lag, name = self.lag(sample)
             if lag > ceiling:
-                log.info("replica_lag_pause", standby=name, lag_seconds=round(lag, 3),
-                         max_replica_lag_seconds=self.max_replica_lag)
+                log.info(
+                    "replica_lag_pause",
+                    standby=name,
+                    lag_seconds=round(lag, 3),
+                    max_replica_lag_seconds=self.max_replica_lag,
+                )
             while lag > ceiling:
                 left = limit - self.clock()
                 if left <= 0:
@@ -599,8 +605,11 @@ class Pacer:
                 lag, name = self.lag(sample)
                 self._last_lag = lag
                 if lag <= ceiling:
-                    log.info("replica_lag_resume", lag_seconds=round(lag, 3),
-                             paused_seconds=round(self.clock() - paused_at, 3))
+                    log.info(
+                        "replica_lag_resume",
+                        lag_seconds=round(lag, 3),
+                        paused_seconds=round(self.clock() - paused_at, 3),
+                    )
         idle_since = self.clock()
         if self.busy:
             self._judge(sample)
@@ -610,8 +619,12 @@ class Pacer:
                 pause = min(pause, deadline - self.clock())
             if pause > 0 and self._spend(ThrottleReason.LOAD, pause):
                 return None
-        if (self.busy and was_busy and self._baseline_due()
-                and self._measure_baseline(idle_since, deadline)):
+        if (
+            self.busy
+            and was_busy
+            and self._baseline_due()
+            and self._measure_baseline(idle_since, deadline)
+        ):
             return None
         if self.brake is not None:
             owed = self.brake.owed(self.clock())
@@ -643,8 +656,9 @@ class Pacer:
         if self.control.baseline_short and self._baseline_retries < BASELINE_RETRIES:
             self._baseline_retries += 1
             return True
-        return (self._baseline_at is None
-                or self.clock() - self._baseline_at >= BASELINE_EVERY_SECONDS)
+        return (
+            self._baseline_at is None or self.clock() - self._baseline_at >= BASELINE_EVERY_SECONDS
+        )
 
     def _measure_baseline(self, idle_since: float, deadline: float | None) -> bool:
         """Hold still until :data:`BASELINE_HOLD_SECONDS` passed since ``idle_since`` (the

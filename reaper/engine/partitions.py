@@ -134,8 +134,10 @@ def _conjuncts(node: Any) -> Iterator[Any]:
     if isinstance(node, ast.BoolExpr):
         if node.boolop != BoolExprType.AND_EXPR:
             kind = "an OR" if node.boolop == BoolExprType.OR_EXPR else "a NOT"
-            raise NotProven(f"the predicate has {kind}: only an AND of bounds of one column "
-                            "proves a whole partition eligible")
+            raise NotProven(
+                f"the predicate has {kind}: only an AND of bounds of one column "
+                "proves a whole partition eligible"
+            )
         for arg in node.args or ():
             yield from _conjuncts(arg)
     else:
@@ -162,9 +164,7 @@ def _bound(node: Any, table: str, relname: str) -> tuple[str, int]:
     else:
         raise NotProven(f"the predicate has a condition other than column < cutoff ({op})")
     if not isinstance(param_node, ast.ParamRef) or not isinstance(column_node, ast.ColumnRef):
-        raise NotProven(
-            "the predicate has a condition other than a plain column < a bare cutoff"
-        )
+        raise NotProven("the predicate has a condition other than a plain column < a bare cutoff")
     fields = list(column_node.fields or ())
     if not fields or not all(isinstance(f, ast.String) for f in fields):
         raise NotProven("the predicate has a condition other than column < cutoff")
@@ -262,10 +262,13 @@ class Removed:
         """As a result lists it (``run-once --json``): a run's ``{partition, action, rows,
         rows_source}``, a dry run's ``{partition, action, estimated_rows}``."""
         if self.rows_source is None:
-            return {"partition": self.partition, "action": self.action,
-                    "estimated_rows": self.rows}
-        return {"partition": self.partition, "action": self.action, "rows": self.rows,
-                "rows_source": self.rows_source}
+            return {"partition": self.partition, "action": self.action, "estimated_rows": self.rows}
+        return {
+            "partition": self.partition,
+            "action": self.action,
+            "rows": self.rows,
+            "rows_source": self.rows_source,
+        }
 
 
 @dataclass
@@ -362,7 +365,8 @@ def plan(
         out.reason = (
             f"the table is not range-partitioned on {out.proof.column} alone at any level "
             f"(strategy {first.strategy}, {first.key_columns} key column(s)"
-            + (f", key {first.key_column}" if first.key_column else "") + ")"
+            + (f", key {first.key_column}" if first.key_column else "")
+            + ")"
         )
         return out
     leaves: dict[int, list[Partition]] = {}
@@ -393,10 +397,13 @@ def plan(
             out.drop.append((p, estimate(p)))
     candidates = [p for p, _ in out.drop] + [p for p in out.pending if droppable(p)]
     if candidates:
-        obstacles = [str(v) for v in session.values(
-            sqltext.strip_comments(sqltext.read("partitions/obstacles.sql")),
-            {"table": regclass_text(sweep.table)},
-        )]
+        obstacles = [
+            str(v)
+            for v in session.values(
+                sqltext.strip_comments(sqltext.read("partitions/obstacles.sql")),
+                {"table": regclass_text(sweep.table)},
+            )
+        ]
         not_owned = [p.name for p in candidates if not p.owned]
         if obstacles:
             out.refused = Refused(
@@ -457,12 +464,19 @@ def _statement(name: str, **relations: tuple[str, str]) -> Any:
 
 def _finish_pending(session: Session, p: Partition, bound: Any) -> None:
     t0 = time.monotonic()
-    session.execute(_statement(
-        "detach_finalize",
-        parent=(p.parent_schema, p.parent_name), partition=(p.schema_name, p.relname),
-    ))
-    bound.warning("partition_detach_finalized", partition=p.name, parent=p.parent_qualified,
-                  seconds=round(time.monotonic() - t0, 3))
+    session.execute(
+        _statement(
+            "detach_finalize",
+            parent=(p.parent_schema, p.parent_name),
+            partition=(p.schema_name, p.relname),
+        )
+    )
+    bound.warning(
+        "partition_detach_finalized",
+        partition=p.name,
+        parent=p.parent_qualified,
+        seconds=round(time.monotonic() - t0, 3),
+    )
 
 
 def retire(
@@ -506,27 +520,39 @@ def retire(
     blocked: dict[int, str] = {}
     for p in now_plan.pending:
         if dry_run:
-            removed.append(Removed(p.name, PartitionStep.FINALIZE_DETACH,
-                                   max(p.estimated_rows, 0)))
+            removed.append(Removed(p.name, PartitionStep.FINALIZE_DETACH, max(p.estimated_rows, 0)))
             continue
         try:
             _finish_pending(session, p, bound)
         except errors.ConnectionFailed:
             raise
         except errors.DatabaseError as exc:
-            bound.warning("partition_detach_finalize_failed", partition=p.name, error=str(exc),
-                          error_type=type(exc).__name__)
+            bound.warning(
+                "partition_detach_finalize_failed",
+                partition=p.name,
+                error=str(exc),
+                error_type=type(exc).__name__,
+            )
             blocked[p.parent] = p.name
             continue
         if action == DROP and droppable(p) and now_plan.refused is None:
             removed += _remove(
-                session, sweep, p, max(p.estimated_rows, 0), step, metrics, bound,
+                session,
+                sweep,
+                p,
+                max(p.estimated_rows, 0),
+                step,
+                metrics,
+                bound,
                 exact=now_plan.heap_bytes.get(p.relid, 0) <= EXACT_COUNT_MAX_BYTES,
                 already_detached=True,
             )
     if now_plan.refused is not None:
-        bound.warning("partition_drop_refused", reason=now_plan.refused.reason,
-                      partitions=[p.name for p, _ in now_plan.drop])
+        bound.warning(
+            "partition_drop_refused",
+            reason=now_plan.refused.reason,
+            partitions=[p.name for p, _ in now_plan.drop],
+        )
         return removed
     if not now_plan.drop:
         bound.debug("partition_drop_none", reason=now_plan.reason)
@@ -539,15 +565,18 @@ def retire(
             continue
         if p.parent in blocked:
             bound.warning(
-                "partition_detach_waiting", partition=p.name, parent=p.parent_qualified,
+                "partition_detach_waiting",
+                partition=p.name,
+                parent=p.parent_qualified,
                 pending=blocked[p.parent],
                 reason=f"the detach of {blocked[p.parent]} is pending until the snapshots "
-                       "older than it end; the next run detaches this one, the row batches "
-                       "sweep its rows meanwhile",
+                "older than it end; the next run detaches this one, the row batches "
+                "sweep its rows meanwhile",
             )
             continue
         exact = now_plan.heap_bytes.get(p.relid, 0) <= EXACT_COUNT_MAX_BYTES or (
-            p.kind != "p" and p.estimated_rows < 0)  # never analyzed: no estimate to give
+            p.kind != "p" and p.estimated_rows < 0
+        )  # never analyzed: no estimate to give
         done = _remove(session, sweep, p, estimated, step, metrics, bound, exact=exact)
         removed += done
         if not done and _left_pending(session, p):
@@ -558,10 +587,12 @@ def retire(
 def _left_pending(session: Session, p: Partition) -> bool:
     """Whether ``p``'s parent now has a detach pending (a failed ``DETACH ... CONCURRENTLY``
     whose second half gave up waiting for older snapshots leaves ``p`` so)."""
-    return bool(session.values(
-        sqltext.strip_comments(sqltext.read("partitions/pending_parents.sql")),
-        {"parents": [p.parent]},
-    ))
+    return bool(
+        session.values(
+            sqltext.strip_comments(sqltext.read("partitions/pending_parents.sql")),
+            {"parents": [p.parent]},
+        )
+    )
 
 
 def _remove(
@@ -589,18 +620,25 @@ def _remove(
                 source = RowsSource.COUNT
         if not already_detached:
             concurrently = (
-                session.server_version >= MIN_CONCURRENT_DETACH_VERSION
-                and not p.parent_has_default
+                session.server_version >= MIN_CONCURRENT_DETACH_VERSION and not p.parent_has_default
             )
-            session.execute(_statement(
-                "detach_concurrently" if concurrently else "detach",
-                parent=(p.parent_schema, p.parent_name), partition=relation,
-            ))
+            session.execute(
+                _statement(
+                    "detach_concurrently" if concurrently else "detach",
+                    parent=(p.parent_schema, p.parent_name),
+                    partition=relation,
+                )
+            )
     except errors.ConnectionFailed:
         raise
     except errors.DatabaseError as exc:
-        bound.warning("partition_drop_failed", partition=p.name, stage="detach",
-                      error=str(exc), error_type=type(exc).__name__)
+        bound.warning(
+            "partition_drop_failed",
+            partition=p.name,
+            stage="detach",
+            error=str(exc),
+            error_type=type(exc).__name__,
+        )
         return []
     dropped = False
     if action == PartitionStep.DROP:
@@ -611,15 +649,25 @@ def _remove(
             raise
         except errors.DatabaseError as exc:
             # Detached already: its rows are out of the table. The next run cannot find it.
-            bound.error("partition_drop_failed", partition=p.name, stage="drop",
-                        error=str(exc), error_type=type(exc).__name__,
-                        fix=f"DROP TABLE {p.name}")
+            bound.error(
+                "partition_drop_failed",
+                partition=p.name,
+                stage="drop",
+                error=str(exc),
+                error_type=type(exc).__name__,
+                fix=f"DROP TABLE {p.name}",
+            )
     if metrics is not None:
         metrics.partition_removed(sweep.table, sweep.reason, rows)
     bound.info(
         "partition_dropped" if dropped else "partition_detached",
-        partition=p.name, parent=p.parent_qualified, bound=p.bound, rows=rows,
-        rows_source=source, action=action, seconds=round(time.monotonic() - t0, 3),
+        partition=p.name,
+        parent=p.parent_qualified,
+        bound=p.bound,
+        rows=rows,
+        rows_source=source,
+        action=action,
+        seconds=round(time.monotonic() - t0, 3),
     )
     return [Removed(p.name, action, rows, source)]
 
@@ -642,26 +690,52 @@ def check(
         return []
     out: list[tuple[CheckStatus, str, str, str | None]] = []
     for p in found.pending:
-        out.append((CheckStatus.FAIL, p.name, f"a detach of {p.name} from {p.parent_qualified} was "
-                    "interrupted (detach pending); the next run finishes it",
-                    f"ALTER TABLE {p.parent_qualified} DETACH PARTITION {p.name} FINALIZE"))
+        out.append(
+            (
+                CheckStatus.FAIL,
+                p.name,
+                f"a detach of {p.name} from {p.parent_qualified} was "
+                "interrupted (detach pending); the next run finishes it",
+                f"ALTER TABLE {p.parent_qualified} DETACH PARTITION {p.name} FINALIZE",
+            )
+        )
     names = ", ".join(p.name for p, _ in found.drop)
     if action == OFF:
-        out.append((CheckStatus.PASS, sweep.table,
-                    "partition_action is off: rows are swept in batches", None))
+        out.append(
+            (
+                CheckStatus.PASS,
+                sweep.table,
+                "partition_action is off: rows are swept in batches",
+                None,
+            )
+        )
     elif found.refused is not None:
         owner_only = found.refused.kind == PartitionRefusal.NOT_OWNER
         status = CheckStatus.FAIL if owner_only else CheckStatus.WARN
         fix = (
             f"run reaper as the owner of {sweep.table} and its partitions, or set "
-            "partition_action = \"off\"" if status == CheckStatus.FAIL else None
+            'partition_action = "off"'
+            if status == CheckStatus.FAIL
+            else None
         )
-        out.append((status, sweep.table,
-                    f"would {action} {names} but {found.refused.reason}; their rows are swept in "
-                    "batches", fix))
+        out.append(
+            (
+                status,
+                sweep.table,
+                f"would {action} {names} but {found.refused.reason}; their rows are swept in "
+                "batches",
+                fix,
+            )
+        )
     elif found.drop:
-        out.append((CheckStatus.PASS, sweep.table,
-                    f"would {action} {names} (wholly past the cutoff)", None))
+        out.append(
+            (
+                CheckStatus.PASS,
+                sweep.table,
+                f"would {action} {names} (wholly past the cutoff)",
+                None,
+            )
+        )
     else:
         out.append((CheckStatus.PASS, sweep.table, f"no partition dropped: {found.reason}", None))
     return out

@@ -27,7 +27,10 @@ class BatchSession(Protocol):
         ...
 
     def sample_eligible(
-        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
         percent: float,
     ) -> tuple[int, int]:
         """``(eligible, sampled)`` rows of a ``percent``-% block sample of heap ``hs``."""
@@ -42,9 +45,15 @@ class BatchSession(Protocol):
         ...
 
     def delete_heap_batch(
-        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
-        first: tuple[int, int], end_block: int, limit: int,
-        skip: Sequence[tuple[int, int]] = (), range_first: bool = True,
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
+        first: tuple[int, int],
+        end_block: int,
+        limit: int,
+        skip: Sequence[tuple[int, int]] = (),
+        range_first: bool = True,
         before_commit: Callable[[BatchRows], None] | None = None,
     ) -> BatchRows:
         """Delete at most ``limit`` garbage rows of ``hs`` from tuple id ``first`` to block
@@ -53,15 +62,22 @@ class BatchSession(Protocol):
         ...
 
     def empty_batch(
-        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
     ) -> None:
         """One heap-walk batch of ``hs`` over no block: what every batch costs whatever its
         rows."""
         ...
 
     def delete_index_batch(
-        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
-        limit: int, skip: Sequence[tuple[int, int]] = (),
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
+        limit: int,
+        skip: Sequence[tuple[int, int]] = (),
         before_commit: Callable[[BatchRows], None] | None = None,
         keyset: str | None = None,
     ) -> BatchRows:
@@ -72,7 +88,10 @@ class BatchSession(Protocol):
         ...
 
     def keyset_served(
-        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
         limit: int,
     ) -> bool:
         """Whether the index batches of ``hs`` can keep a keyset across a run (an ordered
@@ -80,24 +99,36 @@ class BatchSession(Protocol):
         ...
 
     def first_victim(
-        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
-        skip: Sequence[tuple[int, int]] = (), first: tuple[int, int] | None = None,
-        end_block: int | None = None, keyset: str | None = None,
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
+        skip: Sequence[tuple[int, int]] = (),
+        first: tuple[int, int] | None = None,
+        end_block: int | None = None,
+        keyset: str | None = None,
     ) -> tuple[int, int] | None:
         """One garbage row's tuple id (the first of the range when given; with ``keyset``,
         from that age on), not in ``skip``; None when there is none."""
         ...
 
     def delete_row(
-        self, stmts: SweepStatements, hs: HeapStatements, params: Mapping[str, Any],
-        tid: tuple[int, int], before_commit: Callable[[BatchRows], None] | None = None,
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        params: Mapping[str, Any],
+        tid: tuple[int, int],
+        before_commit: Callable[[BatchRows], None] | None = None,
     ) -> BatchRows:
         """Delete the row at ``tid`` if the predicate still holds for it (0 or 1 deleted, 1
         selected, ``last`` the tid); ``before_commit`` as for :meth:`delete_heap_batch`."""
         ...
 
     def row_versions(
-        self, stmts: SweepStatements, hs: HeapStatements, tids: Sequence[tuple[int, int]],
+        self,
+        stmts: SweepStatements,
+        hs: HeapStatements,
+        tids: Sequence[tuple[int, int]],
     ) -> dict[tuple[int, int], str]:
         """The version (xmin) of the row at each of ``tids`` that holds one now."""
         ...

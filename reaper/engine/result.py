@@ -116,5 +116,3 @@ class SweepResult:
             "known_undeletable": self.known_undeletable,
             **({"refusal": self.refusal, "note": self.note} if self.dry_run else {}),
         }
-
-

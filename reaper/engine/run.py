@@ -87,7 +87,9 @@ class Sweeper:
     """
 
     def __init__(
-        self, *, wall: Callable[[], float] = time.time,
+        self,
+        *,
+        wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         # The host's clocks that the database clock is checked against (tests pin them).
@@ -171,23 +173,29 @@ class Sweeper:
                 else:
                     result.locked_at = time.time()
                     try:
-                        db_now, refusal = self._clock(db, session, sweep, settings, now,
-                                                      metrics, dry_run=dry_run)
+                        db_now, refusal = self._clock(
+                            db, session, sweep, settings, now, metrics, dry_run=dry_run
+                        )
                         result.cutoffs = cutoffs_at(sweep, db_now)
-                        bound.debug("sweep_started", cutoffs=_iso(result.cutoffs),
-                                    dry_run=dry_run)
+                        bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
                         run = Run(
-                            sweep, settings, session,
-                            session.statements(sweep.predicate,
-                                               None if dry_run else keep(sweep)),
-                            dict(result.cutoffs), result, budget,
-                            metrics=None if dry_run else metrics, stop=stop,
-                            on_batch=on_batch, started=started,
+                            sweep,
+                            settings,
+                            session,
+                            session.statements(sweep.predicate, None if dry_run else keep(sweep)),
+                            dict(result.cutoffs),
+                            result,
+                            budget,
+                            metrics=None if dry_run else metrics,
+                            stop=stop,
+                            on_batch=on_batch,
+                            started=started,
                         )
                         if not dry_run:
                             if sweep.archive_file is not None:
-                                run.before_commit = LineArchive(sweep.archive_file, sweep.name,
-                                                                sweep.table)
+                                run.before_commit = LineArchive(
+                                    sweep.archive_file, sweep.name, sweep.table
+                                )
                             run.pace = pacing.for_run(
                                 self.pacing(db), session, settings, sweep.name, metrics, stop
                             )
@@ -220,8 +228,15 @@ class Sweeper:
         return result
 
     def _clock(
-        self, db: Database, session: Session, sweep: Sweep, settings: Settings,
-        now: datetime | None, metrics: Metrics | None, *, dry_run: bool,
+        self,
+        db: Database,
+        session: Session,
+        sweep: Sweep,
+        settings: Settings,
+        now: datetime | None,
+        metrics: Metrics | None,
+        *,
+        dry_run: bool,
     ) -> tuple[datetime, str | None]:
         """The database clock's reading that the run's cutoffs come from, checked against
         the host's clock and this process's earlier reading (:mod:`reaper.engine.clock`), the
@@ -243,10 +258,15 @@ class Sweeper:
         if verdict.refused_by is None:
             history.record(reading)
             return reading.database, None
-        log.warning("clock_refused", sweep=sweep.name, clock=verdict.refused_by,
-                    host_skew_seconds=round(verdict.host_skew, 3),
-                    history_skew_seconds=None if verdict.history_skew is None
-                    else round(verdict.history_skew, 3))
+        log.warning(
+            "clock_refused",
+            sweep=sweep.name,
+            clock=verdict.refused_by,
+            host_skew_seconds=round(verdict.host_skew, 3),
+            history_skew_seconds=None
+            if verdict.history_skew is None
+            else round(verdict.history_skew, 3),
+        )
         if dry_run:
             return reading.database, verdict.message
         if metrics is not None:
@@ -262,7 +282,11 @@ class Sweeper:
 
 
 def run_sweep(
-    db: Database, sweep: Sweep, settings: Settings, *, sweeper: Sweeper | None = None,
+    db: Database,
+    sweep: Sweep,
+    settings: Settings,
+    *,
+    sweeper: Sweeper | None = None,
     **kwargs: Any,
 ) -> SweepResult:
     """One run of ``sweep`` by ``sweeper`` (:meth:`Sweeper.run`, which takes the keyword
@@ -272,8 +296,12 @@ def run_sweep(
 
 
 def run_sweeps(
-    db: Database, sweeps: Iterable[Sweep], settings: Settings, *,
-    sweeper: Sweeper | None = None, **kwargs: Any,
+    db: Database,
+    sweeps: Iterable[Sweep],
+    settings: Settings,
+    *,
+    sweeper: Sweeper | None = None,
+    **kwargs: Any,
 ) -> list[SweepResult]:
     """Run ``sweeps`` one after the other (already in dependency order) by one ``sweeper``
     (a new one when None), so that the interlock judges them together; one failing never
@@ -319,20 +347,30 @@ def _log_result(bound: Any, result: SweepResult, bug: Exception | None) -> None:
         # A bug (not one of reaper's own errors) keeps its traceback; expected failures
         # stay one line, a database error with its SQLSTATE.
         traceback = {"exc_info": bug} if bug is not None else {}
-        bound.error("sweep_failed", error=result.error, error_type=result.error_type,
-                    sqlstate=result.sqlstate, **traceback, **fields)
+        bound.error(
+            "sweep_failed",
+            error=result.error,
+            error_type=result.error_type,
+            sqlstate=result.sqlstate,
+            **traceback,
+            **fields,
+        )
     elif result.outcome == SKIPPED:
         # Another process (a replica, a run-once by hand) runs this sweep or one it depends
         # on: not an error, the next scheduled run tries again. Or any login squats on the
         # (publicly computable) keys: the holder is named so that it can be found.
         bound.info(
-            "sweep_skipped", lock_holders=[h.as_dict() for h in result.holders],
+            "sweep_skipped",
+            lock_holders=[h.as_dict() for h in result.holders],
             seconds=fields["seconds"],
         )
     else:
         bound.info(
-            "sweep_finished", stopped_by=result.stopped_by, locked_at=result.locked_at,
-            unlocked_at=result.unlocked_at, **fields,
+            "sweep_finished",
+            stopped_by=result.stopped_by,
+            locked_at=result.locked_at,
+            unlocked_at=result.unlocked_at,
+            **fields,
         )
 
 
@@ -372,9 +410,7 @@ def cutoffs_at(sweep: Sweep, db_now: datetime) -> dict[str, datetime]:
     """Each of the sweep's cutoffs at ``db_now`` (a reading of the database clock), as
     :func:`compute_cutoffs` computes them."""
     db_now = utc_instant(db_now)
-    return {
-        param: utc_instant(db_now - retention) for param, retention in sweep.retentions.items()
-    }
+    return {param: utc_instant(db_now - retention) for param, retention in sweep.retentions.items()}
 
 
 def warn_if_superuser(db: Database) -> bool:
@@ -400,14 +436,12 @@ def warn_if_superuser_in(session: Session) -> bool:
         log.warning(
             "superuser_role",
             advice="run reaper as a role of its own that is not a superuser (see "
-                   "docs/security.md and grants.sql)",
+            "docs/security.md and grants.sql)",
         )
     return superuser
 
 
-def refuse_unsweepable(
-    session: Session, sweeps: Iterable[Sweep], *, trails: bool = False
-) -> None:
+def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep], *, trails: bool = False) -> None:
     """Check, before any sweep runs, that every sweep's table is one reaper can delete from
     (an ordinary table, or a partitioned or inheritance parent whose every member is one), and
     that a declared sweep reads only tables and columns of built-in types, and with
@@ -431,8 +465,7 @@ def refuse_unsweepable(
             continue
         trail = keep(sweep) if trails and (sweep.archive is not None or sweep.key) else None
         try:
-            session.refuse_unsweepable(sweep.predicate, trail,
-                                       relations=sweep.table not in read)
+            session.refuse_unsweepable(sweep.predicate, trail, relations=sweep.table not in read)
         except errors.ObjectMissing:
             missing.add(sweep.table)
             continue
@@ -458,8 +491,15 @@ def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
         if result.refusal is None:
             ledger.record(key, result.rows)
         return
-    judge_table(session, sweep, run.statements, run.params, measure, threshold,
-                ledger.window(key, measure.rows))
+    judge_table(
+        session,
+        sweep,
+        run.statements,
+        run.params,
+        measure,
+        threshold,
+        ledger.window(key, measure.rows),
+    )
     # What the progress bar counts toward: the sample the run takes anyway, never a count of
     # its own before the first delete.
     result.estimated_backlog = round(measure.eligible)
@@ -485,8 +525,15 @@ def _retire(session: Session, run: Run) -> None:
     if run.statements.ordinary:
         return
     sweep, settings, result = run.sweep, run.settings, run.result
-    removed = partitions.retire(session, sweep, settings, result.cutoffs,
-                                dry_run=run.dry_run, metrics=run.metrics, stop=run.stop)
+    removed = partitions.retire(
+        session,
+        sweep,
+        settings,
+        result.cutoffs,
+        dry_run=run.dry_run,
+        metrics=run.metrics,
+        stop=run.stop,
+    )
     for p in removed:
         if not run.dry_run:
             result.rows += p.rows
@@ -494,7 +541,10 @@ def _retire(session: Session, run: Run) -> None:
 
 
 def _count(
-    session: Session, run: Run, measure: EligibleMeasure, threshold: float,
+    session: Session,
+    run: Run,
+    measure: EligibleMeasure,
+    threshold: float,
     window: TableWindow,
 ) -> None:
     """A dry run: the partitions a run would retire, the rows it would delete, and
@@ -509,8 +559,17 @@ def _count(
     result.rows = session.count_eligible(run.statements, run.params)
     result.stopped_by = StopReason.DONE
     try:
-        judge_table(session, run.sweep, run.statements, run.params, measure, threshold, window,
-                    projected=True, eligible=result.rows)
+        judge_table(
+            session,
+            run.sweep,
+            run.statements,
+            run.params,
+            measure,
+            threshold,
+            window,
+            projected=True,
+            eligible=result.rows,
+        )
     except errors.FullTableRefused as exc:
         result.refusal = str(exc)
         result.refusal_summary = exc.summary
@@ -527,9 +586,7 @@ def _delete(session: Session, run: Run, measure: EligibleMeasure) -> None:
     sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
     result.stopped_by = StopReason.DONE
     for hs in run.statements.heaps:
-        strategy, fraction = choose_strategy(
-            run, hs, sample=measure.samples.get(hs.heap.table)
-        )
+        strategy, fraction = choose_strategy(run, hs, sample=measure.samples.get(hs.heap.table))
         if strategy not in result.strategies:
             result.strategies.append(strategy)
         deleter = Deleter(run, hs, sizer)

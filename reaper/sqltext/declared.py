@@ -293,14 +293,19 @@ def compile_declaration(
         )
     first_ages = ages[: len(rules[0].age)]
     since = (
-        first_ages[0] if len(first_ages) == 1
+        first_ages[0]
+        if len(first_ages) == 1
         else sql.SQL("COALESCE({})").format(sql.SQL(", ").join(first_ages))
     )
     only = rules[0]
     key_column = (
         only.age[0]
-        if len(rules) == 1 and len(only.age) == 1 and not only.age_when and not only.where
-        and not references else None
+        if len(rules) == 1
+        and len(only.age) == 1
+        and not only.age_when
+        and not only.where
+        and not references
+        else None
     )
     swept = TableName(schema, table)
     return Predicate(
@@ -311,14 +316,16 @@ def compile_declaration(
         ages=tuple(ages),
         columns=tuple(dict.fromkeys(columns)),
         age_columns=tuple(dict.fromkeys(age_columns)),
-        tables_read=tuple(dict.fromkeys(
-            [swept, *(TableName(r.schema, r.table) for r in references)]
-        )),
+        tables_read=tuple(
+            dict.fromkeys([swept, *(TableName(r.schema, r.table) for r in references)])
+        ),
         key_column=key_column,
-        reads=tuple(dict.fromkeys(
-            [(swept, c) for c in columns]
-            + [(TableName(r.schema, r.table), r.column) for r in references]
-        )),
+        reads=tuple(
+            dict.fromkeys(
+                [(swept, c) for c in columns]
+                + [(TableName(r.schema, r.table), r.column) for r in references]
+            )
+        ),
         arms=disjoint,
     )
 
@@ -340,7 +347,8 @@ def builtin(name: str, table: TableName, cutoffs: tuple[str, ...]) -> Predicate:
     text, since = sqltext.predicate(name), sqltext.since(name)
     known = analysed.BUILTINS.get(name)
     if (
-        known is None or known["table"] != table.name
+        known is None
+        or known["table"] != table.name
         or known["sha256"] != hashlib.sha256(text.encode()).hexdigest()
     ):
         return reviewed(table, text, cutoffs, since)

@@ -41,18 +41,23 @@ def translate(table: str, predicate: str, retention: Mapping[str, str]) -> str |
         return None
     try:
         rendered = [
-            _rule_toml(age, when, filters, retention[param])
-            for age, when, filters, param in rules
+            _rule_toml(age, when, filters, retention[param]) for age, when, filters, param in rules
         ]
     except KeyError:
         return None
-    out = rendered[0] if len(rendered) == 1 else (
-        "rule = [" + ", ".join("{ " + r + " }" for r in rendered) + "]"
+    out = (
+        rendered[0]
+        if len(rendered) == 1
+        else ("rule = [" + ", ".join("{ " + r + " }" for r in rendered) + "]")
     )
     if refs:
-        out += ", keep_referenced = [" + ", ".join(
-            f"{{ table = {_str(t)}, column = {_str(c)}, key = {_str(k)} }}" for t, c, k in refs
-        ) + "]"
+        out += (
+            ", keep_referenced = ["
+            + ", ".join(
+                f"{{ table = {_str(t)}, column = {_str(c)}, key = {_str(k)} }}" for t, c, k in refs
+            )
+            + "]"
+        )
     return out
 
 
@@ -130,8 +135,12 @@ class _Reader:
             if all(cols):
                 return [str(c) for c in cols], {}, param
             return None
-        if _isa(expr, ast.CaseExpr) and expr.arg is None and expr.defresult is None \
-                and len(expr.args) == 1:
+        if (
+            _isa(expr, ast.CaseExpr)
+            and expr.arg is None
+            and expr.defresult is None
+            and len(expr.args) == 1
+        ):
             col = self.column(expr.args[0].result)
             if col is None:
                 return None
@@ -151,9 +160,11 @@ class _Reader:
             if len(parts) != i + 1:
                 return None
             for prev, test in zip(cols, parts[:-1], strict=True):
-                if not (_isa(test, ast.NullTest)
-                        and test.nulltesttype == NullTestType.IS_NULL
-                        and self.column(test.arg) == prev):
+                if not (
+                    _isa(test, ast.NullTest)
+                    and test.nulltesttype == NullTestType.IS_NULL
+                    and self.column(test.arg) == prev
+                ):
                     return None
             bound = self.age(parts[-1])
             if bound is None or len(bound[0]) != 1 or bound[1]:
@@ -210,8 +221,11 @@ class _Reader:
         rel = sub.fromClause[0]
         inner = rel.alias.aliasname if rel.alias else rel.relname
         cond = sub.whereClause
-        if not (_isa(cond, ast.A_Expr) and cond.kind == A_Expr_Kind.AEXPR_OP
-                and cond.name[-1].sval == "="):
+        if not (
+            _isa(cond, ast.A_Expr)
+            and cond.kind == A_Expr_Kind.AEXPR_OP
+            and cond.name[-1].sval == "="
+        ):
             raise _Untranslatable
         sides = {}
         for side in (cond.lexpr, cond.rexpr):
@@ -286,14 +300,20 @@ def _rule_toml(age: list[str], when: _Filters, filters: _Filters, retention: str
         raise KeyError("age_when takes comparisons only")
     parts = [f"age = {_str(age[0]) if len(age) == 1 else _value(age)}"]
     if when.get("where"):
-        parts.append("age_when = { " + ", ".join(
-            f"{_key(c)} = {_value(v)}" for c, v in when["where"].items()) + " }")
+        parts.append(
+            "age_when = { "
+            + ", ".join(f"{_key(c)} = {_value(v)}" for c, v in when["where"].items())
+            + " }"
+        )
     if when.get("where_not"):
         raise KeyError("age_when takes equalities only")
     for key in ("where", "where_not"):
         if filters.get(key):
-            parts.append(f"{key} = {{ " + ", ".join(
-                f"{_key(c)} = {_value(v)}" for c, v in filters[key].items()) + " }")
+            parts.append(
+                f"{key} = {{ "
+                + ", ".join(f"{_key(c)} = {_value(v)}" for c, v in filters[key].items())
+                + " }"
+            )
     for key in ("is_null", "not_null"):
         if filters.get(key):
             parts.append(f"{key} = {_value(list(filters[key]))}")

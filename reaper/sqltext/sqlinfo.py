@@ -89,9 +89,7 @@ def parse_index_statement(statement: str, schema: str = "public") -> IndexSpec:
 @functools.cache
 def shipped_indexes(schema: str = "public") -> tuple[IndexSpec, ...]:
     """The indexes of ``sql/indexes.sql``, in file order, on the tables of ``schema``."""
-    return tuple(
-        parse_index_statement(s, schema) for s in sqltext.statements("indexes.sql")
-    )
+    return tuple(parse_index_statement(s, schema) for s in sqltext.statements("indexes.sql"))
 
 
 class PredicateSyntaxError(ValueError):

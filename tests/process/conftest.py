@@ -48,20 +48,38 @@ def password_server() -> Iterator[str]:
         shutil.chown(pwfile, "postgres")
     port = free_port()
     subprocess.run(
-        _as_postgres(initdb, "-D", str(data), "-U", "postgres", "--auth=scram-sha-256",
-                     f"--pwfile={pwfile}"),
-        check=True, capture_output=True, timeout=120,
+        _as_postgres(
+            initdb, "-D", str(data), "-U", "postgres", "--auth=scram-sha-256", f"--pwfile={pwfile}"
+        ),
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     subprocess.run(
-        _as_postgres(pg_ctl, "-D", str(data), "-w", "-l", str(root / "log"), "-o",
-                     f"-p {port} -k {root} -c listen_addresses=127.0.0.1", "start"),
-        check=True, capture_output=True, timeout=120,
+        _as_postgres(
+            pg_ctl,
+            "-D",
+            str(data),
+            "-w",
+            "-l",
+            str(root / "log"),
+            "-o",
+            f"-p {port} -k {root} -c listen_addresses=127.0.0.1",
+            "start",
+        ),
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run(_as_postgres(pg_ctl, "-D", str(data), "-m", "immediate", "stop"),
-                       capture_output=True, timeout=120, check=False)
+        subprocess.run(
+            _as_postgres(pg_ctl, "-D", str(data), "-m", "immediate", "stop"),
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -113,8 +131,11 @@ def pgbouncer(dsn: str) -> Iterator[Any]:
             + (f"default_pool_size = {default_pool_size}\n" if default_pool_size else "")
         )
         user = ["-u", "postgres"] if os.geteuid() == 0 else []
-        procs.append(subprocess.Popen([exe, *user, str(ini)], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [exe, *user, str(ini)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        )
         out = make_conninfo(dsn, host="127.0.0.1", port=port, user="postgres")
         wait_for("pgbouncer", lambda: _answers(out), limit=20)
         return out

@@ -6,8 +6,9 @@ from typing import Any
 
 
 def failed(doc: dict[str, Any]) -> list[tuple[str, str, str]]:
-    return [(f["sweep"], f["check"], f["subject"]) for f in doc["findings"]
-            if f["status"] == "fail"]
+    return [
+        (f["sweep"], f["check"], f["subject"]) for f in doc["findings"] if f["status"] == "fail"
+    ]
 
 
 def findings_of(doc: dict[str, Any], **match: str) -> list[dict[str, Any]]:

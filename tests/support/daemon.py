@@ -62,7 +62,7 @@ def metric_samples(text: str, name: str) -> dict[str, float]:
     for line in text.splitlines():
         if line.startswith(name + "{") or line.startswith(name + " "):
             key, _, value = line.rpartition(" ")
-            out[key[len(name):]] = float(value)
+            out[key[len(name) :]] = float(value)
     return out
 
 
@@ -158,12 +158,15 @@ def seed_routers(
 def wait_for_delete_in_flight(conn: psycopg.Connection[Any]) -> None:
     """Wait until a reaper session runs a DELETE in ``conn``'s database: between two batches
     the runner may read the server (the pacer's sample) for a few milliseconds."""
-    wait_for("the next batch in flight", lambda: scalar(
-        conn,
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper'"
-        " AND datname = %s AND state = 'active' AND query ~* 'delete'",
-        conn.info.dbname,
-    ))
+    wait_for(
+        "the next batch in flight",
+        lambda: scalar(
+            conn,
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper'"
+            " AND datname = %s AND state = 'active' AND query ~* 'delete'",
+            conn.info.dbname,
+        ),
+    )
 
 
 def count(conn: psycopg.Connection[Any], table: str, key: str, like: str) -> int:
@@ -172,8 +175,11 @@ def count(conn: psycopg.Connection[Any], table: str, key: str, like: str) -> int
 
 def reaper_sessions(conn: psycopg.Connection[Any], dbname: str) -> int:
     """Sessions with application_name reaper connected to ``dbname``."""
-    return int(scalar(
-        conn,
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper' AND datname = %s",
-        dbname,
-    ))
+    return int(
+        scalar(
+            conn,
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE application_name = 'reaper' AND datname = %s",
+            dbname,
+        )
+    )

@@ -185,15 +185,36 @@ def namespaced_server(port: int) -> Iterator[NamespacedServer]:
             f"-c listen_addresses={ns_ip} -c port={port} -c unix_socket_directories={work} "
             "-c fsync=off -c shared_buffers=16MB"
         )
-        _run(*in_ns, *as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options,
-             "-l", str(work / "server.log"), "-w", "start")
+        _run(
+            *in_ns,
+            *as_pg,
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(work / "server.log"),
+            "-w",
+            "start",
+        )
         started = True
         yield NamespacedServer(netns, host_end, ns_ip, port, str(work))
     finally:
         if started:
             with contextlib.suppress(subprocess.CalledProcessError):
-                _run("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_ctl"), "-D",
-                     str(data), "-m", "immediate", "stop")
+                _run(
+                    "runuser",
+                    "-u",
+                    "postgres",
+                    "--",
+                    str(PG_BIN / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-m",
+                    "immediate",
+                    "stop",
+                )
         with contextlib.suppress(subprocess.CalledProcessError):
             _run("ip", "link", "del", host_end)
         with contextlib.suppress(subprocess.CalledProcessError):

@@ -44,8 +44,11 @@ def create_events(
     conn.execute("CREATE INDEX ON events (created_at)")
     for start in months:
         end = month(start.year, start.month + 1)
-        lo, hi = (start, end) if column_type == "timestamptz" else (
-            start.replace(tzinfo=None), end.replace(tzinfo=None))
+        lo, hi = (
+            (start, end)
+            if column_type == "timestamptz"
+            else (start.replace(tzinfo=None), end.replace(tzinfo=None))
+        )
         conn.execute(
             f"CREATE TABLE events_{start:%Y_%m} PARTITION OF events "
             f"FOR VALUES FROM ('{lo.isoformat()}') TO ('{hi.isoformat()}')"
@@ -55,8 +58,9 @@ def create_events(
 
 
 def add(conn: psycopg.Connection[Any], key: str, at: datetime, status: str = "done") -> None:
-    conn.execute("INSERT INTO events (key, status, created_at) VALUES (%s, %s, %s)",
-                 (key, status, at))
+    conn.execute(
+        "INSERT INTO events (key, status, created_at) VALUES (%s, %s, %s)", (key, status, at)
+    )
 
 
 def seed(conn: psycopg.Connection[Any], cutoff: datetime, *, default: bool = True) -> None:
@@ -79,20 +83,27 @@ def keys(conn: psycopg.Connection[Any]) -> set[str]:
 
 
 def partitions(conn: psycopg.Connection[Any], parent: str = "events") -> set[str]:
-    return {r[0] for r in conn.execute(
-        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-        "WHERE i.inhparent = %s::regclass", (parent,))}
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = %s::regclass",
+            (parent,),
+        )
+    }
 
 
 def events_settings(
-    dsn: str, retention: Any = STRADDLE, rules: list[dict[str, Any]] | None = None,
-    sweep_values: dict[str, Any] | None = None, **values: Any,
+    dsn: str,
+    retention: Any = STRADDLE,
+    rules: list[dict[str, Any]] | None = None,
+    sweep_values: dict[str, Any] | None = None,
+    **values: Any,
 ) -> tuple[Settings, Sweep]:
     declared: dict[str, Any] = (
         {"rule": rules} if rules else {"age": "created_at", "retention": retention}
     )
-    body = {"table": "public.events", "reason": "expired", **declared,
-            **(sweep_values or {})}
+    body = {"table": "public.events", "reason": "expired", **declared, **(sweep_values or {})}
     settings = build_settings({"dsn": dsn, **values}, {"sweeps": {"events": body}})
     sweep = next(s for s in configured_sweeps(settings) if s.name == "events")
     return settings, sweep

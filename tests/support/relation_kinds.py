@@ -63,9 +63,11 @@ def seed(conn: psycopg.Connection[Any], relation: str, old: int, fresh: int) -> 
 def assert_refused(
     capsys: pytest.CaptureFixture[str], dsn: str, config: Path, table: str, why: str
 ) -> None:
-    for command in (["run-once", "--sweep", "events"], ["run-once", "--sweep", "events",
-                                                        "--dry-run"],
-                    ["status", "--sweep", "events"]):
+    for command in (
+        ["run-once", "--sweep", "events"],
+        ["run-once", "--sweep", "events", "--dry-run"],
+        ["status", "--sweep", "events"],
+    ):
         code, out, err = reaper(capsys, *command, "--config", str(config), "--dsn", dsn)
         lines = err.strip().splitlines()
         assert code == 2, (command, out, err)

@@ -26,9 +26,7 @@ def _refuse(what: str, where: str) -> Any:
 
 @pytest.fixture(autouse=True)
 def _unit_layer(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(
-        subprocess.Popen, "__init__", _refuse("starts a process", "tests/process")
-    )
+    monkeypatch.setattr(subprocess.Popen, "__init__", _refuse("starts a process", "tests/process"))
     monkeypatch.setattr(
         psycopg.Connection, "connect", _refuse("connects to PostgreSQL", "tests/db")
     )

@@ -40,8 +40,12 @@ def test_healthy_schema_passes_as_the_reaper_role(reaper_dsn: str, capsys) -> No
     assert code == 0 and doc["ok"] is True
     # Nothing in the check needed a superuser: it ran as reaper, and said so.
     assert findings_of(doc, check="role")[0] == {
-        "sweep": "*", "check": "role", "status": "pass", "subject": "reaper",
-        "detail": "not a superuser", "fix": None,
+        "sweep": "*",
+        "check": "role",
+        "status": "pass",
+        "subject": "reaper",
+        "detail": "not a superuser",
+        "fix": None,
     }
     assert findings_of(doc, check="advisory_lock")[0]["status"] == "pass"
     assert findings_of(doc, check="server_version")[0]["status"] == "pass"
@@ -69,8 +73,9 @@ def test_invalid_index_from_a_cancelled_build_is_reported_repaired_and_passes(
 
     code, doc = run_json(capsys, "check", "--dsn", reaper_dsn)
     assert code == 1
-    bad = findings_of(doc, sweep="nodes_session", check="index",
-                      subject="nodes_session_expires_at_idx")
+    bad = findings_of(
+        doc, sweep="nodes_session", check="index", subject="nodes_session_expires_at_idx"
+    )
     assert bad and bad[0]["status"] == "fail"
     assert "INVALID" in bad[0]["detail"]
     assert bad[0]["fix"] == "reaper indexes ensure"
@@ -123,14 +128,14 @@ def test_dropped_index_and_unindexed_foreign_key(
     code, doc = run_json(capsys, "check", "--dsn", reaper_dsn, "--sweep", "bootstrap_tokens")
     assert code == 1
     fk = findings_of(doc, check="foreign_key_index")
-    assert [(f["status"], f["subject"]) for f in fk] == [
-        ("fail", "enrollment_requests (token_id)")
-    ]
+    assert [(f["status"], f["subject"]) for f in fk] == [("fail", "enrollment_requests (token_id)")]
     assert fk[0]["fix"] == "CREATE INDEX CONCURRENTLY ON enrollment_requests (token_id)"
     missing = findings_of(doc, check="index", subject="enrollment_requests_token_id_age_idx")
     assert missing[0]["status"] == "fail" and "does not exist" in missing[0]["detail"]
-    assert findings_of(doc, check="index", subject="bootstrap_tokens_expires_at_idx")[0][
-        "status"] == "pass"
+    assert (
+        findings_of(doc, check="index", subject="bootstrap_tokens_expires_at_idx")[0]["status"]
+        == "pass"
+    )
 
 
 def _seed_routers(conn: psycopg.Connection[Any], live: int, expired: int) -> None:
@@ -175,8 +180,16 @@ def test_a_large_backlog_scan_passes_when_the_index_would_serve(
     # Half the table is garbage: a plain plan would scan (LIMIT, many matches); the batch runs
     # with sequential scans off and the index serves it: not a failure.
     _seed_routers(conn, live=10_000, expired=10_000)
-    code, doc = run_json(capsys, "check", "--dsn", reaper_dsn, "--sweep", "router_leases",
-                         "--seq-scan-max-rows", "1000")
+    code, doc = run_json(
+        capsys,
+        "check",
+        "--dsn",
+        reaper_dsn,
+        "--sweep",
+        "router_leases",
+        "--seq-scan-max-rows",
+        "1000",
+    )
     plan = findings_of(doc, check="plan")[0]
     assert plan["status"] == "pass", plan
     assert code == 0
@@ -189,31 +202,51 @@ def test_missing_privilege_names_it_and_the_grant(
     conn.execute("REVOKE DELETE ON routers FROM reaper")
     conn.execute("REVOKE SELECT ON bootstrap_tokens FROM reaper")
     # Batches take no row lock: UPDATE is never needed, on any table.
-    for column, table in (("peer_id", "nodes"), ("router_id", "routers"),
-                          ("id", "enrollment_requests"), ("id", "bootstrap_tokens")):
+    for column, table in (
+        ("peer_id", "nodes"),
+        ("router_id", "routers"),
+        ("id", "enrollment_requests"),
+        ("id", "bootstrap_tokens"),
+    ):
         conn.execute(f"REVOKE UPDATE ({column}) ON {table} FROM reaper")
     code, doc = run_json(capsys, "check", "--dsn", reaper_dsn)
     assert code == 1
-    privs = [(f["sweep"], f["subject"], f["fix"])
-             for f in findings_of(doc, check="privileges", status="fail")]
+    privs = [
+        (f["sweep"], f["subject"], f["fix"])
+        for f in findings_of(doc, check="privileges", status="fail")
+    ]
     assert ("router_leases", "DELETE on routers", "GRANT DELETE ON routers TO reaper") in privs
     assert not [p for p in privs if p[1].startswith("UPDATE")], privs
     # The ephemeral requests' predicate reads the tokens: that sweep needs SELECT there too.
-    assert ("enrollment_requests_ephemeral", "SELECT on bootstrap_tokens",
-            "GRANT SELECT ON bootstrap_tokens TO reaper") in privs
-    assert ("bootstrap_tokens", "SELECT on bootstrap_tokens",
-            "GRANT SELECT ON bootstrap_tokens TO reaper") in privs
+    assert (
+        "enrollment_requests_ephemeral",
+        "SELECT on bootstrap_tokens",
+        "GRANT SELECT ON bootstrap_tokens TO reaper",
+    ) in privs
+    assert (
+        "bootstrap_tokens",
+        "SELECT on bootstrap_tokens",
+        "GRANT SELECT ON bootstrap_tokens TO reaper",
+    ) in privs
 
 
 def test_missing_table_and_column_of_a_declared_sweep(dsn: str) -> None:
     settings = build_settings({"dsn": dsn})
     sweeps = [
-        Sweep("gone", TableName.parse("no_such_table"), "x",
-              reviewed("no_such_table", "at < %(cutoff)s", ("cutoff",)),
-              {"cutoff": timedelta(days=30)}),
-        Sweep("renamed", TableName.parse("routers"), "x",
-              reviewed("routers", "lease_ends < %(cutoff)s", ("cutoff",)),
-              {"cutoff": timedelta(days=30)}),
+        Sweep(
+            "gone",
+            TableName.parse("no_such_table"),
+            "x",
+            reviewed("no_such_table", "at < %(cutoff)s", ("cutoff",)),
+            {"cutoff": timedelta(days=30)},
+        ),
+        Sweep(
+            "renamed",
+            TableName.parse("routers"),
+            "x",
+            reviewed("routers", "lease_ends < %(cutoff)s", ("cutoff",)),
+            {"cutoff": timedelta(days=30)},
+        ),
     ]
     db = open_database(settings)
     with db:
@@ -236,9 +269,7 @@ def test_check_failures_gauge(dsn: str, conn: psycopg.Connection[Any]) -> None:
         checks.report(checks.run_checks(db, BUILTIN_SWEEPS, settings), metrics)
 
     def value(sweep: str, check: str) -> float | None:
-        return registry.get_sample_value(
-            "reaper_check_failures", {"sweep": sweep, "check": check}
-        )
+        return registry.get_sample_value("reaper_check_failures", {"sweep": sweep, "check": check})
 
     assert value("nodes_session", "index") == 1
     assert value("nodes_silent", "index") == 0
@@ -258,16 +289,18 @@ def test_run_once_strict_refuses_to_sweep_on_a_failed_check(
     _seed_routers(conn, live=1, expired=3)
     conn.execute("DROP INDEX routers_lease_expires_at_idx")
     conn.execute("REVOKE DELETE ON routers FROM reaper")
-    code, _, err = run_cli(capsys, "run-once", "--dsn", reaper_dsn, "--strict", "--sweep",
-                           "router_leases")
+    code, _, err = run_cli(
+        capsys, "run-once", "--dsn", reaper_dsn, "--strict", "--sweep", "router_leases"
+    )
     assert code == 1
     assert "check(s) failed; nothing swept" in err
     assert "lacks DELETE on table routers" in err
     assert conn.execute("SELECT count(*) FROM routers").fetchone() == (4,)
     conn.execute("GRANT DELETE ON routers TO reaper")
     conn.execute(spec("routers_lease_expires_at_idx").statement)
-    code, _, err = run_cli(capsys, "run-once", "--dsn", reaper_dsn, "--strict", "--sweep",
-                           "router_leases")
+    code, _, err = run_cli(
+        capsys, "run-once", "--dsn", reaper_dsn, "--strict", "--sweep", "router_leases"
+    )
     assert code == 0, err
     assert conn.execute("SELECT count(*) FROM routers").fetchone() == (1,)
 
@@ -294,8 +327,17 @@ def test_a_partitioned_table_is_checked_through_its_partitions(
         '[sweeps.events]\ntable = "public.ev"\nreason = "old"\n'
         'age = "created_at"\nretention = "30d"\n'
     )
-    args = ("check", "--dsn", dsn, "--config", str(config), "--sweep", "events",
-            "--seq-scan-max-rows", "1000")
+    args = (
+        "check",
+        "--dsn",
+        dsn,
+        "--config",
+        str(config),
+        "--sweep",
+        "events",
+        "--seq-scan-max-rows",
+        "1000",
+    )
     code, doc = run_json(capsys, *args)
     plan = findings_of(doc, check="plan")[0]
     assert plan["status"] == "pass", plan["detail"]
@@ -303,11 +345,13 @@ def test_a_partitioned_table_is_checked_through_its_partitions(
     # The plan reads each partition through its own index (PostgreSQL names it after the
     # partition): the batch is planned as it runs, sequential scans off.
     assert {f["subject"] for f in findings_of(doc, check="index")} == {
-        "ev_a_created_at_idx", "ev_b_created_at_idx"
+        "ev_a_created_at_idx",
+        "ev_b_created_at_idx",
     }
 
-    code, status = run_json(capsys, "status", "--dsn", dsn, "--config", str(config),
-                            "--sweep", "events")
+    code, status = run_json(
+        capsys, "status", "--dsn", dsn, "--config", str(config), "--sweep", "events"
+    )
     assert [(r["backlog_rows"], r["estimated_rows"]) for r in status] == [(20, 20020)]
     assert status[0]["total_bytes"] > 16384
 
@@ -331,9 +375,13 @@ def test_check_and_status_quote_the_table_as_the_sweep_does(
     conn.execute(sql.SQL("CREATE TABLE {} (created_at timestamptz NOT NULL)").format(ident))
     conn.execute(sql.SQL("CREATE INDEX ON {} (created_at)").format(ident))
     settings = build_settings({"dsn": dsn})
-    sweep = Sweep("odd", TableName.parse(table), "x",
-                  reviewed(table, "created_at < %(cutoff)s", ("cutoff",)),
-                  {"cutoff": timedelta(days=30)})
+    sweep = Sweep(
+        "odd",
+        TableName.parse(table),
+        "x",
+        reviewed(table, "created_at < %(cutoff)s", ("cutoff",)),
+        {"cutoff": timedelta(days=30)},
+    )
     with open_database(settings) as db:
         findings = checks.run_checks(db, [sweep], settings)
         rows = status.sweep_status(db, [sweep], settings)

@@ -26,8 +26,17 @@ def index_lines(err: str) -> list[dict[str, Any]]:
 def test_run_once_names_a_missing_index_in_one_warning_line(
     dsn: str, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str], dry_run: bool
 ) -> None:
-    args = ["--log-format", "json", "run-once", "--dsn", dsn,
-            "--sweep", "nodes_session", "--sweep", "router_leases"]
+    args = [
+        "--log-format",
+        "json",
+        "run-once",
+        "--dsn",
+        dsn,
+        "--sweep",
+        "nodes_session",
+        "--sweep",
+        "router_leases",
+    ]
     args += ["--dry-run"] if dry_run else []
     code, _, err = run_cli(capsys, *args)
     assert code == 0 and index_lines(err) == [], err
@@ -36,7 +45,10 @@ def test_run_once_names_a_missing_index_in_one_warning_line(
     assert code == 0, err
     (line,) = index_lines(err)
     assert (line["level"], line["sweep"], line["index"], line["state"], line["fix"]) == (
-        "warning", "nodes_session", "nodes_session_expires_at_idx", "does not exist",
+        "warning",
+        "nodes_session",
+        "nodes_session_expires_at_idx",
+        "does not exist",
         "reaper indexes ensure",
     )
     conn.execute(spec("nodes_session_expires_at_idx").statement)
@@ -51,8 +63,12 @@ def test_run_once_names_a_missing_index_in_one_warning_line(
     ids=["one age", "two ages, a quoted table"],
 )
 def test_check_proposes_the_index_a_declared_sweep_needs(
-    dsn: str, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str],
-    tmp_path: Path, table: str, ages: list[str],
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    table: str,
+    ages: list[str],
 ) -> None:
     conn.execute(
         f"CREATE TABLE {table} (id bigint, resolved_at timestamptz, created_at timestamptz);"
@@ -64,10 +80,19 @@ def test_check_proposes_the_index_a_declared_sweep_needs(
     config = tmp_path / "reaper.toml"
     config.write_text(
         f"[sweeps.events]\ntable = '{name}'\nreason = \"old\"\n"
-        f"age = {json.dumps(ages)}\nretention = \"30d\"\n"
+        f'age = {json.dumps(ages)}\nretention = "30d"\n'
     )
-    args = ("check", "--dsn", dsn, "--config", str(config), "--sweep", "events",
-            "--seq-scan-max-rows", "1000")
+    args = (
+        "check",
+        "--dsn",
+        dsn,
+        "--config",
+        str(config),
+        "--sweep",
+        "events",
+        "--seq-scan-max-rows",
+        "1000",
+    )
     code, doc = run_json(capsys, *args)
     (plan,) = findings_of(doc, check="plan")
     assert (code, plan["status"]) == (1, "fail"), plan

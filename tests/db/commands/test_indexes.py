@@ -73,8 +73,9 @@ def test_a_build_that_cannot_get_its_lock_fails_alone_and_leaves_nothing(
     conn.execute("DROP INDEX bootstrap_tokens_expires_at_idx")
     with psycopg.connect(dsn) as migration:
         migration.execute("LOCK TABLE routers IN ACCESS EXCLUSIVE MODE")
-        code, actions = run_json(capsys, "indexes", "ensure", "--dsn", dsn,
-                                 "--lock-timeout", "200ms")
+        code, actions = run_json(
+            capsys, "indexes", "ensure", "--dsn", dsn, "--lock-timeout", "200ms"
+        )
         migration.rollback()
     assert code == 1
     by_name = {a["index"]: a for a in actions}
@@ -100,10 +101,15 @@ def test_build_reports_progress_and_never_blocks_writers(
     with psycopg.connect(dsn) as writer, open_database(settings) as db:
         # An open write transaction: the concurrent build must wait for it, not block it.
         writer.execute("INSERT INTO nodes (peer_id, enrolled_at) VALUES ('w1', now())")
-        t = threading.Thread(target=lambda: done.append(indexes.ensure(
-            db, specs=[spec("nodes_session_expires_at_idx")],
-            on_progress=lambda _s, row: phases.append(row.get("phase", "")),
-        )))
+        t = threading.Thread(
+            target=lambda: done.append(
+                indexes.ensure(
+                    db,
+                    specs=[spec("nodes_session_expires_at_idx")],
+                    on_progress=lambda _s, row: phases.append(row.get("phase", "")),
+                )
+            )
+        )
         t.start()
         deadline = time.monotonic() + 30
         while not any(p.startswith("waiting for writers") for p in phases):
@@ -122,9 +128,7 @@ def test_build_reports_progress_and_never_blocks_writers(
 
 def test_ensure_raises_when_locked(dsn: str, conn: psycopg.Connection[Any]) -> None:
     conn.execute("SELECT pg_advisory_lock(%s)", (indexes.LOCK_KEY,))
-    with open_database(build_settings({"dsn": dsn})) as db, pytest.raises(
-        errors.LockNotAcquired
-    ):
+    with open_database(build_settings({"dsn": dsn})) as db, pytest.raises(errors.LockNotAcquired):
         indexes.ensure(db)
 
 

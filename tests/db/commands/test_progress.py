@@ -30,9 +30,21 @@ def test_plain_progress_lines_off_a_terminal(
 ) -> None:
     _seed(conn)
     monkeypatch.setattr(progress, "PLAIN_INTERVAL_SECONDS", 0.0)
-    code, _, err = run_cli(capsys, "--log-format", "json", "run-once", "--dsn", dsn,
-                           "--sweep", "router_leases", "--batch-size", "100",
-                           "--strategy", "index", "--json")
+    code, _, err = run_cli(
+        capsys,
+        "--log-format",
+        "json",
+        "run-once",
+        "--dsn",
+        dsn,
+        "--sweep",
+        "router_leases",
+        "--batch-size",
+        "100",
+        "--strategy",
+        "index",
+        "--json",
+    )
     assert code == 0
     lines = [json.loads(x) for x in err.splitlines() if x.startswith("{")]
     ticks = [x for x in lines if x["event"] == "sweep_progress"]
@@ -41,9 +53,7 @@ def test_plain_progress_lines_off_a_terminal(
     assert all(t["sweep"] == "router_leases" for t in ticks)
 
 
-def test_bars_count_rows_of_the_estimated_backlog(
-    dsn: str, conn: psycopg.Connection[Any]
-) -> None:
+def test_bars_count_rows_of_the_estimated_backlog(dsn: str, conn: psycopg.Connection[Any]) -> None:
     _seed(conn, 300)
     settings = build_settings({"dsn": dsn, "batch_size": 100, "strategy": "index"})
     sweep = next(s for s in configured_sweeps(settings) if s.name == "router_leases")

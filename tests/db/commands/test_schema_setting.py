@@ -74,8 +74,18 @@ def test_a_run_deletes_in_the_configured_schema_and_nowhere_else(
 ) -> None:
     _load(dsn, schema)
     before = _census(dsn, "public")
-    code, rows = run_json(capsys, "run-once", "--dsn", _reaper_role(dsn, schema), "--schema",
-                          schema, "--max-eligible-fraction", "1", "--busy-share", "1")
+    code, rows = run_json(
+        capsys,
+        "run-once",
+        "--dsn",
+        _reaper_role(dsn, schema),
+        "--schema",
+        schema,
+        "--max-eligible-fraction",
+        "1",
+        "--busy-share",
+        "1",
+    )
     assert code == 0, rows
     assert {r["table"] for r in rows} == {
         f"{schema}.{t}" for t in ("nodes", "enrollment_requests", "bootstrap_tokens", "routers")
@@ -114,13 +124,16 @@ def test_without_the_schema_the_run_never_reads_the_role_search_path(
         conn.execute("CREATE ROLE reaper_pathonly LOGIN")
         try:
             conn.execute(f"GRANT USAGE ON SCHEMA {SCHEMA} TO reaper_pathonly")
-            conn.execute(f"GRANT SELECT, DELETE ON ALL TABLES IN SCHEMA {SCHEMA} "
-                         "TO reaper_pathonly")
+            conn.execute(
+                f"GRANT SELECT, DELETE ON ALL TABLES IN SCHEMA {SCHEMA} TO reaper_pathonly"
+            )
             dbname = conn.info.dbname
-            conn.execute(f'ALTER ROLE reaper_pathonly IN DATABASE "{dbname}" '
-                         f"SET search_path = {SCHEMA}")
-            code, out, err = run_cli(capsys, "run-once", "--dsn",
-                                     login_as(two, "reaper_pathonly"), "--busy-share", "1")
+            conn.execute(
+                f'ALTER ROLE reaper_pathonly IN DATABASE "{dbname}" SET search_path = {SCHEMA}'
+            )
+            code, out, err = run_cli(
+                capsys, "run-once", "--dsn", login_as(two, "reaper_pathonly"), "--busy-share", "1"
+            )
             assert code == 1, out + err
             assert _census(two, SCHEMA)["nodes"]["garbage"] > 0
         finally:
@@ -132,8 +145,7 @@ def test_without_the_schema_the_run_never_reads_the_role_search_path(
 
 def test_grants_sql_refuses_a_schema_that_does_not_exist(dsn: str) -> None:
     refused = pytest.raises(psycopg.errors.RaiseException, match="schema nowhere does not exist")
-    with psycopg.connect(dsn, autocommit=True, options="-c reaper.schema=nowhere") as conn, \
-            refused:
+    with psycopg.connect(dsn, autocommit=True, options="-c reaper.schema=nowhere") as conn, refused:
         for stmt in sqltext.statements("grants.sql"):
             conn.execute(stmt)  # type: ignore[arg-type]
 
@@ -147,13 +159,28 @@ def test_a_trigger_function_that_relies_on_the_path_fails_until_it_has_its_own(
         conn.execute("CREATE TABLE audit (router_id text)")
         conn.execute(
             "CREATE FUNCTION audit_delete() RETURNS trigger LANGUAGE plpgsql AS "
-            "$$ BEGIN INSERT INTO audit VALUES (OLD.router_id); RETURN OLD; END $$")
-        conn.execute("CREATE TRIGGER audit AFTER DELETE ON routers "
-                     "FOR EACH ROW EXECUTE FUNCTION audit_delete()")
-        conn.execute("INSERT INTO routers (router_id, address, lease_expires_at) "
-                     "VALUES ('old', '10.0.0.1:4443', now() - interval '60 days')")
-        argv = ("run-once", "--dsn", dsn, "--sweep", "router_leases", "--json",
-                "--max-eligible-fraction", "1", "--busy-share", "1")
+            "$$ BEGIN INSERT INTO audit VALUES (OLD.router_id); RETURN OLD; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER audit AFTER DELETE ON routers "
+            "FOR EACH ROW EXECUTE FUNCTION audit_delete()"
+        )
+        conn.execute(
+            "INSERT INTO routers (router_id, address, lease_expires_at) "
+            "VALUES ('old', '10.0.0.1:4443', now() - interval '60 days')"
+        )
+        argv = (
+            "run-once",
+            "--dsn",
+            dsn,
+            "--sweep",
+            "router_leases",
+            "--json",
+            "--max-eligible-fraction",
+            "1",
+            "--busy-share",
+            "1",
+        )
         code, out, _ = run_cli(capsys, *argv)
         assert code == 1 and 'relation \\"audit\\" does not exist' in out
         conn.execute("ALTER FUNCTION audit_delete() SET search_path = public")

@@ -38,8 +38,9 @@ def test_an_open_transaction_is_named_as_what_keeps_the_deleted_rows(
     with held_snapshot(dsn) as pid:
         sweep_routers(capsys, dsn)
         # The rows are gone for every reader, and still on disk: the vacuum left them.
-        assert conn.execute("SELECT count(*) FROM routers WHERE router_id LIKE 'garbage-%'"
-                            ).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM routers WHERE router_id LIKE 'garbage-%'"
+        ).fetchone() == (0,)
         code, status = run_json(capsys, "status", "--dsn", dsn, "--sweep", "router_leases")
         assert code == 0
         space = space_of(status)
@@ -73,27 +74,39 @@ def test_an_open_transaction_is_named_as_what_keeps_the_deleted_rows(
 
         # The daemon's gauges.
         settings = build_settings({"dsn": dsn, "listen": "127.0.0.1:0"})
-        daemon = Daemon(settings, [sweeps_of(settings)["router_leases"]],
-                        registry=CollectorRegistry())
+        daemon = Daemon(
+            settings, [sweeps_of(settings)["router_leases"]], registry=CollectorRegistry()
+        )
         try:
             daemon.db.open()
             daemon.gauges.refresh()
             registry = daemon.metrics.registry
             dead = registry.get_sample_value("reaper_dead_rows", {"table": "routers"})
             assert dead == GARBAGE
-            threshold = registry.get_sample_value("reaper_autovacuum_threshold_rows",
-                                                  {"table": "routers"})
+            threshold = registry.get_sample_value(
+                "reaper_autovacuum_threshold_rows", {"table": "routers"}
+            )
             assert threshold is not None and 0 < threshold < GARBAGE
-            assert (registry.get_sample_value("reaper_last_vacuum_timestamp_seconds",
-                                              {"table": "routers"}) or 0) > 0
-            held = registry.get_sample_value("reaper_xmin_horizon_age_transactions",
-                                             {"holder": "transaction"})
+            assert (
+                registry.get_sample_value(
+                    "reaper_last_vacuum_timestamp_seconds", {"table": "routers"}
+                )
+                or 0
+            ) > 0
+            held = registry.get_sample_value(
+                "reaper_xmin_horizon_age_transactions", {"holder": "transaction"}
+            )
             assert held is not None and held >= 1
-            seconds = registry.get_sample_value("reaper_xmin_horizon_age_seconds",
-                                                {"holder": "transaction"})
+            seconds = registry.get_sample_value(
+                "reaper_xmin_horizon_age_seconds", {"holder": "transaction"}
+            )
             assert seconds is not None and seconds >= 0
-            assert registry.get_sample_value("reaper_xmin_horizon_age_transactions",
-                                             {"holder": "replication_slot"}) == 0
+            assert (
+                registry.get_sample_value(
+                    "reaper_xmin_horizon_age_transactions", {"holder": "replication_slot"}
+                )
+                == 0
+            )
         finally:
             daemon.stop(timedelta(seconds=5))
 
@@ -148,8 +161,9 @@ def test_a_role_without_pg_read_all_stats_is_told_what_it_cannot_see(
     conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
     try:
         conn.execute(sql.SQL("GRANT SELECT ON public.routers TO {}").format(sql.Identifier(role)))
-        assert conn.execute("SELECT pg_has_role(%s, 'pg_read_all_stats', 'USAGE')",
-                            (role,)).fetchone() == (False,)
+        assert conn.execute(
+            "SELECT pg_has_role(%s, 'pg_read_all_stats', 'USAGE')", (role,)
+        ).fetchone() == (False,)
         with held_snapshot(dsn) as pid:
             sweep_routers(capsys, dsn)
             reader = login_as(dsn, role)
@@ -158,7 +172,10 @@ def test_a_role_without_pg_read_all_stats_is_told_what_it_cannot_see(
             space = space_of(status)
             holder = space["horizon_holder"]
             assert (holder["kind"], holder["name"], holder["user"]) == (
-                "transaction", str(pid), "postgres")
+                "transaction",
+                str(pid),
+                "postgres",
+            )
             assert holder["application_name"] == "monthly-report"
             assert (holder["since"], holder["state"]) == (None, None)
             assert space["verdict"] == "held"
@@ -177,11 +194,14 @@ def test_a_partitioned_table_sums_its_partitions_each_with_its_own_settings(
     dsn: str, conn: psycopg.Connection[Any], database: Database
 ) -> None:
     conn.execute("CREATE TABLE public.logs (at int NOT NULL) PARTITION BY RANGE (at)")
-    conn.execute("CREATE TABLE public.logs_a PARTITION OF public.logs FOR VALUES FROM (0) TO "
-                 "(1000) WITH (autovacuum_vacuum_threshold = 10, "
-                 "autovacuum_vacuum_scale_factor = 0)")
-    conn.execute("CREATE TABLE public.logs_b PARTITION OF public.logs "
-                 "FOR VALUES FROM (1000) TO (2000)")
+    conn.execute(
+        "CREATE TABLE public.logs_a PARTITION OF public.logs FOR VALUES FROM (0) TO "
+        "(1000) WITH (autovacuum_vacuum_threshold = 10, "
+        "autovacuum_vacuum_scale_factor = 0)"
+    )
+    conn.execute(
+        "CREATE TABLE public.logs_b PARTITION OF public.logs FOR VALUES FROM (1000) TO (2000)"
+    )
     conn.execute("INSERT INTO public.logs SELECT generate_series(0, 1999)")
     logs = TableName("public", "logs")
     with held_snapshot(dsn):
@@ -192,7 +212,8 @@ def test_a_partitioned_table_sums_its_partitions_each_with_its_own_settings(
         row = conn.execute(
             "SELECT current_setting('autovacuum_vacuum_threshold')::float8 "
             "+ current_setting('autovacuum_vacuum_scale_factor')::float8 * reltuples "
-            "FROM pg_class WHERE oid = 'public.logs_b'::regclass").fetchone()
+            "FROM pg_class WHERE oid = 'public.logs_b'::regclass"
+        ).fetchone()
     assert row is not None
     # logs_a by its own settings (10 + 0 x its rows), logs_b by the server's.
     assert abs(found.autovacuum_threshold - (10 + row[0])) <= 1
@@ -200,7 +221,8 @@ def test_a_partitioned_table_sums_its_partitions_each_with_its_own_settings(
     assert found.last_vacuum is not None
     assert found.verdict == "held"
     # A leaf that was never vacuumed makes the table's last vacuum unknown.
-    conn.execute("CREATE TABLE public.logs_c PARTITION OF public.logs "
-                 "FOR VALUES FROM (2000) TO (3000)")
+    conn.execute(
+        "CREATE TABLE public.logs_c PARTITION OF public.logs FOR VALUES FROM (2000) TO (3000)"
+    )
     with database.session(read_only=True) as session:
         assert space.table_space(session, logs, []).last_vacuum is None

@@ -17,10 +17,12 @@ def small_sizes(factor: int = 100) -> demo.Sizes:
     """The audit's rows, the large kinds (1,000 rows or more) ``factor`` times fewer; the
     small kinds (tokens, routers) as they are, since the seed relies on their numbers."""
     full = demo.Sizes()
-    return demo.Sizes(**{
-        f.name: n // factor if (n := getattr(full, f.name)) >= 1000 else n
-        for f in dataclasses.fields(full)
-    })
+    return demo.Sizes(
+        **{
+            f.name: n // factor if (n := getattr(full, f.name)) >= 1000 else n
+            for f in dataclasses.fields(full)
+        }
+    )
 
 
 def test_status_and_dry_run_agree_and_report_the_tables(
@@ -48,16 +50,15 @@ def test_status_and_dry_run_agree_and_report_the_tables(
 
 def test_backlog_is_capped(dsn: str, capsys) -> None:
     demo.seed(dsn, small_sizes())
-    code, status = run_json(capsys, "status", "--dsn", dsn, "--max-count", "5",
-                            "--sweep", "nodes_silent")
+    code, status = run_json(
+        capsys, "status", "--dsn", dsn, "--max-count", "5", "--sweep", "nodes_silent"
+    )
     assert code == 0
     assert [(r["backlog_rows"], r["backlog_capped"]) for r in status] == [(5, True)]
 
 
 @pytest.mark.fresh_db
-def test_empty_backlog_and_a_missing_table(
-    dsn: str, conn: psycopg.Connection[Any], capsys
-) -> None:
+def test_empty_backlog_and_a_missing_table(dsn: str, conn: psycopg.Connection[Any], capsys) -> None:
     conn.execute("DROP TABLE routers")
     code, status = run_json(capsys, "status", "--dsn", dsn)
     assert code == 1
@@ -108,9 +109,7 @@ def test_a_declared_sweep_on_an_expression_index(capsys, pg_server: str) -> None
         devserver.drop_database(dsn)
 
 
-def test_status_shows_each_sweeps_next_run_and_window(
-    dsn: str, capsys, tmp_path
-) -> None:
+def test_status_shows_each_sweeps_next_run_and_window(dsn: str, capsys, tmp_path) -> None:
     """The config's schedule and windows as `reaper status --json` reports them, against the
     wall clock: a window a few hours ahead is shut, one around now is open."""
     from datetime import UTC, datetime, timedelta

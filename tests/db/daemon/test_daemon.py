@@ -71,10 +71,13 @@ def test_schedules_fire_and_delete_the_garbage(make_daemon, conn) -> None:
     conn.execute("UPDATE nodes SET banned = true WHERE peer_id = 'keep-banned'")
     daemon = make_daemon(["nodes_session", "router_leases"], interval="200ms")
     # Several runs of each: the schedule fires again and again, not just at start.
-    wait_for("3 runs of each sweep", lambda: all(
-        value(daemon, "reaper_sweep_runs_total", sweep=s, outcome="success") >= 3
-        for s in ("nodes_session", "router_leases")
-    ))
+    wait_for(
+        "3 runs of each sweep",
+        lambda: all(
+            value(daemon, "reaper_sweep_runs_total", sweep=s, outcome="success") >= 3
+            for s in ("nodes_session", "router_leases")
+        ),
+    )
     assert count(conn, "routers", "router_id", "garbage-%") == 0
     assert count(conn, "routers", "router_id", "keep-%") == 3
     assert count(conn, "nodes", "peer_id", "garbage-%") == 0
@@ -142,30 +145,38 @@ def test_a_failing_sweep_backs_off_and_the_others_keep_their_schedule(make_daemo
     assert failures >= 4
     # The other sweep ran once at start (it may finish after the 4 failures on a busy
     # machine), and is next due an hour later.
-    wait_for("the other sweep's run", lambda: value(
-        daemon, "reaper_sweep_runs_total", sweep="nodes_session", outcome="success") >= 1)
+    wait_for(
+        "the other sweep's run",
+        lambda: (
+            value(daemon, "reaper_sweep_runs_total", sweep="nodes_session", outcome="success") >= 1
+        ),
+    )
     assert value(daemon, "reaper_sweep_runs_total", sweep="nodes_session", outcome="success") == 1
     nxt = daemon.next_run_time("nodes_session")
     assert nxt is not None and nxt > datetime.now(UTC) + timedelta(minutes=50)
     # The table is back: the next retry succeeds and the backoff resets.
     conn.execute("ALTER TABLE routers_away RENAME TO routers")
-    wait_for("a success", lambda: value(
-        daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="success"
-    ) >= 1)
+    wait_for(
+        "a success",
+        lambda: (
+            value(daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="success") >= 1
+        ),
+    )
     wait_for("backoff reset", lambda: daemon.state("router_leases").failures == 0)
     assert count(conn, "routers", "router_id", "garbage-%") == 0
 
 
 def test_a_budget_stops_a_run_and_the_next_run_continues_at_once(make_daemon, conn) -> None:
     seed_routers(conn, garbage=50)
-    daemon = make_daemon(
-        ["router_leases"], max_rows_per_run="10", batch_size="5", strategy="index"
+    daemon = make_daemon(["router_leases"], max_rows_per_run="10", batch_size="5", strategy="index")
+    wait_for(
+        "every garbage row gone", lambda: count(conn, "routers", "router_id", "garbage-%") == 0
     )
-    wait_for("every garbage row gone",
-             lambda: count(conn, "routers", "router_id", "garbage-%") == 0)
     # (The daemon's state is written after the run's metrics: wait on the state.)
-    wait_for("the run that found nothing", lambda: (
-        (st := daemon.state("router_leases")).runs >= 6 and st.next_delay is None))
+    wait_for(
+        "the run that found nothing",
+        lambda: (st := daemon.state("router_leases")).runs >= 6 and st.next_delay is None,
+    )
     # Five runs of 10 rows (2 batches each), back to back although the interval is an hour,
     # then one that found nothing and left the normal interval in place.
     assert value(daemon, "reaper_deleted_rows_total", table="routers", reason="expired") == 50
@@ -177,8 +188,7 @@ def test_a_budget_stops_a_run_and_the_next_run_continues_at_once(make_daemon, co
 
 def test_a_run_is_skipped_while_another_session_holds_its_lock(make_daemon, dsn, conn) -> None:
     seed_routers(conn, garbage=4)
-    daemon = make_daemon(["router_leases", "enrollment_requests", "bootstrap_tokens"],
-                         start=False)
+    daemon = make_daemon(["router_leases", "enrollment_requests", "bootstrap_tokens"], start=False)
     daemon.db.open()
     with psycopg.connect(dsn, autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", (advisory_lock_key("router_leases"),))
@@ -195,13 +205,20 @@ def test_a_run_is_skipped_while_another_session_holds_its_lock(make_daemon, dsn,
     result = daemon.run_sweep("router_leases")
     assert result is not None and result.outcome == "success" and result.rows == 4
     assert value(daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="skipped") == 1
-    assert value(daemon, "reaper_sweep_runs_total", sweep="bootstrap_tokens",
-                 outcome="skipped") == 1
+    assert (
+        value(daemon, "reaper_sweep_runs_total", sweep="bootstrap_tokens", outcome="skipped") == 1
+    )
     # Released at the end of the run: no reaper session holds an advisory lock now (in this
     # test's database: other tests' daemons share the server).
-    assert scalar(conn, "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-                        "WHERE l.locktype = 'advisory' AND a.application_name = 'reaper' "
-                        "AND a.datname = current_database()") == 0
+    assert (
+        scalar(
+            conn,
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+            "WHERE l.locktype = 'advisory' AND a.application_name = 'reaper' "
+            "AND a.datname = current_database()",
+        )
+        == 0
+    )
 
 
 def test_the_advisory_lock_probe_passes_on_a_direct_connection(make_daemon) -> None:
@@ -217,8 +234,12 @@ def test_http_endpoints(make_daemon, conn) -> None:
     wait_for("ready", lambda: http_get(port, "/readyz")[0] == 200)
     assert http_get(port, "/readyz") == (200, "ok\n")
     assert http_get(port, "/healthz") == (200, "ok\n")
-    wait_for("a run", lambda: value(
-        daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="success") >= 1)
+    wait_for(
+        "a run",
+        lambda: (
+            value(daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="success") >= 1
+        ),
+    )
     status, body = http_get(port, "/metrics")
     assert status == 200
     runs = metric_samples(body, "reaper_sweep_runs_total")
@@ -260,19 +281,32 @@ def test_backlog_and_storage_gauges(make_daemon, conn) -> None:
 def test_backlog_oldest_of_every_builtin_sweep(make_daemon, conn) -> None:
     from reaper.dev import demo
 
-    demo.seed(conn.info.dsn, demo.Sizes(
-        requests_stale=200, requests_recent=20, nodes_silent=100, nodes_live=10,
-        nodes_session_lapsed=50, nodes_session_kept=5, nodes_ephemeral_silent=30,
-        nodes_ephemeral_live=5, tokens_expired_old=20, tokens_expired_old_referenced=2,
-        routers_expired=10,
-    ))
+    demo.seed(
+        conn.info.dsn,
+        demo.Sizes(
+            requests_stale=200,
+            requests_recent=20,
+            nodes_silent=100,
+            nodes_live=10,
+            nodes_session_lapsed=50,
+            nodes_session_kept=5,
+            nodes_ephemeral_silent=30,
+            nodes_ephemeral_live=5,
+            tokens_expired_old=20,
+            tokens_expired_old_referenced=2,
+            routers_expired=10,
+        ),
+    )
     daemon = make_daemon(start=False)
     daemon.db.open()
     daemon.gauges.refresh()
     backlog = {s: value(daemon, "reaper_backlog_rows", sweep=s) for s in SWEEPS}
     assert backlog == {
-        "nodes_session": 50, "nodes_silent": 100, "nodes_ephemeral": 30,
-        "enrollment_requests": 180, "enrollment_requests_ephemeral": 20,
+        "nodes_session": 50,
+        "nodes_silent": 100,
+        "nodes_ephemeral": 30,
+        "enrollment_requests": 180,
+        "enrollment_requests_ephemeral": 20,
         "bootstrap_tokens": 0,  # requests still hold them
         "router_leases": 10,
     }
@@ -303,21 +337,36 @@ def test_pg_terminate_backend_mid_batch(make_daemon, conn) -> None:
                  RETURN OLD; END $$;
         CREATE TRIGGER slow BEFORE DELETE ON routers FOR EACH ROW EXECUTE FUNCTION slow();
     """)
-    daemon = make_daemon(["router_leases"], strategy="index", failure_backoff="200ms",
-                         max_failure_backoff="200ms")
+    daemon = make_daemon(
+        ["router_leases"], strategy="index", failure_backoff="200ms", max_failure_backoff="200ms"
+    )
     dbname = conn.info.dbname
-    pid = wait_for("a batch in flight", lambda: scalar(
-        conn, "SELECT pid FROM pg_stat_activity WHERE application_name = 'reaper' "
-        "AND datname = %s AND query LIKE '%%DELETE%%' AND state = 'active'", dbname))
+    pid = wait_for(
+        "a batch in flight",
+        lambda: scalar(
+            conn,
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'reaper' "
+            "AND datname = %s AND query LIKE '%%DELETE%%' AND state = 'active'",
+            dbname,
+        ),
+    )
     assert scalar(conn, "SELECT pg_terminate_backend(%s)", pid)
     assert count(conn, "routers", "router_id", "garbage-%") == 40  # no half batch
     conn.execute("DELETE FROM slow_down")
-    wait_for("the failure counted", lambda: value(
-        daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="failure") >= 1)
+    wait_for(
+        "the failure counted",
+        lambda: (
+            value(daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="failure") >= 1
+        ),
+    )
     # The batch was one transaction: all 40 rows were still there when the retry started,
     # and the retry (no trigger now) removes them, without a restart.
-    wait_for("the retry succeeds", lambda: value(
-        daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="success") >= 1)
+    wait_for(
+        "the retry succeeds",
+        lambda: (
+            value(daemon, "reaper_sweep_runs_total", sweep="router_leases", outcome="success") >= 1
+        ),
+    )
     assert value(daemon, "reaper_deleted_rows_total", table="routers", reason="expired") == 40
     assert count(conn, "routers", "router_id", "garbage-%") == 0
 
@@ -330,11 +379,16 @@ def test_a_read_only_server_fails_the_run_with_a_clear_error(make_daemon, conn) 
     daemon.db.open()
 
     def new_sessions_read_only(on: bool) -> None:
-        conn.execute(f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = '
-                     + ("on" if on else "off"))
+        conn.execute(
+            f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = '
+            + ("on" if on else "off")
+        )
         # Pooled connections keep their old setting until they reconnect.
-        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                     "WHERE application_name = 'reaper' AND datname = %s", (dbname,))
+        conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'reaper' AND datname = %s",
+            (dbname,),
+        )
 
     new_sessions_read_only(True)
     result = daemon.run_sweep("router_leases")
@@ -370,15 +424,24 @@ def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
 
     conn.execute("CREATE TABLE audit_log (id bigint PRIMARY KEY, logged_at timestamptz)")
     conn.execute("CREATE INDEX ON audit_log (logged_at)")
-    conn.execute("INSERT INTO audit_log SELECT i, now() - interval '10 days'"
-                 " - i * interval '1 hour' FROM generate_series(1, 6) i")
+    conn.execute(
+        "INSERT INTO audit_log SELECT i, now() - interval '10 days'"
+        " - i * interval '1 hour' FROM generate_series(1, 6) i"
+    )
     conn.execute("INSERT INTO audit_log VALUES (100, now())")
     settings = build_settings(
         {"dsn": dsn, "listen": "127.0.0.1:0", "interval": "1h"},
-        {"sweeps": {"audit_log": {
-            "table": "public.audit_log", "reason": "expired", "retention": "7d",
-            "age": "logged_at", "interval": "10m",
-        }}},
+        {
+            "sweeps": {
+                "audit_log": {
+                    "table": "public.audit_log",
+                    "reason": "expired",
+                    "retention": "7d",
+                    "age": "logged_at",
+                    "interval": "10m",
+                }
+            }
+        },
     )
     audit = next(s for s in configured_sweeps(settings) if s.name == "audit_log")
     assert audit.since  # the first age column dates the backlog's oldest row
@@ -393,5 +456,3 @@ def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
         assert 3 * 86_400 + 6 * 3600 <= oldest < 3 * 86_400 + 6 * 3600 + 600
     finally:
         daemon.stop(timedelta(seconds=5))
-
-

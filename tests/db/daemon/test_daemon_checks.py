@@ -25,7 +25,6 @@ from tests.support.ops import spec
 __all__ = ["make_daemon"]  # a fixture, used by name
 
 
-
 def failures(daemon: Daemon, sweep: str, check: str) -> float:
     return value(daemon, "reaper_check_failures", sweep=sweep, check=check)
 
@@ -37,16 +36,17 @@ def test_checks_run_at_startup_and_on_schedule(
     conn.execute("DROP INDEX nodes_session_expires_at_idx")
     daemon = make_daemon(sweeps=["nodes_session", "router_leases"], check_interval="1s")
     # The gauge is set a moment before the findings are kept: wait for both.
-    wait_for("the failing index check", lambda: failures(daemon, "nodes_session", "index") == 1
-             and daemon.findings is not None)
+    wait_for(
+        "the failing index check",
+        lambda: failures(daemon, "nodes_session", "index") == 1 and daemon.findings is not None,
+    )
     assert failures(daemon, "router_leases", "index") == 0
     assert failures(daemon, "*", "advisory_lock") == 0
     assert daemon.findings is not None
     # (The daemon connects as the tests' superuser, which fails the role check.)
-    assert [(f.sweep, f.check, f.subject) for f in daemon.findings
-            if f.failed and f.check != "role"] == [
-        ("nodes_session", "index", "nodes_session_expires_at_idx")
-    ]
+    assert [
+        (f.sweep, f.check, f.subject) for f in daemon.findings if f.failed and f.check != "role"
+    ] == [("nodes_session", "index", "nodes_session_expires_at_idx")]
     # Repaired while the daemon runs: the next scheduled check clears the gauge.
     conn.execute(spec("nodes_session_expires_at_idx").statement)
     wait_for("the repaired index", lambda: failures(daemon, "nodes_session", "index") == 0)
@@ -93,5 +93,3 @@ def test_reload_changes_retention_budget_interval_and_sweeps(
     assert daemon.reload(load) is False
     assert daemon.settings.node_retention.days == 10  # the running settings stay
     assert "nodes_ephemeral" not in daemon.sweeps
-
-

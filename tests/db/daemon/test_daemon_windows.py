@@ -23,8 +23,12 @@ from tests.support import sweeps_of
 from tests.support.daemon import count, seed_routers
 
 BERLIN = ZoneInfo("Europe/Berlin")
-QUIET = {"jitter": "0", "listen": "127.0.0.1:0", "gauge_interval": "1h",
-         "schedule_time_zone": "Europe/Berlin"}
+QUIET = {
+    "jitter": "0",
+    "listen": "127.0.0.1:0",
+    "gauge_interval": "1h",
+    "schedule_time_zone": "Europe/Berlin",
+}
 
 
 def berlin(day: datetime, hour: int, minute: int = 0, second: float = 0.0) -> datetime:
@@ -45,8 +49,12 @@ def make_daemon(make_settings: Callable[..., Settings]) -> Iterator[Callable[...
 
     def make(clock: list[datetime], **values: Any) -> Daemon:
         settings = make_settings(**{**QUIET, **values})
-        daemon = Daemon(settings, [sweeps_of(settings)["router_leases"]],
-                        registry=CollectorRegistry(), now=lambda: clock[0])
+        daemon = Daemon(
+            settings,
+            [sweeps_of(settings)["router_leases"]],
+            registry=CollectorRegistry(),
+            now=lambda: clock[0],
+        )
         made.append(daemon)
         daemon.start()
         return daemon
@@ -66,8 +74,12 @@ def test_no_run_starts_while_the_window_is_shut(make_daemon, conn) -> None:
     assert daemon.run_sweep("router_leases") is None
     assert count(conn, "routers", "router_id", "garbage-%") == 7
     assert daemon.next_run_time("router_leases") == opening
-    assert daemon.metrics.registry.get_sample_value(
-        "reaper_sweep_runs_total", {"sweep": "router_leases", "outcome": "success"}) == 0
+    assert (
+        daemon.metrics.registry.get_sample_value(
+            "reaper_sweep_runs_total", {"sweep": "router_leases", "outcome": "success"}
+        )
+        == 0
+    )
 
 
 def test_a_run_inside_the_window_deletes_as_usual(make_daemon, conn) -> None:
@@ -91,8 +103,9 @@ def test_a_run_stops_when_its_window_closes_and_resumes_when_it_opens(make_daemo
     # What the scheduler does after the run, the window now shut: the backlog waits for the
     # next opening (not the back-to-back run a spent budget gets).
     clock[0] = berlin(DAY, 5, 0, 0.05)
-    daemon._job_done(JobExecutionEvent(EVENT_JOB_EXECUTED, "router_leases", None,
-                                       berlin(DAY, 4), retval=result))
+    daemon._job_done(
+        JobExecutionEvent(EVENT_JOB_EXECUTED, "router_leases", None, berlin(DAY, 4), retval=result)
+    )
     assert daemon.next_run_time("router_leases") == berlin(DAY + timedelta(days=1), 1)
 
 

@@ -40,11 +40,25 @@ def test_sweeps_queued_behind_others_fail_with_them(
     proxy.pause()
     through = make_conninfo(dsn, host="127.0.0.1", port=proxy.port)
     settings = build_settings(
-        {"dsn": through, **TEST_DEFAULTS, "interval": "1h", "jitter": "0",
-         "listen": "127.0.0.1:0", "gauge_interval": "1h",
-         "connect_timeout": f"{CONNECT_TIMEOUT:.0f}s"},
-        {"sweeps": {"events": {"table": "public.events", "reason": "expired",
-                               "age": "created_at", "retention": "30d"}}},
+        {
+            "dsn": through,
+            **TEST_DEFAULTS,
+            "interval": "1h",
+            "jitter": "0",
+            "listen": "127.0.0.1:0",
+            "gauge_interval": "1h",
+            "connect_timeout": f"{CONNECT_TIMEOUT:.0f}s",
+        },
+        {
+            "sweeps": {
+                "events": {
+                    "table": "public.events",
+                    "reason": "expired",
+                    "age": "created_at",
+                    "retention": "30d",
+                }
+            }
+        },
     )
     sweeps = enabled(settings)
     assert len(sweeps) > MAX_PARALLEL_SWEEPS  # some wait for a worker thread
@@ -58,15 +72,17 @@ def test_sweeps_queued_behind_others_fail_with_them(
             while len(failed_at) < len(sweeps) and time.monotonic() < deadline:
                 for s in sweeps:
                     value = daemon.metrics.registry.get_sample_value(
-                        "reaper_sweep_runs_total", {"sweep": s.name, "outcome": "failure"})
+                        "reaper_sweep_runs_total", {"sweep": s.name, "outcome": "failure"}
+                    )
                     if value and s.name not in failed_at:
                         failed_at[s.name] = time.monotonic() - started
                 time.sleep(0.05)
     finally:
         daemon.stop(timedelta(seconds=5))
         proxy.close()
-    print("\n" + ", ".join(f"{n} {t:.1f} s" for n, t in sorted(failed_at.items(),
-                                                            key=lambda x: x[1])))
+    print(
+        "\n" + ", ".join(f"{n} {t:.1f} s" for n, t in sorted(failed_at.items(), key=lambda x: x[1]))
+    )
     assert set(failed_at) == {s.name for s in sweeps}
     # One connect timeout (and some scheduling), not one per round of worker threads.
     assert max(failed_at.values()) < CONNECT_TIMEOUT + 4

@@ -29,21 +29,34 @@ from tests.support.daemon import count, free_port, seed_routers
 pytestmark = pytest.mark.fresh_db
 
 QUIET = {"interval": "1h", "jitter": "0", "listen": "127.0.0.1:0", "gauge_interval": "1h"}
-BUILTINS_OFF = {n: {"enabled": False} for n in (
-    "nodes_session", "nodes_silent", "nodes_ephemeral", "enrollment_requests",
-    "enrollment_requests_ephemeral", "bootstrap_tokens",
-)}
+BUILTINS_OFF = {
+    n: {"enabled": False}
+    for n in (
+        "nodes_session",
+        "nodes_silent",
+        "nodes_ephemeral",
+        "enrollment_requests",
+        "enrollment_requests_ephemeral",
+        "bootstrap_tokens",
+    )
+}
 
 
 def create_events(conn: psycopg.Connection[Any]) -> None:
     """``events``: 30 rows past a 30-day retention (go-*) and 5 within it (stay-*)."""
-    conn.execute("CREATE TABLE events (id bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY, "
-                 "key text NOT NULL, created_at timestamptz NOT NULL)")
+    conn.execute(
+        "CREATE TABLE events (id bigint PRIMARY KEY GENERATED ALWAYS AS IDENTITY, "
+        "key text NOT NULL, created_at timestamptz NOT NULL)"
+    )
     conn.execute("CREATE INDEX ON events (created_at)")
-    conn.execute("INSERT INTO events (key, created_at) SELECT 'go-' || i, "
-                 "now() - interval '40 days' FROM generate_series(1, 30) AS i")
-    conn.execute("INSERT INTO events (key, created_at) SELECT 'stay-' || i, "
-                 "now() - interval '1 day' FROM generate_series(1, 5) AS i")
+    conn.execute(
+        "INSERT INTO events (key, created_at) SELECT 'go-' || i, "
+        "now() - interval '40 days' FROM generate_series(1, 30) AS i"
+    )
+    conn.execute(
+        "INSERT INTO events (key, created_at) SELECT 'stay-' || i, "
+        "now() - interval '1 day' FROM generate_series(1, 5) AS i"
+    )
 
 
 @pytest.fixture
@@ -53,9 +66,17 @@ def daemon(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Daemon]:
     create_events(conn)
     settings = build_settings(
         {"dsn": dsn, **TEST_DEFAULTS, **QUIET},
-        {"sweeps": {**BUILTINS_OFF, "events": {
-            "table": "public.events", "reason": "expired", "age": "created_at",
-            "retention": "30d"}}},
+        {
+            "sweeps": {
+                **BUILTINS_OFF,
+                "events": {
+                    "table": "public.events",
+                    "reason": "expired",
+                    "age": "created_at",
+                    "retention": "30d",
+                },
+            }
+        },
     )
     made = Daemon(settings, enabled(settings), registry=CollectorRegistry())
     made.db.open()
@@ -69,7 +90,8 @@ def daemon(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Daemon]:
 
 def runs(daemon: Daemon, sweep: str, outcome: str) -> float:
     value = daemon.metrics.registry.get_sample_value(
-        "reaper_sweep_runs_total", {"sweep": sweep, "outcome": outcome})
+        "reaper_sweep_runs_total", {"sweep": sweep, "outcome": outcome}
+    )
     return value or 0.0
 
 
@@ -83,7 +105,8 @@ def assert_only_the_table_failed(
     assert failed is not None and swept is not None
     assert failed.outcome == "failure"
     assert failed.error_type == "TableProblem" or (
-        sqlstate.startswith("40") and failed.error_type == "TransactionConflict")
+        sqlstate.startswith("40") and failed.error_type == "TransactionConflict"
+    )
     assert failed.sqlstate == sqlstate
     assert words in (failed.error or "")
     # Every row is still there; the batch failed whole, not row by row.
@@ -112,14 +135,17 @@ def test_deletes_published_without_a_replica_identity_fail_the_sweep_not_the_dae
         conn.execute("DROP PUBLICATION reaper_all")
 
 
-@pytest.mark.parametrize(("sqlstate", "words"), [
-    ("40001", "could not serialize"),
-    ("40P01", "deadlock"),
-    ("55006", "in use"),
-    ("XX001", "invalid page"),
-    ("53100", "No space left"),
-    ("58030", "could not read block"),
-])
+@pytest.mark.parametrize(
+    ("sqlstate", "words"),
+    [
+        ("40001", "could not serialize"),
+        ("40P01", "deadlock"),
+        ("55006", "in use"),
+        ("XX001", "invalid page"),
+        ("53100", "No space left"),
+        ("58030", "could not read block"),
+    ],
+)
 def test_a_table_s_own_error_fails_its_sweep_not_the_daemon(
     daemon: Daemon, conn: psycopg.Connection[Any], sqlstate: str, words: str
 ) -> None:
@@ -129,17 +155,21 @@ def test_a_table_s_own_error_fails_its_sweep_not_the_daemon(
         "CREATE FUNCTION events_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
         f"RAISE EXCEPTION '{words} (events)' USING ERRCODE = '{sqlstate}'; END $$"
     )
-    conn.execute("CREATE TRIGGER events_refuse BEFORE DELETE ON events "
-                 "FOR EACH ROW EXECUTE FUNCTION events_refuse()")
+    conn.execute(
+        "CREATE TRIGGER events_refuse BEFORE DELETE ON events "
+        "FOR EACH ROW EXECUTE FUNCTION events_refuse()"
+    )
     assert_only_the_table_failed(daemon, conn, sqlstate, words)
 
 
 def test_a_refused_connection_is_reported_at_once_with_the_server_s_reason(dsn: str) -> None:
     port = free_port()  # nothing listens there
-    settings = build_settings({
-        "dsn": f"postgresql://postgres:Sekr1t-pass@127.0.0.1:{port}/postgres",
-        "connect_timeout": "30s",
-    })
+    settings = build_settings(
+        {
+            "dsn": f"postgresql://postgres:Sekr1t-pass@127.0.0.1:{port}/postgres",
+            "connect_timeout": "30s",
+        }
+    )
     db = Database(connection_settings(settings))
     with structlog.testing.capture_logs() as logs:
         t0 = time.monotonic()

@@ -48,8 +48,6 @@ def routers(conn: psycopg.Connection[Any]) -> int:
     return int(row[0])
 
 
-
-
 @contextmanager
 def table_locked(dsn: str, table: str) -> Iterator[None]:
     """Another session holds ``table`` in ACCESS EXCLUSIVE mode for the block."""
@@ -149,7 +147,9 @@ def test_a_sweep_that_meets_a_lock_timeout_fails_as_one(
     ):
         result = runner.run_sweep(db, LEASES, settings, now=NOW)
     assert (result.outcome, result.error_type, result.sqlstate) == (
-        "failure", "LockTimeout", "55P03"
+        "failure",
+        "LockTimeout",
+        "55P03",
     )
     assert result.as_dict()["sqlstate"] == "55P03"
     (failed,) = [e for e in logs if e["event"] == "sweep_failed"]
@@ -171,8 +171,9 @@ def test_a_sweep_cancelled_by_a_shutdown_fails_as_cancelled(
         " $$ BEGIN PERFORM pg_sleep(0.5); RETURN OLD; END $$;"
         "CREATE TRIGGER slow BEFORE DELETE ON routers FOR EACH ROW EXECUTE FUNCTION slow();"
     )
-    settings = make_settings(strategy="index", batch_size="40", statement_timeout="60s",
-                             busy_share="1")
+    settings = make_settings(
+        strategy="index", batch_size="40", statement_timeout="60s", busy_share="1"
+    )
     stop = threading.Event()
     results: list[runner.SweepResult] = []
     with structlog.testing.capture_logs() as logs, Database(connection_settings(settings)) as db:
@@ -202,7 +203,9 @@ def test_a_sweep_cancelled_by_a_shutdown_fails_as_cancelled(
         worker.join(60)
     (result,) = results
     assert (result.outcome, result.error_type, result.sqlstate) == (
-        "failure", "QueryCanceled", "57014"
+        "failure",
+        "QueryCanceled",
+        "57014",
     )
     (failed,) = [e for e in logs if e["event"] == "sweep_failed"]
     assert (failed["error_type"], failed["sqlstate"]) == ("QueryCanceled", "57014")
@@ -213,13 +216,13 @@ def test_a_sweep_cancelled_by_a_shutdown_fails_as_cancelled(
 
 
 def test_an_unexpected_exception_is_logged_as_a_bug_and_the_daemon_goes_on(
-    make_settings: Callable[..., Settings], conn: psycopg.Connection[Any],
+    make_settings: Callable[..., Settings],
+    conn: psycopg.Connection[Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The daemon runs on the database's clock: rows relative to now().
     seed_routers(conn, garbage=5, keep=1)
-    settings = make_settings(interval="1h", jitter="0", listen="127.0.0.1:0",
-                             gauge_interval="1h")
+    settings = make_settings(interval="1h", jitter="0", listen="127.0.0.1:0", gauge_interval="1h")
     daemon = Daemon(settings, [LEASES], registry=CollectorRegistry())
 
     def broken(*args: Any, **kwargs: Any) -> Any:

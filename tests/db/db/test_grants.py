@@ -61,13 +61,19 @@ def owner_dsn(dsn: str) -> Iterator[str]:
     dbname = str(conninfo_to_dict(dsn)["dbname"])
     owner = f"owner_{dbname}"
     with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEROLE").format(
-            sql.Identifier(owner)))
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEROLE").format(sql.Identifier(owner))
+        )
         for table in TABLES:
-            admin.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(
-                sql.Identifier(table), sql.Identifier(owner)))
-        admin.execute("DO $$ BEGIN CREATE ROLE reaper LOGIN; "
-                      "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+            admin.execute(
+                sql.SQL("ALTER TABLE {} OWNER TO {}").format(
+                    sql.Identifier(table), sql.Identifier(owner)
+                )
+            )
+        admin.execute(
+            "DO $$ BEGIN CREATE ROLE reaper LOGIN; "
+            "EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+        )
         # An older grants.sql gave UPDATE on the key columns: the new one takes it back.
         admin.execute("GRANT UPDATE (peer_id) ON nodes TO reaper")
         admin.execute("GRANT UPDATE (router_id), INSERT ON routers TO reaper")
@@ -75,12 +81,9 @@ def owner_dsn(dsn: str) -> Iterator[str]:
         yield login_as(dsn, owner)
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("REASSIGN OWNED BY {} TO postgres").format(
-                sql.Identifier(owner)))
+            admin.execute(sql.SQL("REASSIGN OWNED BY {} TO postgres").format(sql.Identifier(owner)))
             admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(owner)))
             admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
-
-
 
 
 @pytest.fixture
@@ -89,8 +92,11 @@ def reaper_only(dsn: str, owner_dsn: str) -> str:
     database (the operator's call, made here): the DSN of the reaper role."""
     run_grants(owner_dsn)
     with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(
-            sql.Identifier(str(conninfo_to_dict(dsn)["dbname"]))))
+        admin.execute(
+            sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(
+                sql.Identifier(str(conninfo_to_dict(dsn)["dbname"]))
+            )
+        )
     assert run_grants(owner_dsn) == left_to_say(dsn)  # nothing else left to say
     return login_as(dsn, "reaper")
 
@@ -101,8 +107,8 @@ def privileges(conn: psycopg.Connection[Any], table: str) -> dict[str, bool]:
         column = p in ("SELECT", "INSERT", "UPDATE", "REFERENCES")  # column-level privileges
         row = conn.execute(
             "SELECT has_table_privilege('reaper', %s, %s),"
-            " %s AND has_any_column_privilege('reaper', %s, %s)", (table, p, column, table,
-                                                                  p if column else "SELECT")
+            " %s AND has_any_column_privilege('reaper', %s, %s)",
+            (table, p, column, table, p if column else "SELECT"),
         ).fetchone()
         assert row is not None
         out[p] = bool(row[0] or row[1])
@@ -118,8 +124,13 @@ def test_grants_sql_runs_twice_as_the_owner_and_grants_select_and_delete_only(
     assert any("temporary tables" in n for n in first) and first == second
     for table in TABLES:
         assert privileges(conn, table) == {
-            "SELECT": True, "DELETE": True, "INSERT": False, "UPDATE": False,
-            "TRUNCATE": False, "REFERENCES": False, "TRIGGER": False,
+            "SELECT": True,
+            "DELETE": True,
+            "INSERT": False,
+            "UPDATE": False,
+            "TRUNCATE": False,
+            "REFERENCES": False,
+            "TRIGGER": False,
         }, table
 
 
@@ -132,13 +143,15 @@ def test_grants_sql_says_who_must_create_the_role(dsn: str) -> None:
 
 @pytest.mark.parametrize("statement", FORBIDDEN)
 def test_every_forbidden_statement_is_refused(reaper_only: str, statement: str) -> None:
-    with (psycopg.connect(reaper_only, autocommit=True) as conn,
-          pytest.raises(psycopg.errors.InsufficientPrivilege)):
-            if statement.startswith("COPY"):
-                with conn.cursor().copy(statement) as copy:
-                    copy.write_row(("r", "a", "2020-01-01"))
-            else:
-                conn.execute(statement)
+    with (
+        psycopg.connect(reaper_only, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        if statement.startswith("COPY"):
+            with conn.cursor().copy(statement) as copy:
+                copy.write_row(("r", "a", "2020-01-01"))
+        else:
+            conn.execute(statement)
 
 
 def test_what_the_role_may_do(reaper_only: str, dsn: str) -> None:
@@ -178,13 +191,18 @@ def test_check_fails_a_superuser_and_warns_about_an_owner_and_temporary_tables(
 ) -> None:
     run_grants(owner_dsn)
     _, as_superuser = run_json(capsys, "check", "--dsn", dsn, "--sweep", "router_leases")
-    assert any(f["check"] == "role" and f["status"] == "fail" and "superuser" in f["detail"]
-               for f in as_superuser["findings"])
+    assert any(
+        f["check"] == "role" and f["status"] == "fail" and "superuser" in f["detail"]
+        for f in as_superuser["findings"]
+    )
     _, as_owner = run_json(capsys, "check", "--dsn", owner_dsn, "--sweep", "router_leases")
-    assert any(f["check"] == "privileges" and f["status"] == "warn" and "owns table routers"
-               in f["detail"] for f in as_owner["findings"]), as_owner
-    _, as_reaper = run_json(capsys, "check", "--dsn", login_as(dsn, "reaper"),
-                            "--sweep", "router_leases")
+    assert any(
+        f["check"] == "privileges" and f["status"] == "warn" and "owns table routers" in f["detail"]
+        for f in as_owner["findings"]
+    ), as_owner
+    _, as_reaper = run_json(
+        capsys, "check", "--dsn", login_as(dsn, "reaper"), "--sweep", "router_leases"
+    )
     temp = [f for f in as_reaper["findings"] if f["subject"].startswith("TEMPORARY on")]
     assert temp and temp[0]["status"] == "warn" and "REVOKE TEMPORARY" in temp[0]["fix"]
     assert not any("owns table" in f["detail"] for f in as_reaper["findings"])
@@ -227,7 +245,8 @@ def test_every_sweep_runs_without_any_update_privilege(dsn: str) -> None:
             conn.execute(f"REVOKE UPDATE ON {table} FROM reaper")
             for (column,) in conn.execute(
                 "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0"
-                " AND NOT attisdropped", (table,)
+                " AND NOT attisdropped",
+                (table,),
             ).fetchall():
                 conn.execute(f"REVOKE UPDATE ({column}) ON {table} FROM reaper")
         row = conn.execute(

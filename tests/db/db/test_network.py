@@ -53,7 +53,9 @@ def test_every_connection_carries_keepalives_and_the_server_side_settings(databa
         assert dedicated.scalar("SELECT current_setting('tcp_keepalives_count')") == "3"
     params = conninfo_to_dict(database._conninfo)
     assert (params["keepalives"], params["keepalives_idle"], params["tcp_user_timeout"]) == (
-        "1", "5", "20000"
+        "1",
+        "5",
+        "20000",
     )
 
 
@@ -132,10 +134,18 @@ def make_daemon(make_settings: Callable[..., Settings]) -> Iterator[Callable[...
     made: list[Daemon] = []
 
     def make(sweeps: list[str], **values: Any) -> Daemon:
-        settings = make_settings(**{"interval": "1h", "jitter": "0", "listen": "127.0.0.1:0",
-                                    "gauge_interval": "1h", **values})
-        daemon = Daemon(settings, [sweeps_of(settings)[n] for n in sweeps],
-                        registry=CollectorRegistry())
+        settings = make_settings(
+            **{
+                "interval": "1h",
+                "jitter": "0",
+                "listen": "127.0.0.1:0",
+                "gauge_interval": "1h",
+                **values,
+            }
+        )
+        daemon = Daemon(
+            settings, [sweeps_of(settings)[n] for n in sweeps], registry=CollectorRegistry()
+        )
         made.append(daemon)
         daemon.start()
         return daemon
@@ -155,9 +165,7 @@ def test_readiness_follows_a_database_that_refuses_writes(make_daemon, conn) -> 
     conn.execute(f'ALTER DATABASE "{dbname}" SET default_transaction_read_only = on')
     seed_routers(conn, garbage=3)  # this session predates the change: it may still write
     try:
-        _, body = wait_for(
-            "/readyz 503", lambda: (r := http_get(port, "/readyz"))[0] == 503 and r
-        )
+        _, body = wait_for("/readyz 503", lambda: (r := http_get(port, "/readyz"))[0] == 503 and r)
         # Anyone reads the class of the reason; the reason itself is the daemon's (and logged).
         assert "database read-only" in body
         assert "default_transaction_read_only" in daemon._health.reason
@@ -172,8 +180,9 @@ def test_readiness_follows_a_database_that_refuses_writes(make_daemon, conn) -> 
     wait_for("/readyz 200", lambda: http_get(port, "/readyz")[0] == 200)
     result = wait_for(
         "a sweep that succeeds",
-        lambda: (r := daemon.run_sweep("router_leases")) is not None
-        and r.outcome == "success" and r,
+        lambda: (
+            (r := daemon.run_sweep("router_leases")) is not None and r.outcome == "success" and r
+        ),
         limit=30,
     )
     assert result.rows == 3
@@ -204,8 +213,6 @@ def test_readiness_needs_the_privileges_the_batches_need(make_daemon, conn, dsn)
 
 
 # -- connection poolers ----------------------------------------------------------------
-
-
 
 
 def test_a_connection_that_died_is_lost_not_moved_by_a_pooler(database, conn) -> None:

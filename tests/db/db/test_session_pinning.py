@@ -35,8 +35,10 @@ from tests.support.ops import run_cli
 # (setting, value) pairs a database or role may carry; each case is one or more of them.
 HOSTILE: dict[str, list[tuple[str, str]]] = {
     "standard_conforming_strings": [("standard_conforming_strings", "off")],
-    "serializable": [("default_transaction_isolation", "serializable"),
-                     ("default_transaction_deferrable", "on")],
+    "serializable": [
+        ("default_transaction_isolation", "serializable"),
+        ("default_transaction_deferrable", "on"),
+    ],
     "repeatable_read": [("default_transaction_isolation", "repeatable read")],
     "datestyle": [("DateStyle", "SQL, DMY")],
     "intervalstyle_sql_standard": [("IntervalStyle", "sql_standard")],
@@ -49,8 +51,11 @@ HOSTILE: dict[str, list[tuple[str, str]]] = {
     "bytea_output": [("bytea_output", "escape")],
     "row_security_off": [("row_security", "off")],
     "transform_null_equals": [("transform_null_equals", "on")],
-    "no_index_scans": [("enable_indexscan", "off"), ("enable_bitmapscan", "off"),
-                       ("enable_tidscan", "off")],
+    "no_index_scans": [
+        ("enable_indexscan", "off"),
+        ("enable_bitmapscan", "off"),
+        ("enable_tidscan", "off"),
+    ],
     "application_name": [("application_name", "tampered")],
     "exit_on_error": [("exit_on_error", "on")],
     "session_replication_role": [("session_replication_role", "replica")],
@@ -64,8 +69,9 @@ HOSTILE: dict[str, list[tuple[str, str]]] = {
     "search_path_temp_first": [("search_path", "pg_temp, staging, public")],
 }
 HOSTILE["everything"] = [
-    pair for name, pairs in HOSTILE.items() if name not in ("everything", "repeatable_read",
-                                                            "intervalstyle_iso_8601")
+    pair
+    for name, pairs in HOSTILE.items()
+    if name not in ("everything", "repeatable_read", "intervalstyle_iso_8601")
     for pair in pairs
 ]
 
@@ -104,9 +110,11 @@ def _plant_decoys(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE SCHEMA staging")
         for table in KEYS:
-            conn.execute(sql.SQL(
-                "CREATE TABLE staging.{t} AS SELECT * FROM public.{t}"
-            ).format(t=sql.Identifier(table)))
+            conn.execute(
+                sql.SQL("CREATE TABLE staging.{t} AS SELECT * FROM public.{t}").format(
+                    t=sql.Identifier(table)
+                )
+            )
         conn.execute("CREATE TABLE public.calls (name text)")
         conn.execute("GRANT INSERT ON public.calls TO PUBLIC")
         for signature, returns, body in SHADOWS:
@@ -118,8 +126,10 @@ def _plant_decoys(dsn: str) -> None:
                 f"INSERT INTO public.calls VALUES ('{name}'); {body}; END $$"
             )
         for op, left, right, function in OPERATORS:
-            conn.execute(f"CREATE OPERATOR public.{op} (LEFTARG = {left}, RIGHTARG = {right}, "
-                         f"FUNCTION = public.{function})")
+            conn.execute(
+                f"CREATE OPERATOR public.{op} (LEFTARG = {left}, RIGHTARG = {right}, "
+                f"FUNCTION = public.{function})"
+            )
 
 
 def _decoys_untouched(dsn: str) -> None:
@@ -129,8 +139,11 @@ def _decoys_untouched(dsn: str) -> None:
         conn.execute("SET ROLE NONE")
         for table in KEYS:
             copy, real = (
-                conn.execute(sql.SQL("SELECT count(*) FROM {}.{}").format(
-                    sql.Identifier(schema), sql.Identifier(table))).fetchone()
+                conn.execute(
+                    sql.SQL("SELECT count(*) FROM {}.{}").format(
+                        sql.Identifier(schema), sql.Identifier(table)
+                    )
+                ).fetchone()
                 for schema in ("staging", "public")
             )
             assert copy is not None and real is not None
@@ -192,16 +205,20 @@ def _set(dsn: str, level: str, pairs: list[tuple[str, str]], extra_role: str | N
             given = sql.SQL(value) if setting == "search_path" else sql.Literal(value)
             if level == "database":
                 stmt = sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-                    sql.Identifier(name), sql.Identifier(setting), given)
+                    sql.Identifier(name), sql.Identifier(setting), given
+                )
             else:
                 stmt = sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET {} = {}").format(
-                    sql.Identifier(name), sql.Identifier(setting), given)
+                    sql.Identifier(name), sql.Identifier(setting), given
+                )
             conn.execute(stmt)
         if extra_role:
             # The role reaper logs in as switches to another one at connect.
-            target = sql.SQL("ALTER DATABASE {}").format(sql.Identifier(name)) \
-                if level == "database" else \
-                sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {}").format(sql.Identifier(name))
+            target = (
+                sql.SQL("ALTER DATABASE {}").format(sql.Identifier(name))
+                if level == "database"
+                else sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {}").format(sql.Identifier(name))
+            )
             conn.execute(sql.SQL("{} SET role = {}").format(target, sql.Literal(extra_role)))
 
 
@@ -209,7 +226,10 @@ def _set(dsn: str, level: str, pairs: list[tuple[str, str]], extra_role: str | N
 @pytest.mark.parametrize("level", ["database", "role"])
 @pytest.mark.parametrize("case", sorted(HOSTILE))
 def test_a_hostile_setting_changes_nothing_a_sweep_does(
-    fresh: str, level: str, case: str, baseline: tuple[dict[str, set[str]], dict[str, int]],
+    fresh: str,
+    level: str,
+    case: str,
+    baseline: tuple[dict[str, set[str]], dict[str, int]],
 ) -> None:
     _set(fresh, level, HOSTILE[case], None)
     assert _sweep_all(fresh) == baseline
@@ -218,7 +238,9 @@ def test_a_hostile_setting_changes_nothing_a_sweep_does(
 @pytest.mark.slow
 @pytest.mark.parametrize("level", ["database", "role"])
 def test_a_role_switch_at_connect_is_undone(
-    fresh: str, level: str, baseline: tuple[dict[str, set[str]], dict[str, int]],
+    fresh: str,
+    level: str,
+    baseline: tuple[dict[str, set[str]], dict[str, int]],
 ) -> None:
     """``ALTER ... SET role = other``: every statement would run as a role that may not
     delete anything; reaper acts as the role it logged in as."""
@@ -271,8 +293,11 @@ def test_a_setting_a_statement_changed_does_not_reach_the_next_checkout(dsn: str
             assert _show(session, "search_path") == "pg_catalog, pg_temp"
             pinned_now = {name: _show(session, name) for name in expected}
             for name, value in TAMPER.items():
-                session.execute(sql.SQL("SELECT set_config({}, {}, false)").format(
-                    sql.Literal(name), sql.Literal(value)))
+                session.execute(
+                    sql.SQL("SELECT set_config({}, {}, false)").format(
+                        sql.Literal(name), sql.Literal(value)
+                    )
+                )
             assert _show(session, "application_name") == "tampered"
         for _ in range(2):
             with db.session() as session:
@@ -284,8 +309,9 @@ def test_a_setting_a_statement_changed_does_not_reach_the_next_checkout(dsn: str
                     assert _show(session, "transaction_isolation") == "read committed"
                     assert _show(session, "transaction_read_only") == "off"
                 for name, value in TAMPER.items():
-                    session.execute(sql.SQL("SET {} = {}").format(
-                        sql.Identifier(name), sql.Literal(value)))
+                    session.execute(
+                        sql.SQL("SET {} = {}").format(sql.Identifier(name), sql.Literal(value))
+                    )
     # The values as the server shows them (10s for 10000ms, ...) are those of the pin.
     assert pinned_now["application_name"] == "reaper"
     assert pinned_now["standard_conforming_strings"] == "on"
@@ -299,93 +325,118 @@ def test_a_read_only_session_refuses_writes_and_the_next_one_may_write(dsn: str)
             with pytest.raises(errors.ReadOnlyDatabase):
                 session.execute("DELETE FROM public.routers")
             # Inside an explicit transaction too.
-            with pytest.raises(errors.ReadOnlyDatabase), session._errors(), \
-                    session._conn.transaction():
+            with (
+                pytest.raises(errors.ReadOnlyDatabase),
+                session._errors(),
+                session._conn.transaction(),
+            ):
                 session._conn.execute("DELETE FROM public.routers")
         with db.session() as session:
             assert _show(session, "transaction_read_only") == "off"
             session.execute("DELETE FROM public.routers")
 
 
-@pytest.mark.parametrize(("sqlstate", "kind"), [
-    ("40001", errors.TransactionConflict),
-    ("40P01", errors.TransactionConflict),
-    ("55000", errors.TableProblem),
-    ("55006", errors.TableProblem),
-    ("42P01", errors.ObjectMissing),
-    ("42883", errors.ObjectMissing),
-    ("42501", errors.PrivilegeMissing),
-    ("23503", errors.ForeignKeyConflict),
-    ("23505", errors.DatabaseError),
-    ("22012", errors.DatabaseError),
-    ("54000", errors.DatabaseError),
-    ("25006", errors.ReadOnlyDatabase),
-    ("55P03", errors.LockTimeout),
-    ("08006", errors.ConnectionFailed),
-    ("53300", errors.ConnectionFailed),
-    ("53200", errors.ConnectionFailed),
-    ("53100", errors.TableProblem),
-    ("57000", errors.ConnectionFailed),
-    ("57P01", errors.ConnectionFailed),
-    ("57P03", errors.ConnectionFailed),
-    ("58030", errors.TableProblem),
-    ("XX001", errors.TableProblem),
-])
+@pytest.mark.parametrize(
+    ("sqlstate", "kind"),
+    [
+        ("40001", errors.TransactionConflict),
+        ("40P01", errors.TransactionConflict),
+        ("55000", errors.TableProblem),
+        ("55006", errors.TableProblem),
+        ("42P01", errors.ObjectMissing),
+        ("42883", errors.ObjectMissing),
+        ("42501", errors.PrivilegeMissing),
+        ("23503", errors.ForeignKeyConflict),
+        ("23505", errors.DatabaseError),
+        ("22012", errors.DatabaseError),
+        ("54000", errors.DatabaseError),
+        ("25006", errors.ReadOnlyDatabase),
+        ("55P03", errors.LockTimeout),
+        ("08006", errors.ConnectionFailed),
+        ("53300", errors.ConnectionFailed),
+        ("53200", errors.ConnectionFailed),
+        ("53100", errors.TableProblem),
+        ("57000", errors.ConnectionFailed),
+        ("57P01", errors.ConnectionFailed),
+        ("57P03", errors.ConnectionFailed),
+        ("58030", errors.TableProblem),
+        ("XX001", errors.TableProblem),
+    ],
+)
 def test_an_error_is_a_connection_failure_only_by_its_class(
-    database: Database, sqlstate: str, kind: type[errors.DatabaseError],
+    database: Database,
+    sqlstate: str,
+    kind: type[errors.DatabaseError],
 ) -> None:
     """The server raises each SQLSTATE in a statement; only the connection's and the
     server's own classes are ConnectionFailed (which turns /readyz to 503); a table's own
     (object state, damaged files, its disk full) is a TableProblem."""
     with database.session() as session, pytest.raises(errors.DatabaseError) as caught:
-        session.execute(sql.SQL(
-            "DO $$ BEGIN RAISE EXCEPTION 'raised' USING ERRCODE = {}; END $$"
-        ).format(sql.Literal(sqlstate)))
+        session.execute(
+            sql.SQL("DO $$ BEGIN RAISE EXCEPTION 'raised' USING ERRCODE = {}; END $$").format(
+                sql.Literal(sqlstate)
+            )
+        )
     assert type(caught.value) is kind, (sqlstate, type(caught.value))
     assert caught.value.sqlstate == sqlstate
     with database.session() as session:
         assert session.scalar("SELECT 1") == 1  # the pool's connection is usable again
 
 
-@pytest.mark.parametrize(("sqlstate", "kind"), [
-    (None, errors.DatabaseError),
-    ("40001", errors.TransactionConflict),
-    ("40P01", errors.TransactionConflict),
-    ("40003", errors.TransactionConflict),
-    ("08000", errors.ConnectionFailed),
-    ("08P01", errors.ConnectionFailed),
-    ("28P01", errors.ConnectionFailed),
-    ("3D000", errors.ConnectionFailed),
-    ("57P02", errors.ConnectionFailed),
-    ("57P04", errors.ConnectionFailed),
-    ("57P05", errors.ConnectionFailed),
-    ("25P03", errors.ConnectionFailed),
-    ("57000", errors.ConnectionFailed),
-    ("57P03", errors.ConnectionFailed),
-    ("53000", errors.ConnectionFailed),
-    ("53200", errors.ConnectionFailed),
-    ("53300", errors.ConnectionFailed),
-    ("57014", errors.StatementCanceled),
-    ("55P03", errors.LockTimeout),
-    ("55000", errors.TableProblem),
-    ("55006", errors.TableProblem),
-    ("53100", errors.TableProblem),
-    ("53400", errors.TableProblem),
-    ("58030", errors.TableProblem),
-    ("XX000", errors.TableProblem),
-    ("XX001", errors.TableProblem),
-    ("XX002", errors.TableProblem),
-    ("42601", errors.DatabaseError),
-    ("23505", errors.DatabaseError),
-])
+@pytest.mark.parametrize(
+    ("sqlstate", "kind"),
+    [
+        (None, errors.DatabaseError),
+        ("40001", errors.TransactionConflict),
+        ("40P01", errors.TransactionConflict),
+        ("40003", errors.TransactionConflict),
+        ("08000", errors.ConnectionFailed),
+        ("08P01", errors.ConnectionFailed),
+        ("28P01", errors.ConnectionFailed),
+        ("3D000", errors.ConnectionFailed),
+        ("57P02", errors.ConnectionFailed),
+        ("57P04", errors.ConnectionFailed),
+        ("57P05", errors.ConnectionFailed),
+        ("25P03", errors.ConnectionFailed),
+        ("57000", errors.ConnectionFailed),
+        ("57P03", errors.ConnectionFailed),
+        ("53000", errors.ConnectionFailed),
+        ("53200", errors.ConnectionFailed),
+        ("53300", errors.ConnectionFailed),
+        ("57014", errors.StatementCanceled),
+        ("55P03", errors.LockTimeout),
+        ("55000", errors.TableProblem),
+        ("55006", errors.TableProblem),
+        ("53100", errors.TableProblem),
+        ("53400", errors.TableProblem),
+        ("58030", errors.TableProblem),
+        ("XX000", errors.TableProblem),
+        ("XX001", errors.TableProblem),
+        ("XX002", errors.TableProblem),
+        ("42601", errors.DatabaseError),
+        ("23505", errors.DatabaseError),
+    ],
+)
 def test_error_kind_by_sqlstate(sqlstate: str | None, kind: type[errors.DatabaseError]) -> None:
     assert error_kind(sqlstate) is kind
     assert error_kind(None, connection_gone=True) is errors.ConnectionFailed
 
 
-@pytest.mark.parametrize("sqlstate", [
-    "40001", "40P01", "55000", "55006", "42P01", "42501", "23505", "53100", "58030", "XX001",
-])
+@pytest.mark.parametrize(
+    "sqlstate",
+    [
+        "40001",
+        "40P01",
+        "55000",
+        "55006",
+        "42P01",
+        "42501",
+        "23505",
+        "53100",
+        "58030",
+        "XX001",
+    ],
+)
 def test_a_statement_s_own_error_is_no_outage(sqlstate: str) -> None:
     """/readyz turns 503 on an outage only: one table's serialization failure, deadlock or
     object in use leaves the daemon ready."""

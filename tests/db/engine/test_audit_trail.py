@@ -59,18 +59,27 @@ STAY = {i for i in range(1, ROWS + 1) if not i % 3}
 COLUMNS = "id, tenant, payload::text, at"
 
 
-def events_table(conn: psycopg.Connection[Any], key: str = ", PRIMARY KEY (id)",
-                 rows: int = ROWS) -> None:
+def events_table(
+    conn: psycopg.Connection[Any], key: str = ", PRIMARY KEY (id)", rows: int = ROWS
+) -> None:
     conn.execute(EVENTS.format(key=key))  # type: ignore[arg-type]
     conn.execute(SEED, {"now": NOW, "rows": rows})  # type: ignore[arg-type]
 
 
-def settings_for(dsn: str, batch_size: int = 7, strategy: str = "auto",
-                 **sweep: Any) -> Settings:
+def settings_for(dsn: str, batch_size: int = 7, strategy: str = "auto", **sweep: Any) -> Settings:
     return build_settings(
         {"dsn": dsn, **TEST_DEFAULTS, "batch_size": str(batch_size), "strategy": strategy},
-        {"sweeps": {"events": {"table": "public.events", "reason": "stale", "age": "at",
-                               "retention": "30d", **sweep}}},
+        {
+            "sweeps": {
+                "events": {
+                    "table": "public.events",
+                    "reason": "stale",
+                    "age": "at",
+                    "retention": "30d",
+                    **sweep,
+                }
+            }
+        },
     )
 
 
@@ -103,8 +112,11 @@ def sweep(database: Database, settings: Settings, name: str = "events") -> Any:
 
 @pytest.mark.parametrize("strategy", ["heap", "index"])
 def test_each_batch_logs_exactly_the_keys_it_deleted(
-    dsn: str, conn: psycopg.Connection[Any], database: Database,
-    debug: list[dict[str, Any]], strategy: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
+    debug: list[dict[str, Any]],
+    strategy: str,
 ) -> None:
     events_table(conn)
     result = sweep(database, settings_for(dsn, strategy=strategy))
@@ -129,17 +141,25 @@ def test_each_batch_logs_exactly_the_keys_it_deleted(
 @pytest.mark.parametrize(
     ("key", "declared", "shown", "expect"),
     [
-        (", PRIMARY KEY (tenant, id)", None, ["tenant", "id"],
-         lambda i: [f"tenant-{i % 2}", i]),
+        (", PRIMARY KEY (tenant, id)", None, ["tenant", "id"], lambda i: [f"tenant-{i % 2}", i]),
         ("", ["id"], "id", lambda i: i),
-        (", PRIMARY KEY (id)", ["tenant", "id"], ["tenant", "id"],
-         lambda i: [f"tenant-{i % 2}", i]),
+        (
+            ", PRIMARY KEY (id)",
+            ["tenant", "id"],
+            ["tenant", "id"],
+            lambda i: [f"tenant-{i % 2}", i],
+        ),
     ],
     ids=["composite primary key", "declared key, no primary key", "declared over primary"],
 )
 def test_keys_are_the_primary_key_or_the_declared_one(
-    dsn: str, conn: psycopg.Connection[Any], database: Database,
-    debug: list[dict[str, Any]], key: str, declared: list[str] | None, shown: Any,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
+    debug: list[dict[str, Any]],
+    key: str,
+    declared: list[str] | None,
+    shown: Any,
     expect: Callable[[int], Any],
 ) -> None:
     events_table(conn, key)
@@ -154,7 +174,9 @@ def test_keys_are_the_primary_key_or_the_declared_one(
 
 
 def test_a_table_without_a_key_logs_tuple_ids(
-    dsn: str, conn: psycopg.Connection[Any], database: Database,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
     debug: list[dict[str, Any]],
 ) -> None:
     events_table(conn, "")
@@ -169,7 +191,9 @@ def test_a_table_without_a_key_logs_tuple_ids(
 
 
 def test_a_batch_of_many_keys_logs_at_most_its_cap_and_counts_the_rest(
-    dsn: str, conn: psycopg.Connection[Any], database: Database,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
     debug: list[dict[str, Any]],
 ) -> None:
     # Long text keys: 3,000 garbage rows in one batch hold far more than the cap.
@@ -187,7 +211,9 @@ def test_a_batch_of_many_keys_logs_at_most_its_cap_and_counts_the_rest(
 
 
 def test_at_info_level_no_keys_are_returned_or_logged(
-    dsn: str, conn: psycopg.Connection[Any], database: Database,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     events_table(conn)
@@ -202,12 +228,12 @@ def test_at_info_level_no_keys_are_returned_or_logged(
 
 ARCHIVES = {
     "like": "CREATE TABLE audit.events_archive (LIKE public.events, "
-            "archived_at timestamptz NOT NULL DEFAULT now())",
+    "archived_at timestamptz NOT NULL DEFAULT now())",
     # Its own column order, its own columns first, and an identity id of its own: columns
     # are matched by name, and the row's own id is kept.
     "reordered": "CREATE TABLE audit.events_archive (archived_at timestamptz NOT NULL DEFAULT "
-                 "now(), note text, at timestamptz, payload jsonb, tenant text, "
-                 "id bigint GENERATED ALWAYS AS IDENTITY)",
+    "now(), note text, at timestamptz, payload jsonb, tenant text, "
+    "id bigint GENERATED ALWAYS AS IDENTITY)",
 }
 
 
@@ -219,13 +245,16 @@ def make_archive(conn: psycopg.Connection[Any], kind: str = "like") -> None:
 @pytest.mark.parametrize("strategy", ["heap", "index"])
 @pytest.mark.parametrize("kind", list(ARCHIVES))
 def test_the_archive_table_holds_exactly_the_rows_deleted(
-    dsn: str, conn: psycopg.Connection[Any], database: Database, strategy: str, kind: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
+    strategy: str,
+    kind: str,
 ) -> None:
     events_table(conn)
     seeded = rows_of(conn, "public.events")
     make_archive(conn, kind)
-    result = sweep(database, settings_for(dsn, strategy=strategy,
-                                          archive="audit.events_archive"))
+    result = sweep(database, settings_for(dsn, strategy=strategy, archive="audit.events_archive"))
 
     assert result.outcome == "success" and result.rows == len(GO)
     assert ids(conn, "public.events") == STAY
@@ -237,7 +266,9 @@ def test_the_archive_table_holds_exactly_the_rows_deleted(
 
 
 def test_workers_of_a_parallel_walk_archive_each_row_they_delete_once(
-    dsn: str, conn: psycopg.Connection[Any], database: Database,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
 ) -> None:
     # Many ranges, three connections inserting into one archive table: however they meet
     # (a wait for the archive's extension ends the parallel part), the run succeeds, and the
@@ -245,8 +276,7 @@ def test_workers_of_a_parallel_walk_archive_each_row_they_delete_once(
     events_table(conn, rows=30_000)
     conn.execute("ANALYZE public.events")
     make_archive(conn)
-    settings = settings_for(dsn, batch_size=300, strategy="heap",
-                            archive="audit.events_archive")
+    settings = settings_for(dsn, batch_size=300, strategy="heap", archive="audit.events_archive")
     settings = dataclasses.replace(settings, parallel=3)
     result = sweep(database, settings)
     assert result.outcome == "success", result.error
@@ -259,29 +289,32 @@ HELD = (4, 11)
 BLOCKERS = {
     # A RESTRICT reference: the DELETE of the held rows fails with SQLSTATE 23503.
     "foreign key": "CREATE TABLE public.event_holds (event_id bigint NOT NULL "
-                   "REFERENCES public.events (id));"
-                   "INSERT INTO public.event_holds VALUES (4), (11)",
+    "REFERENCES public.events (id));"
+    "INSERT INTO public.event_holds VALUES (4), (11)",
     # A trigger that refuses them.
     "trigger": "CREATE FUNCTION public.keep_held() RETURNS trigger LANGUAGE plpgsql AS "
-               "$$ BEGIN IF OLD.id IN (4, 11) THEN RAISE EXCEPTION 'held %', OLD.id; END IF; "
-               "RETURN OLD; END $$;"
-               "CREATE TRIGGER keep_held BEFORE DELETE ON public.events FOR EACH ROW "
-               "EXECUTE FUNCTION public.keep_held()",
+    "$$ BEGIN IF OLD.id IN (4, 11) THEN RAISE EXCEPTION 'held %', OLD.id; END IF; "
+    "RETURN OLD; END $$;"
+    "CREATE TRIGGER keep_held BEFORE DELETE ON public.events FOR EACH ROW "
+    "EXECUTE FUNCTION public.keep_held()",
 }
 
 
 @pytest.mark.parametrize("strategy", ["heap", "index"])
 @pytest.mark.parametrize("blocker", list(BLOCKERS))
 def test_a_split_batch_archives_exactly_the_rows_it_deleted(
-    dsn: str, conn: psycopg.Connection[Any], database: Database, strategy: str, blocker: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
+    strategy: str,
+    blocker: str,
     debug: list[dict[str, Any]],
 ) -> None:
     events_table(conn)
     seeded = rows_of(conn, "public.events")
     make_archive(conn)
     conn.execute(BLOCKERS[blocker])
-    result = sweep(database, settings_for(dsn, strategy=strategy,
-                                          archive="audit.events_archive"))
+    result = sweep(database, settings_for(dsn, strategy=strategy, archive="audit.events_archive"))
 
     gone = GO - set(HELD)
     assert result.outcome == "success" and result.rows == len(gone)
@@ -299,19 +332,28 @@ def test_a_split_batch_archives_exactly_the_rows_it_deleted(
     ("archive", "error"),
     [
         (None, "archive table audit.events_archive does not exist; create it"),
-        ("CREATE TABLE audit.events_archive (id bigint, tenant text, at timestamptz)",
-         "archive table audit.events_archive has no column payload of table events; add it"),
-        ("CREATE TABLE audit.events_archive (id bigint, tenant text, payload text, "
-         "at timestamptz)",
-         "archive table audit.events_archive column payload is text, not jsonb"),
-        ("CREATE TABLE audit.events_archive (id bigint, tenant text, payload jsonb, "
-         "at timestamptz GENERATED ALWAYS AS ('epoch'::timestamptz) STORED)",
-         "archive table audit.events_archive column at is generated"),
+        (
+            "CREATE TABLE audit.events_archive (id bigint, tenant text, at timestamptz)",
+            "archive table audit.events_archive has no column payload of table events; add it",
+        ),
+        (
+            "CREATE TABLE audit.events_archive (id bigint, tenant text, payload text, "
+            "at timestamptz)",
+            "archive table audit.events_archive column payload is text, not jsonb",
+        ),
+        (
+            "CREATE TABLE audit.events_archive (id bigint, tenant text, payload jsonb, "
+            "at timestamptz GENERATED ALWAYS AS ('epoch'::timestamptz) STORED)",
+            "archive table audit.events_archive column at is generated",
+        ),
     ],
     ids=["missing", "lacks a column", "another type", "generated column"],
 )
 def test_an_archive_that_cannot_take_the_rows_fails_the_run_before_any_delete(
-    dsn: str, conn: psycopg.Connection[Any], database: Database, archive: str | None,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
+    archive: str | None,
     error: str,
 ) -> None:
     events_table(conn)
@@ -325,23 +367,29 @@ def test_an_archive_that_cannot_take_the_rows_fails_the_run_before_any_delete(
     assert result.error is not None and error in result.error, result.error
     assert "\n" not in result.error
     assert ids(conn, "public.events") == GO | STAY
-    found = [f for f in checks.run_checks(database, [sweeps_of(settings)["events"]], settings,
-                                          now=NOW)
-             if f.check == CheckName.COLUMNS and f.subject == "audit.events_archive"]
+    found = [
+        f
+        for f in checks.run_checks(database, [sweeps_of(settings)["events"]], settings, now=NOW)
+        if f.check == CheckName.COLUMNS and f.subject == "audit.events_archive"
+    ]
     assert [f.status for f in found] == [CheckStatus.FAIL] and error in found[0].detail
 
 
 def test_without_insert_on_the_archive_nothing_is_deleted_and_check_names_the_grant(
-    dsn: str, conn: psycopg.Connection[Any],
+    dsn: str,
+    conn: psycopg.Connection[Any],
 ) -> None:
     events_table(conn)
     make_archive(conn)
     role = f"reaper_archive_{conn.info.backend_pid}"
     conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
     try:
-        conn.execute(sql.SQL(
-            "GRANT USAGE ON SCHEMA audit TO {r}; GRANT SELECT ON audit.events_archive TO {r}; "
-            "GRANT SELECT, DELETE ON public.events TO {r}").format(r=sql.Identifier(role)))
+        conn.execute(
+            sql.SQL(
+                "GRANT USAGE ON SCHEMA audit TO {r}; GRANT SELECT ON audit.events_archive TO {r}; "
+                "GRANT SELECT, DELETE ON public.events TO {r}"
+            ).format(r=sql.Identifier(role))
+        )
         settings = settings_for(login_as(dsn, role), archive="audit.events_archive")
         with Database(connection_settings(settings)) as db:
             result = run_sweep(db, sweeps_of(settings)["events"], settings, now=NOW)
@@ -360,19 +408,33 @@ def test_without_insert_on_the_archive_nothing_is_deleted_and_check_names_the_gr
 
 @pytest.mark.parametrize("age", ["archived_at", "at"])
 def test_an_archive_table_is_swept_by_its_own_declared_sweep(
-    dsn: str, conn: psycopg.Connection[Any], database: Database, age: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
+    age: str,
 ) -> None:
     events_table(conn)
     make_archive(conn)
-    archive_sweep = {"table": "audit.events_archive", "reason": "archived", "age": age,
-                     "retention": "90d"}
+    archive_sweep = {
+        "table": "audit.events_archive",
+        "reason": "archived",
+        "age": age,
+        "retention": "90d",
+    }
     settings = build_settings(
         {"dsn": dsn, **TEST_DEFAULTS, "batch_size": "7"},
-        {"sweeps": {
-            "events": {"table": "public.events", "reason": "stale", "age": "at",
-                       "retention": "30d", "archive": "audit.events_archive"},
-            "events_archive": archive_sweep,
-        }},
+        {
+            "sweeps": {
+                "events": {
+                    "table": "public.events",
+                    "reason": "stale",
+                    "age": "at",
+                    "retention": "30d",
+                    "archive": "audit.events_archive",
+                },
+                "events_archive": archive_sweep,
+            }
+        },
     )
     assert sweep(database, settings).rows == len(GO)
     # Some archived rows are past the archive's own retention of 90 days, by the column it
@@ -381,7 +443,10 @@ def test_an_archive_table_is_swept_by_its_own_declared_sweep(
     for parity, days in ((1, 91), (0, 89)):
         conn.execute(
             sql.SQL("UPDATE audit.events_archive SET {} = %(t)s WHERE id %% 2 = %(p)s").format(
-                sql.Identifier(age)), {"t": NOW - timedelta(days=days), "p": parity})
+                sql.Identifier(age)
+            ),
+            {"t": NOW - timedelta(days=days), "p": parity},
+        )
 
     result = sweep(database, settings, "events_archive")
 
@@ -394,7 +459,10 @@ def test_an_archive_table_is_swept_by_its_own_declared_sweep(
 
 @pytest.mark.parametrize("strategy", ["heap", "index"])
 def test_the_archive_file_holds_one_line_per_row_deleted(
-    dsn: str, conn: psycopg.Connection[Any], database: Database, strategy: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
+    strategy: str,
     tmp_path: Path,
 ) -> None:
     events_table(conn)
@@ -415,7 +483,9 @@ def test_the_archive_file_holds_one_line_per_row_deleted(
 
 
 def test_rows_go_to_standard_output_as_json_lines(
-    dsn: str, conn: psycopg.Connection[Any], database: Database,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     events_table(conn)
@@ -428,7 +498,10 @@ def test_rows_go_to_standard_output_as_json_lines(
 
 
 def test_a_line_that_cannot_be_written_rolls_its_batch_back(
-    dsn: str, conn: psycopg.Connection[Any], database: Database, tmp_path: Path,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
+    tmp_path: Path,
 ) -> None:
     events_table(conn)
     path = tmp_path / "gone" / "events.jsonl"  # its directory does not exist

@@ -81,9 +81,7 @@ def counts(conn: psycopg.Connection[Any], table: str) -> tuple[int, int]:
 
 
 @pytest.mark.fresh_db
-def test_a_batch_never_deletes_more_than_its_limit(
-    dsn: str, conn: psycopg.Connection[Any]
-) -> None:
+def test_a_batch_never_deletes_more_than_its_limit(dsn: str, conn: psycopg.Connection[Any]) -> None:
     # Live rows first in the heap, then a run of garbage: the range that grew across the
     # live rows reaches the garbage with room for many times the batch size.
     conn.execute(
@@ -142,8 +140,7 @@ def test_a_walk_whose_blocks_cost_more_than_the_timeout_stops_trying_whole_range
         "INSERT INTO details SELECT 1 + g % 400, 'x' FROM generate_series(0, 59999) g;"
         "ANALYZE events; ANALYZE details;"
     )
-    settings = declared(dsn, "events", strategy="heap", batch_size=300,
-                        statement_timeout="200ms")
+    settings = declared(dsn, "events", strategy="heap", batch_size=300, statement_timeout="200ms")
     result, _, _ = sweep_events(settings)
     assert result.outcome == "success", result.error
     assert result.rows == 300
@@ -167,9 +164,7 @@ def test_a_cascade_past_statement_timeout_is_retried_smaller_until_it_finishes(
         "INSERT INTO details SELECT 1 + g % 400, 'x' FROM generate_series(0, 399999) g;"
         "ANALYZE events; ANALYZE details;"
     )
-    settings = declared(
-        dsn, "events", strategy=strategy, batch_size=300, statement_timeout="300ms"
-    )
+    settings = declared(dsn, "events", strategy=strategy, batch_size=300, statement_timeout="300ms")
     result, metrics, _ = sweep_events(settings)
     assert result.outcome == "success", result.error
     assert result.rows == 300
@@ -200,9 +195,7 @@ def test_a_slow_trigger_shrinks_the_batches_until_they_fit(
         "CREATE TRIGGER slow BEFORE DELETE ON events FOR EACH ROW EXECUTE FUNCTION slow();"
     )
     # 100 rows take a second: past the timeout; about 20 rows fit.
-    settings = declared(
-        dsn, "events", strategy=strategy, batch_size=100, statement_timeout="400ms"
-    )
+    settings = declared(dsn, "events", strategy=strategy, batch_size=100, statement_timeout="400ms")
     result, _, logs = sweep_events(settings)
     assert result.outcome == "success", result.error
     assert (result.rows, counts(conn, "events")) == (120, (0, 30))
@@ -234,14 +227,14 @@ def test_a_restricted_row_is_skipped_and_the_rest_go(
     assert result.outcome == "success", result.error
     assert result.rows == 19_999
     assert counts(conn, "events") == (1, 100)
-    assert conn.execute("SELECT id FROM events WHERE logged_at < now() - '30d'::interval"
-                        ).fetchall() == [(3,)]
+    assert conn.execute(
+        "SELECT id FROM events WHERE logged_at < now() - '30d'::interval"
+    ).fetchall() == [(3,)]
     assert result.skipped == {"foreign_key": 1}
     assert skipped(metrics, "events", "foreign_key") == 1
     assert skipped(metrics, "events", "error") == 0
     (line,) = [e for e in logs if e["event"] == "row_skipped"]
-    assert (line["reason"], line["sqlstate"], line["table"]) == ("foreign_key", "23503",
-                                                                  "events")
+    assert (line["reason"], line["sqlstate"], line["table"]) == ("foreign_key", "23503", "events")
     assert "audit" in line["error"]
     # The next run skips it again, and deletes nothing else.
     again, _, _ = sweep_events(settings)
@@ -275,13 +268,18 @@ def test_a_trigger_that_raises_on_one_row_skips_only_that_row(
     assert skipped(metrics, "events", "error") == 2
     lines = [e for e in logs if e["event"] == "row_skipped"]
     assert sorted(e["error"].split(": ")[-1] for e in lines) == [
-        "legal hold on 1500", "legal hold on 2999"
+        "legal hold on 1500",
+        "legal hold on 2999",
     ]
     assert {e["sqlstate"] for e in lines} == {"P0001"}
 
 
 def seed_ephemeral_tokens(
-    conn: psycopg.Connection[Any], tokens: int, fresh: int, eligible: int, age: str = "40 days",
+    conn: psycopg.Connection[Any],
+    tokens: int,
+    fresh: int,
+    eligible: int,
+    age: str = "40 days",
     fresh_ephemeral: int = 0,
 ) -> None:
     """``tokens`` unexpired ephemeral tokens, ``fresh`` requests (an hour old) of ordinary
@@ -323,8 +321,9 @@ def planned(conn: psycopg.Connection[Any], query: str, *, heap_walk: bool) -> di
     batch or a gauge, in one transaction (rolled back)."""
     with conn.transaction(force_rollback=True):
         if heap_walk:
-            conn.execute(sql.SQL(sqltext.engine("batch_settings")),
-                         {"lock_timeout_ms": 5, "heap_walk": True})
+            conn.execute(
+                sql.SQL(sqltext.engine("batch_settings")), {"lock_timeout_ms": 5, "heap_walk": True}
+            )
         else:
             conn.execute(sql.SQL(sqltext.engine("index_batch_settings")))
         row = conn.execute(f"EXPLAIN (FORMAT JSON) {query}").fetchone()
@@ -355,8 +354,9 @@ def test_no_builtin_predicate_reads_another_table_whole_per_batch(
         nodes = nodes_of(planned(conn, query, heap_walk=heap_walk))
         shape = [(n["Node Type"], n.get("Relation Name"), n.get("Index Name")) for n in nodes]
         assert not [n for n in nodes if n["Node Type"] in ("Hash Join", "Merge Join")], shape
-        assert not [n for n in nodes if n["Node Type"] == "Seq Scan"
-                    and n["Relation Name"] != s.table], shape
+        assert not [
+            n for n in nodes if n["Node Type"] == "Seq Scan" and n["Relation Name"] != s.table
+        ], shape
         assert "ANY" not in str(nodes), shape
 
 
@@ -377,9 +377,11 @@ def test_the_ephemeral_request_sweep_reads_only_the_rows_it_deletes(
     where = str(SWEEPS["enrollment_requests_ephemeral"].predicate.text) % {
         "cutoff": "now() - interval '1 hour'"
     }
-    for query in (f"SELECT ctid FROM enrollment_requests WHERE ({where}) LIMIT 1000",
-                  f"SELECT count(*) FROM (SELECT 1 FROM enrollment_requests WHERE ({where})"
-                  " LIMIT 500) AS eligible"):
+    for query in (
+        f"SELECT ctid FROM enrollment_requests WHERE ({where}) LIMIT 1000",
+        f"SELECT count(*) FROM (SELECT 1 FROM enrollment_requests WHERE ({where})"
+        " LIMIT 500) AS eligible",
+    ):
         nodes = nodes_of(planned(conn, query, heap_walk=False))
         (read,) = [n for n in nodes if n.get("Relation Name") == "enrollment_requests"]
         # The index condition is the whole predicate on the request: the token and the age.
@@ -394,20 +396,28 @@ def test_the_ephemeral_request_sweep_reads_only_the_rows_it_deletes(
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("tokens", "fresh", "eligible", "fresh_ephemeral"),
-    [(400_000, 300_000, 2_000, 0),  # many ephemeral tokens, few of their requests eligible
-     (100_000, 100_000, 120_000, 0),  # many tokens and many eligible requests
-     (200_000, 0, 100, 1_000_000)],  # many fresh requests of ephemeral tokens, few eligible
+    [
+        (400_000, 300_000, 2_000, 0),  # many ephemeral tokens, few of their requests eligible
+        (100_000, 100_000, 120_000, 0),  # many tokens and many eligible requests
+        (200_000, 0, 100, 1_000_000),
+    ],  # many fresh requests of ephemeral tokens, few eligible
     ids=["400k-tokens-2k-eligible", "100k-tokens-120k-eligible", "1m-fresh-100-eligible"],
 )
 def test_request_sweeps_with_many_ephemeral_tokens(
-    dsn: str, conn: psycopg.Connection[Any], make_settings: Any,
-    tokens: int, fresh: int, eligible: int, fresh_ephemeral: int,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    make_settings: Any,
+    tokens: int,
+    fresh: int,
+    eligible: int,
+    fresh_ephemeral: int,
 ) -> None:
     """Neither the dry run nor the run of a request sweep grows with the number of ephemeral
     tokens or of their fresh requests: both finish inside the default statement_timeout,
     every eligible request goes, every fresh one stays."""
-    seed_ephemeral_tokens(conn, tokens, fresh, eligible, age="2 hours",
-                          fresh_ephemeral=fresh_ephemeral)
+    seed_ephemeral_tokens(
+        conn, tokens, fresh, eligible, age="2 hours", fresh_ephemeral=fresh_ephemeral
+    )
     settings = make_settings(node_retention="30d", ephemeral_node_retention="1h")
     with Database(connection_settings(settings)) as db:
         results = {

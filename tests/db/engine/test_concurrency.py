@@ -106,7 +106,10 @@ def test_refreshes_racing_a_sweep_keep_their_rows(
 ) -> None:
     peers = seed_silent(conn, 3000, NOW - NODE - SECOND)
     settings = make_settings(
-        strategy=strategy, batch_size=20, lock_timeout=WAIT_LIMIT, statement_timeout=WAIT_LIMIT,
+        strategy=strategy,
+        batch_size=20,
+        lock_timeout=WAIT_LIMIT,
+        statement_timeout=WAIT_LIMIT,
         parallel=parallel,
     )
     stop = threading.Event()
@@ -125,8 +128,9 @@ def test_refreshes_racing_a_sweep_keep_their_rows(
             threading.Event().wait(0.001)
 
     with open_database(settings) as db:
-        result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, now=NOW,
-                           on_batch=interleave)
+        result = run_sweep(
+            db, sweeps_of(settings)["nodes_silent"], settings, now=NOW, on_batch=interleave
+        )
     stop.set()
     for r in refreshers:
         r.join(timeout=30)
@@ -190,7 +194,10 @@ def test_a_writer_holding_row_locks_is_neither_waited_for_nor_deadlocked(
 ) -> None:
     peers = seed_silent(conn, 600, NOW - timedelta(days=60))
     settings = make_settings(
-        strategy=strategy, batch_size=10, lock_timeout=WAIT_LIMIT, statement_timeout=WAIT_LIMIT,
+        strategy=strategy,
+        batch_size=10,
+        lock_timeout=WAIT_LIMIT,
+        statement_timeout=WAIT_LIMIT,
         parallel=parallel,
     )
     writer = LockHolder(dsn, peers[:3] + peers[-3:], peers[3:-3])
@@ -198,7 +205,10 @@ def test_a_writer_holding_row_locks_is_neither_waited_for_nor_deadlocked(
     assert writer.locked.wait(timeout=30)
     with open_database(settings) as db:
         result = run_sweep(
-            db, sweeps_of(settings)["nodes_silent"], settings, now=NOW,
+            db,
+            sweeps_of(settings)["nodes_silent"],
+            settings,
+            now=NOW,
             on_batch=lambda r: writer.errors and writer.sweep_done.set(),
         )
         writer.sweep_done.set()
@@ -279,12 +289,15 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
     # Only the batch's DELETE waits, not the block sample that measures the table first (a
     # wait there would let the request in before the batch's snapshot). The pattern is split
     # so that the predicate's own text, in every statement, does not match it.
-    slowed = replace(base, predicate=reviewed(
-        base.table,
-        f"({base.predicate.text}) AND CASE WHEN current_query() LIKE '%%' || 'DELETE' || "
-        "' FROM%%' THEN (SELECT public.wait_at_gate()) ELSE true END",
-        base.cutoffs,
-    ))
+    slowed = replace(
+        base,
+        predicate=reviewed(
+            base.table,
+            f"({base.predicate.text}) AND CASE WHEN current_query() LIKE '%%' || 'DELETE' || "
+            "' FROM%%' THEN (SELECT public.wait_at_gate()) ELSE true END",
+            base.cutoffs,
+        ),
+    )
     inserted = threading.Event()
     errors: list[BaseException] = []
 
@@ -292,12 +305,17 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
         try:
             with psycopg.connect(dsn, autocommit=True) as w:
                 try:
-                    wait_for("the batch waiting at the gate", lambda: scalar(
-                        w,
-                        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'reaper'"
-                        " AND datname = current_database() AND wait_event = 'PgSleep'"
-                        " AND query LIKE '%%DELETE FROM%%'",
-                    ), limit=30)
+                    wait_for(
+                        "the batch waiting at the gate",
+                        lambda: scalar(
+                            w,
+                            "SELECT count(*) FROM pg_stat_activity"
+                            " WHERE application_name = 'reaper'"
+                            " AND datname = current_database() AND wait_event = 'PgSleep'"
+                            " AND query LIKE '%%DELETE FROM%%'",
+                        ),
+                        limit=30,
+                    )
                     add_request(w, "raced-request", token_id=raced, created_at=NOW)
                     inserted.set()
                 finally:
@@ -313,9 +331,7 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
     assert not errors and inserted.is_set()
     # The foreign key refused the first attempt; the batch was split, and the smaller retries
     # (each a new statement, which sees the new request) deleted the other tokens.
-    assert any(
-        e["event"] == "batch_split" and e["reason"] == "foreign_key" for e in logs
-    ), logs
+    assert any(e["event"] == "batch_split" and e["reason"] == "foreign_key" for e in logs), logs
     assert not any(e["event"] == "row_skipped" for e in logs), logs
     check_tokens(conn, result)
 

@@ -138,7 +138,10 @@ retention = "1d"
     assert exit_info.value.code == 0
     (result,) = json.loads(capsys.readouterr().out)
     assert (result["sweep"], result["reason"], result["rows"], result["dry_run"]) == (
-        "expired_tokens", "expired", 1, True,
+        "expired_tokens",
+        "expired",
+        1,
+        True,
     )
     assert keys(token_conn) == before
 
@@ -174,7 +177,9 @@ def test_a_sweep_budget_stops_only_that_sweep(
     token_conn.execute(SMALL_SEED)
     declared = _example_sweeps()
     declared["worker_tokens"] = {
-        **declared["worker_tokens"], "batch_size": 1, "max_rows_per_run": 1
+        **declared["worker_tokens"],
+        "batch_size": 1,
+        "max_rows_per_run": 1,
     }
     settings = build_settings({"dsn": dsn, "batch_size": "1"}, {"sweeps": declared})
     results = {r.sweep: r for r in run_sweeps(database, enabled(settings, []), settings)}
@@ -209,9 +214,7 @@ def test_a_predicate_naming_a_missing_column_fails_that_sweep_only(
     )
     results = {
         r.sweep: r
-        for r in run_sweeps(
-            database, enabled(settings, ["typo", "worker_tokens"]), settings
-        )
+        for r in run_sweeps(database, enabled(settings, ["typo", "worker_tokens"]), settings)
     }
     assert results["typo"].outcome == "failure"
     assert "last_seen" in (results["typo"].error or "")
@@ -262,17 +265,13 @@ FROM token
 """
 
 
-def plan_of_index_batch(
-    conn: psycopg.Connection[Any], settings: Settings, name: str
-) -> str:
+def plan_of_index_batch(conn: psycopg.Connection[Any], settings: Settings, name: str) -> str:
     """The planner's plan (JSON text) for one index-served batch of sweep ``name``: the very
     statement the engine runs, composed by reaper.db, explained without running it."""
     sweep = {s.name: s for s in configured_sweeps(settings)}[name]
     stmts = SweepStatements(sweep.predicate)
     (param,) = sweep.cutoffs
-    cutoff = conn.execute(
-        "SELECT now() - %s::interval", (sweep.retentions[param],)
-    ).fetchone()
+    cutoff = conn.execute("SELECT now() - %s::interval", (sweep.retentions[param],)).fetchone()
     assert cutoff is not None
     row = conn.execute(
         sql.SQL("EXPLAIN (FORMAT JSON) ") + stmts.index_plan,
@@ -305,10 +304,18 @@ def test_the_token_example_on_306k_tokens(
 
     metrics_file = tmp_path / "reaper.prom"
     with pytest.raises(SystemExit) as exit_info:
-        cli.main([
-            "run-once", "--config", str(EXAMPLE_TOML), "--dsn", dsn, "--json",
-            "--metrics-file", str(metrics_file),
-        ])
+        cli.main(
+            [
+                "run-once",
+                "--config",
+                str(EXAMPLE_TOML),
+                "--dsn",
+                dsn,
+                "--json",
+                "--metrics-file",
+                str(metrics_file),
+            ]
+        )
     assert exit_info.value.code == 0
     results = {r["sweep"]: r for r in json.loads(capsys.readouterr().out)}
     assert results["worker_tokens"]["rows"] == 4_000
@@ -361,10 +368,13 @@ def test_a_partitioned_table_is_swept_through_its_partitions(
     settings = _one_sweep(dsn, "public.ev", strategy=strategy, batch_size="500")
     (result,) = run_sweeps(database, enabled(settings, ["events"]), settings)
     assert result.outcome == "success"
-    old, young = conn.execute(
-        "SELECT count(*) FILTER (WHERE created_at < now() - interval '30 days'),"
-        " count(*) FILTER (WHERE created_at >= now() - interval '30 days') FROM ev"
-    ).fetchone() or ()
+    old, young = (
+        conn.execute(
+            "SELECT count(*) FILTER (WHERE created_at < now() - interval '30 days'),"
+            " count(*) FILTER (WHERE created_at >= now() - interval '30 days') FROM ev"
+        ).fetchone()
+        or ()
+    )
     assert (old, young) == (0, 300)
     assert result.rows == 3700
 

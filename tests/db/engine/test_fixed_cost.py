@@ -27,8 +27,7 @@ SLEEP_SECONDS = 0.1
 @pytest.mark.parametrize(
     "trigger",
     [
-        "CREATE TRIGGER slow AFTER DELETE ON events FOR EACH STATEMENT"
-        " EXECUTE FUNCTION slow();",
+        "CREATE TRIGGER slow AFTER DELETE ON events FOR EACH STATEMENT EXECUTE FUNCTION slow();",
         "CREATE TRIGGER slow AFTER DELETE ON events REFERENCING OLD TABLE AS gone"
         " FOR EACH STATEMENT EXECUTE FUNCTION slow();",
     ],
@@ -46,15 +45,21 @@ def test_a_slow_statement_trigger_makes_ranges_larger(
         " FROM generate_series(1, 200000) g;"
         "ANALYZE events;"
         f"CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS"
-        f" $$ BEGIN PERFORM pg_sleep({SLEEP_SECONDS}); RETURN NULL; END $$;"
-        + trigger
+        f" $$ BEGIN PERFORM pg_sleep({SLEEP_SECONDS}); RETURN NULL; END $$;" + trigger
     )
     settings = build_settings(
         {"dsn": dsn, "busy_share": "1", "strategy": "heap"},
-        {"sweeps": {"events": {
-            "table": "public.events", "reason": "old", "age": "logged_at",
-            "retention": "30d", "max_eligible_fraction": "1",
-        }}},
+        {
+            "sweeps": {
+                "events": {
+                    "table": "public.events",
+                    "reason": "old",
+                    "age": "logged_at",
+                    "retention": "30d",
+                    "max_eligible_fraction": "1",
+                }
+            }
+        },
     )
     assert settings.batch_target_seconds.total_seconds() < SLEEP_SECONDS
     (sweep,) = enabled(settings, ["events"])
@@ -62,8 +67,9 @@ def test_a_slow_statement_trigger_makes_ranges_larger(
         result = run_sweep(db, sweep, settings, metrics=Metrics([sweep], CollectorRegistry()))
     assert result.outcome == "success", result.error
     assert result.rows == 100
-    left = conn.execute("SELECT count(*) FROM events WHERE logged_at < now() - '30d'::interval"
-                        ).fetchone()
+    left = conn.execute(
+        "SELECT count(*) FROM events WHERE logged_at < now() - '30d'::interval"
+    ).fetchone()
     assert left == (0,)
     # Without the fixed part in the model, ranges halved toward one block with every batch
     # over the target and crossed the rest a few blocks per statement.

@@ -47,9 +47,11 @@ def test_after_a_table_is_emptied_a_run_with_nothing_to_delete_succeeds(
         # ``left`` young rows that no sweep may delete: 2% of the table at the window's start.
         conn.execute("UPDATE big SET created_at = now() WHERE part = 'last'")
     settings = build_settings({"dsn": dsn, "listen": "127.0.0.1:0"}, tomllib.loads(SWEEPS))
-    daemon = Daemon(settings, [s for s in configured_sweeps(settings)
-                               if s.name in ("everything", "first_part")],
-                    registry=CollectorRegistry())
+    daemon = Daemon(
+        settings,
+        [s for s in configured_sweeps(settings) if s.name in ("everything", "first_part")],
+        registry=CollectorRegistry(),
+    )
     daemon.db.open()
     try:
         emptied = daemon.run_sweep("everything")
@@ -60,12 +62,15 @@ def test_after_a_table_is_emptied_a_run_with_nothing_to_delete_succeeds(
             assert nothing is not None
             assert (nothing.outcome, nothing.rows, nothing.error) == ("success", 0, None)
         failures = daemon.metrics.registry.get_sample_value(
-            "reaper_sweep_runs_total", {"sweep": "first_part", "outcome": "failure"})
+            "reaper_sweep_runs_total", {"sweep": "first_part", "outcome": "failure"}
+        )
         assert failures == 0
         # Rows to delete again (the first part back, all past the cutoff): refused, since
         # they would finish the table in the window.
-        conn.execute("INSERT INTO big (id, created_at) SELECT i, now() - interval '60 days' "
-                     "FROM generate_series(1, 950) i")
+        conn.execute(
+            "INSERT INTO big (id, created_at) SELECT i, now() - interval '60 days' "
+            "FROM generate_series(1, 950) i"
+        )
         refused = daemon.run_sweep("first_part")
         assert refused is not None and refused.error_type == "FullTableRefused"
         assert _big(conn) == left + 950

@@ -80,8 +80,12 @@ def test_batches_committed_before_a_failure_stay_deleted_and_counted(
     try:
         with db:
             silent, routers = run_sweeps(
-                db, [sweeps_of(settings)[n] for n in ("nodes_silent", "router_leases")], settings,
-                metrics=metrics, now=NOW, on_batch=after_batch,
+                db,
+                [sweeps_of(settings)[n] for n in ("nodes_silent", "router_leases")],
+                settings,
+                metrics=metrics,
+                now=NOW,
+                on_batch=after_batch,
             )
     finally:
         migration.rollback()

@@ -67,8 +67,10 @@ def index_settings(make_settings: Callable[..., Settings]) -> Settings:
 
 
 def test_keyset_walk_deletes_exactly_the_garbage(
-    conn: psycopg.Connection[Any], make_settings: Callable[..., Settings],
-    database: Database, monkeypatch: pytest.MonkeyPatch,
+    conn: psycopg.Connection[Any],
+    make_settings: Callable[..., Settings],
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     garbage, kept = seed(conn)
     settings = index_settings(make_settings)
@@ -99,7 +101,8 @@ def test_keyset_walk_deletes_exactly_the_garbage(
             "SELECT token_hash FROM bootstrap_tokens WHERE token_hash LIKE 'tok-%%'"
             " AND expires_at < %(now)s - interval '30 days' AND NOT EXISTS"
             " (SELECT 1 FROM enrollment_requests r WHERE r.token_id = bootstrap_tokens.id)"
-            " ORDER BY expires_at DESC LIMIT 1", {"now": NOW},
+            " ORDER BY expires_at DESC LIMIT 1",
+            {"now": NOW},
         ).fetchone() or (None,)
         assert late is not None
         conn.execute(REFERENCE, {"now": NOW, "hashes": [late]})
@@ -138,8 +141,10 @@ def buffers(conn: psycopg.Connection[Any], stmt: sql.Composed, params: dict[str,
 
 
 def test_a_batch_reads_no_more_as_the_run_drains_the_table(
-    conn: psycopg.Connection[Any], make_settings: Callable[..., Settings],
-    database: Database, monkeypatch: pytest.MonkeyPatch,
+    conn: psycopg.Connection[Any],
+    make_settings: Callable[..., Settings],
+    database: Database,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Not timed: after each batch, the buffers that the next batch's victims read, where
     the run's keyset has reached. An index walk from the front reads every entry of the rows
@@ -148,7 +153,8 @@ def test_a_batch_reads_no_more_as_the_run_drains_the_table(
     conn.execute(
         "INSERT INTO bootstrap_tokens (token_hash, expires_at)"
         " SELECT 'tok-' || i, %(now)s - interval '40 days' + i * interval '1 second'"
-        " FROM generate_series(1, 20000) AS s (i)", {"now": NOW},
+        " FROM generate_series(1, 20000) AS s (i)",
+        {"now": NOW},
     )
     conn.execute("ANALYZE bootstrap_tokens")
     settings = make_settings(strategy="index", batch_size=500)
@@ -157,8 +163,9 @@ def test_a_batch_reads_no_more_as_the_run_drains_the_table(
     read: list[int] = []
     original = Session.delete_index_batch
 
-    def measured(self: Session, stmts: Any, hs: Any, params: Any, limit: int,
-                 *args: Any, **kwargs: Any) -> BatchRows:
+    def measured(
+        self: Session, stmts: Any, hs: Any, params: Any, limit: int, *args: Any, **kwargs: Any
+    ) -> BatchRows:
         rows = original(self, stmts, hs, params, limit, *args, **kwargs)
         if rows.key is not None and rows.selected == limit:
             assert hs.keyset_victims is not None
@@ -182,7 +189,9 @@ def test_foreign_key_checks_keep_their_cached_plan_in_a_batch(database: Database
         conn = session._conn
         assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)
         with conn.transaction(force_rollback=True):
-            conn.execute(sql.SQL(sqltext.engine("batch_settings")),  # type: ignore[arg-type]
-                         {"lock_timeout_ms": 5, "heap_walk": False})
+            conn.execute(
+                sql.SQL(sqltext.engine("batch_settings")),  # type: ignore[arg-type]
+                {"lock_timeout_ms": 5, "heap_walk": False},
+            )
             assert conn.execute("SHOW plan_cache_mode").fetchone() == ("auto",)
         assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_custom_plan",)

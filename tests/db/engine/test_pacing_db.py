@@ -51,8 +51,15 @@ def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
     seed_nodes(conn, garbage=5_000, keep=100)
-    settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 500,
-                               "busy_share": 0.25, "max_eligible_fraction": 1})
+    settings = build_settings(
+        {
+            "dsn": dsn,
+            "strategy": "index",
+            "batch_size": 500,
+            "busy_share": 0.25,
+            "max_eligible_fraction": 1,
+        }
+    )
     registry = CollectorRegistry()
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     with Database(connection_settings(settings)) as db:
@@ -73,16 +80,21 @@ def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
         assert throttled(registry, "load") == waited
 
 
-def test_live_sessions_make_the_batches_short(
-    dsn: str, conn: psycopg.Connection[Any]
-) -> None:
+def test_live_sessions_make_the_batches_short(dsn: str, conn: psycopg.Connection[Any]) -> None:
     """While another session uses the database, each batch aims at busy_batch_seconds: its
     row limit halves from the batch size while batches take longer than that, and every
     garbage row still goes."""
     seed_nodes(conn, garbage=30_000, keep=100)
-    settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 5_000,
-                               "busy_share": 0.9, "busy_batch_seconds": "2ms",
-                               "max_eligible_fraction": 1})
+    settings = build_settings(
+        {
+            "dsn": dsn,
+            "strategy": "index",
+            "batch_size": 5_000,
+            "busy_share": 0.9,
+            "busy_batch_seconds": "2ms",
+            "max_eligible_fraction": 1,
+        }
+    )
     sizes: list[int] = []
 
     def on_batch(r: SweepResult) -> None:
@@ -115,9 +127,17 @@ def test_the_wal_brake_keeps_a_sweep_within_its_rate(
     waits are counted as reason "wal"."""
     seed_nodes(conn, garbage=20_000, keep=100)
     limit = 250_000
-    settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 500,
-                               "busy_share": 1, "max_wal_rate": limit,
-                               "max_seconds_per_run": "6s", "max_eligible_fraction": 1})
+    settings = build_settings(
+        {
+            "dsn": dsn,
+            "strategy": "index",
+            "batch_size": 500,
+            "busy_share": 1,
+            "max_wal_rate": limit,
+            "max_seconds_per_run": "6s",
+            "max_eligible_fraction": 1,
+        }
+    )
     registry = CollectorRegistry()
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     with Database(connection_settings(settings)) as db:

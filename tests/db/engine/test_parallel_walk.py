@@ -45,8 +45,12 @@ def seed(conn: psycopg.Connection[Any], rows: int) -> None:
 
 def deleters(conn: psycopg.Connection[Any]) -> dict[int, int]:
     """Rows deleted per server process."""
-    return {int(pid): int(n) for pid, n in conn.execute(
-        "SELECT pid, sum(rows) FROM deleted_by GROUP BY pid HAVING sum(rows) > 0")}
+    return {
+        int(pid): int(n)
+        for pid, n in conn.execute(
+            "SELECT pid, sum(rows) FROM deleted_by GROUP BY pid HAVING sum(rows) > 0"
+        )
+    }
 
 
 @pytest.mark.fresh_db
@@ -67,7 +71,8 @@ def test_disjoint_ranges_on_several_connections_delete_every_garbage_row_once(
     # Every garbage row deleted once; the counters are the rows gone.
     assert sum(by.values()) == result.rows == len(go) == 30_000
     assert metrics.registry.get_sample_value(
-        "reaper_deleted_rows_total", {"table": "nodes", "reason": "silent"}) == len(go)
+        "reaper_deleted_rows_total", {"table": "nodes", "reason": "silent"}
+    ) == len(go)
     # On more than one server process, never on more than --parallel.
     assert 2 <= len(by) <= parallel
 
@@ -77,8 +82,7 @@ def test_a_parallel_walk_stops_at_its_row_budget_and_on_a_stop(
     conn, make_settings, database
 ) -> None:
     seed(conn, 40_000)
-    settings = make_settings(strategy="heap", batch_size=500, parallel=3,
-                             max_rows_per_run=7_000)
+    settings = make_settings(strategy="heap", batch_size=500, parallel=3, max_rows_per_run=7_000)
     sweep = sweeps_of(settings)["nodes_silent"]
     result = run_sweep(database, sweep, settings, now=NOW)
     assert (result.outcome, result.stopped_by) == ("success", "max_rows")
@@ -87,9 +91,14 @@ def test_a_parallel_walk_stops_at_its_row_budget_and_on_a_stop(
 
     stop = threading.Event()
     settings = make_settings(strategy="heap", batch_size=500, parallel=3)
-    result = run_sweep(database, sweeps_of(settings)["nodes_silent"], settings, now=NOW,
-                       stop=stop,
-                       on_batch=lambda r: r.rows >= 14_000 and stop.set())
+    result = run_sweep(
+        database,
+        sweeps_of(settings)["nodes_silent"],
+        settings,
+        now=NOW,
+        stop=stop,
+        on_batch=lambda r: r.rows >= 14_000 and stop.set(),
+    )
     assert (result.outcome, result.stopped_by) == ("success", "stop")
     # Each worker ends after its batch in flight.
     assert 14_000 <= result.rows <= 14_000 + 3 * 500

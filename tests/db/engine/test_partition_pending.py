@@ -49,8 +49,12 @@ def old_snapshot(dsn: str) -> Iterator[None]:
 
 
 def pending(conn: psycopg.Connection[Any]) -> list[str]:
-    return [r[0] for r in conn.execute(
-        "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhdetachpending")]
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhdetachpending"
+        )
+    ]
 
 
 def events_named(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
@@ -117,13 +121,16 @@ def test_a_detach_left_pending_by_an_earlier_run_holds_back_only_its_parent(
             detacher.execute("ALTER TABLE events DETACH PARTITION events_2025_08 CONCURRENTLY")
         assert pending(conn) == ["events_2025_08"]
         settings, sweep = events_settings(dsn, lock_timeout="200ms")
-        with Database(connection_settings(settings)) as db, \
-                structlog.testing.capture_logs() as logs:
+        with (
+            Database(connection_settings(settings)) as db,
+            structlog.testing.capture_logs() as logs,
+        ):
             result = run_sweep(db, sweep, settings, now=NOW)
     assert result.outcome == "success", result.error
     assert keys(conn) == expected
     assert len(events_named(logs, "partition_detach_finalize_failed")) == 1
     waiting = events_named(logs, "partition_detach_waiting")
     assert {e["partition"] for e in waiting} == {f"public.{p}" for p in EXPIRED} - {
-        "public.events_2025_08"}
+        "public.events_2025_08"
+    }
     assert not events_named(logs, "partition_drop_failed")

@@ -49,24 +49,8 @@ ON_BOUND_CUTOFF = datetime(2025, 12, 1, tzinfo=UTC)
 # 180 days: 2025-12-03 12:00 UTC, inside the December partition (the boundary).
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def table_exists(conn: psycopg.Connection[Any], name: str) -> bool:
     return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone() == (True,)
-
-
 
 
 @pytest.fixture
@@ -77,7 +61,10 @@ def db(dsn: str) -> Iterator[Database]:
 
 
 def sweep_once(
-    db: Database, settings: Settings, sweep: Sweep, registry: CollectorRegistry | None = None,
+    db: Database,
+    settings: Settings,
+    sweep: Sweep,
+    registry: CollectorRegistry | None = None,
     **kwargs: Any,
 ) -> tuple[SweepResult, Metrics]:
     metrics = Metrics([sweep], registry or CollectorRegistry())
@@ -115,8 +102,7 @@ def test_partitions_past_the_cutoff_are_dropped_and_the_boundary_swept_by_rows(
     assert {"events_2025_12", "events_default", "events_2026_01"} <= partitions(conn)
     gone = len(before) - len(keys(conn))
     assert result.rows == gone
-    assert counter(metrics, "reaper_deleted_rows_total", table="events",
-                   reason="expired") == gone
+    assert counter(metrics, "reaper_deleted_rows_total", table="events", reason="expired") == gone
     assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 6
     lines = [e for e in logs if e["event"] == "partition_dropped"]
     assert sorted(e["partition"] for e in lines) == sorted(f"public.{t}" for t in dropped)
@@ -131,13 +117,16 @@ def test_upper_bound_equal_to_the_cutoff_drops_a_microsecond_past_does_not(
     create_events(conn, months=[month(2025, 10)], default=False)
     conn.execute(
         "CREATE TABLE events_upto_cutoff PARTITION OF events "
-        "FOR VALUES FROM ('2025-11-01 00:00:00+00') TO ('2025-12-01 00:00:00+00')")
+        "FOR VALUES FROM ('2025-11-01 00:00:00+00') TO ('2025-12-01 00:00:00+00')"
+    )
     conn.execute(
         "CREATE TABLE events_one_microsecond PARTITION OF events "
-        "FOR VALUES FROM ('2025-12-01 00:00:00+00') TO ('2025-12-01 00:00:00.000001+00')")
+        "FOR VALUES FROM ('2025-12-01 00:00:00+00') TO ('2025-12-01 00:00:00.000001+00')"
+    )
     conn.execute(
         "CREATE TABLE events_later PARTITION OF events "
-        "FOR VALUES FROM ('2025-12-01 00:00:00.000001+00') TO ('2026-01-01 00:00:00+00')")
+        "FOR VALUES FROM ('2025-12-01 00:00:00.000001+00') TO ('2026-01-01 00:00:00+00')"
+    )
     add(conn, "go-last-microsecond", ON_BOUND_CUTOFF - MICROSECOND)
     add(conn, "stay-on-cutoff", ON_BOUND_CUTOFF)
     add(conn, "stay-just-after", ON_BOUND_CUTOFF + MICROSECOND)
@@ -150,18 +139,30 @@ def test_upper_bound_equal_to_the_cutoff_drops_a_microsecond_past_does_not(
 
 
 @pytest.mark.fresh_db
-@pytest.mark.parametrize(("rules", "extra"), [
-    # The second rule (a status, a shorter cutoff) deletes a new failed row; an OR of rules
-    # proves nothing.
-    ([{"age": "created_at", "retention": STRADDLE},
-      {"age": "created_at", "where": {"status": "failed"}, "retention": "30d"}],
-     [("go-new-failed", datetime(2026, 5, 1, tzinfo=UTC), "failed")]),
-    # The filter keeps an old pending row, in a partition wholly past the cutoff.
-    ([{"age": "created_at", "where": {"status": "done"}, "retention": STRADDLE}],
-     [("stay-old-pending", datetime(2025, 7, 1, tzinfo=UTC), "pending")]),
-])
+@pytest.mark.parametrize(
+    ("rules", "extra"),
+    [
+        # The second rule (a status, a shorter cutoff) deletes a new failed row; an OR of rules
+        # proves nothing.
+        (
+            [
+                {"age": "created_at", "retention": STRADDLE},
+                {"age": "created_at", "where": {"status": "failed"}, "retention": "30d"},
+            ],
+            [("go-new-failed", datetime(2026, 5, 1, tzinfo=UTC), "failed")],
+        ),
+        # The filter keeps an old pending row, in a partition wholly past the cutoff.
+        (
+            [{"age": "created_at", "where": {"status": "done"}, "retention": STRADDLE}],
+            [("stay-old-pending", datetime(2025, 7, 1, tzinfo=UTC), "pending")],
+        ),
+    ],
+)
 def test_a_predicate_with_other_conditions_never_drops(
-    dsn: str, conn: psycopg.Connection[Any], db: Database, rules: list[dict[str, Any]],
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    db: Database,
+    rules: list[dict[str, Any]],
     extra: list[tuple[str, datetime, str]],
 ) -> None:
     create_events(conn)
@@ -210,8 +211,9 @@ def test_a_sweep_of_its_own_chooses_its_partition_action(
     create_events(conn)
     seed(conn, STRADDLE_CUTOFF)
     before = partitions(conn)
-    settings, sweep = events_settings(dsn, sweep_values={"partition_action": "off"},
-                                      partition_action="drop")
+    settings, sweep = events_settings(
+        dsn, sweep_values={"partition_action": "off"}, partition_action="drop"
+    )
     assert sweep.partition_action == "off"
     assert sweeps_of(settings)["nodes_silent"].partition_action == "drop"
     sweep_once(db, settings, sweep)
@@ -226,8 +228,10 @@ def test_drops_that_would_empty_the_table_wait_for_an_explicit_opt_in(
     dsn: str, conn: psycopg.Connection[Any], db: Database
 ) -> None:
     create_events(conn, months=[month(2025, 6), month(2026, 5)], default=False)
-    conn.execute("INSERT INTO events (key, created_at) SELECT 'go-' || i, "
-                 "'2025-06-10 00:00+00' FROM generate_series(1, 5000) AS i")
+    conn.execute(
+        "INSERT INTO events (key, created_at) SELECT 'go-' || i, "
+        "'2025-06-10 00:00+00' FROM generate_series(1, 5000) AS i"
+    )
     add(conn, "stay-recent", datetime(2026, 5, 20, tzinfo=UTC))
     conn.execute("ANALYZE events")
     settings, sweep = events_settings(dsn)
@@ -243,8 +247,10 @@ def test_drops_that_would_empty_the_table_wait_for_an_explicit_opt_in(
     assert result.partitions == []
 
     settings, sweep = events_settings(dsn, sweep_values={"max_eligible_fraction": 1})
-    conn.execute("INSERT INTO events (key, created_at) SELECT 'go-' || i, "
-                 "'2025-06-10 00:00+00' FROM generate_series(1, 5000) AS i")
+    conn.execute(
+        "INSERT INTO events (key, created_at) SELECT 'go-' || i, "
+        "'2025-06-10 00:00+00' FROM generate_series(1, 5000) AS i"
+    )
     result, _ = sweep_once(db, settings, sweep)
     assert "events_2025_06" not in partitions(conn)
     assert keys(conn) == {"stay-recent"}
@@ -255,8 +261,10 @@ def test_the_default_partition_is_never_dropped(
     dsn: str, conn: psycopg.Connection[Any], db: Database
 ) -> None:
     # Only a DEFAULT partition, holding nothing but rows long past the cutoff.
-    conn.execute("CREATE TABLE events (key text, status text, created_at timestamptz) "
-                 "PARTITION BY RANGE (created_at)")
+    conn.execute(
+        "CREATE TABLE events (key text, status text, created_at timestamptz) "
+        "PARTITION BY RANGE (created_at)"
+    )
     conn.execute("CREATE TABLE events_default PARTITION OF events DEFAULT")
     add(conn, "go-old", datetime(2020, 1, 1, tzinfo=UTC))
     conn.execute("INSERT INTO events VALUES ('stay-null', 'done', NULL)")
@@ -270,29 +278,48 @@ def test_the_default_partition_is_never_dropped(
 def test_sub_partitions_on_the_same_column_are_judged_level_by_level(
     dsn: str, conn: psycopg.Connection[Any], db: Database
 ) -> None:
-    conn.execute("CREATE TABLE events (key text, status text, created_at timestamptz) "
-                 "PARTITION BY RANGE (created_at)")
+    conn.execute(
+        "CREATE TABLE events (key text, status text, created_at timestamptz) "
+        "PARTITION BY RANGE (created_at)"
+    )
     # 2024 whole; 2025 by month (the boundary month December, 3 Dec); 2026 by status.
-    conn.execute("CREATE TABLE events_2024 PARTITION OF events FOR VALUES FROM "
-                 "('2024-01-01 00:00+00') TO ('2025-01-01 00:00+00') "
-                 "PARTITION BY RANGE (created_at)")
-    conn.execute("CREATE TABLE events_2024_h1 PARTITION OF events_2024 FOR VALUES FROM "
-                 "('2024-01-01 00:00+00') TO ('2024-07-01 00:00+00')")
-    conn.execute("CREATE TABLE events_2024_h2 PARTITION OF events_2024 FOR VALUES FROM "
-                 "('2024-07-01 00:00+00') TO ('2025-01-01 00:00+00')")
-    conn.execute("CREATE TABLE events_2025 PARTITION OF events FOR VALUES FROM "
-                 "('2025-01-01 00:00+00') TO ('2026-01-01 00:00+00') "
-                 "PARTITION BY RANGE (created_at)")
+    conn.execute(
+        "CREATE TABLE events_2024 PARTITION OF events FOR VALUES FROM "
+        "('2024-01-01 00:00+00') TO ('2025-01-01 00:00+00') "
+        "PARTITION BY RANGE (created_at)"
+    )
+    conn.execute(
+        "CREATE TABLE events_2024_h1 PARTITION OF events_2024 FOR VALUES FROM "
+        "('2024-01-01 00:00+00') TO ('2024-07-01 00:00+00')"
+    )
+    conn.execute(
+        "CREATE TABLE events_2024_h2 PARTITION OF events_2024 FOR VALUES FROM "
+        "('2024-07-01 00:00+00') TO ('2025-01-01 00:00+00')"
+    )
+    conn.execute(
+        "CREATE TABLE events_2025 PARTITION OF events FOR VALUES FROM "
+        "('2025-01-01 00:00+00') TO ('2026-01-01 00:00+00') "
+        "PARTITION BY RANGE (created_at)"
+    )
     for m in range(1, 13):
         start, end = month(2025, m), month(2025, m + 1)
-        conn.execute(f"CREATE TABLE events_2025_{m:02d} PARTITION OF events_2025 FOR VALUES "
-                     f"FROM ('{start.isoformat()}') TO ('{end.isoformat()}')")
-    conn.execute("CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM "
-                 "('2026-01-01 00:00+00') TO ('2027-01-01 00:00+00') PARTITION BY LIST (status)")
+        conn.execute(
+            f"CREATE TABLE events_2025_{m:02d} PARTITION OF events_2025 FOR VALUES "
+            f"FROM ('{start.isoformat()}') TO ('{end.isoformat()}')"
+        )
+    conn.execute(
+        "CREATE TABLE events_2026 PARTITION OF events FOR VALUES FROM "
+        "('2026-01-01 00:00+00') TO ('2027-01-01 00:00+00') PARTITION BY LIST (status)"
+    )
     conn.execute("CREATE TABLE events_2026_all PARTITION OF events_2026 DEFAULT")
-    for at in (datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 9, 1, tzinfo=UTC),
-               datetime(2025, 4, 1, tzinfo=UTC), datetime(2025, 12, 2, tzinfo=UTC),
-               datetime(2025, 12, 5, tzinfo=UTC), datetime(2026, 2, 1, tzinfo=UTC)):
+    for at in (
+        datetime(2024, 3, 1, tzinfo=UTC),
+        datetime(2024, 9, 1, tzinfo=UTC),
+        datetime(2025, 4, 1, tzinfo=UTC),
+        datetime(2025, 12, 2, tzinfo=UTC),
+        datetime(2025, 12, 5, tzinfo=UTC),
+        datetime(2026, 2, 1, tzinfo=UTC),
+    ):
         add(conn, f"{'go' if at < STRADDLE_CUTOFF else 'stay'}-{at:%Y%m%d}", at)
     settings, sweep = events_settings(dsn)
     result, metrics = sweep_once(db, settings, sweep)
@@ -313,23 +340,28 @@ def test_timestamp_keys_outside_utc_keep_the_spring_forward_gap(
     # the session's offset, and 02:30 on 8 March 2026 (inside the spring-forward gap) becomes
     # 07:30 UTC, later than 03:00 local (07:00 UTC). With the cutoff at 07:00 UTC, the
     # partition [.., 03:00 local) holds a row that the retention keeps.
-    conn.execute("CREATE TABLE events (key text, created_at timestamp) "
-                 "PARTITION BY RANGE (created_at)")
-    conn.execute("CREATE TABLE events_early PARTITION OF events FOR VALUES FROM "
-                 "('2026-02-01 00:00') TO ('2026-03-01 00:00')")
-    conn.execute("CREATE TABLE events_gap PARTITION OF events FOR VALUES FROM "
-                 "('2026-03-01 00:00') TO ('2026-03-08 03:00')")
+    conn.execute(
+        "CREATE TABLE events (key text, created_at timestamp) PARTITION BY RANGE (created_at)"
+    )
+    conn.execute(
+        "CREATE TABLE events_early PARTITION OF events FOR VALUES FROM "
+        "('2026-02-01 00:00') TO ('2026-03-01 00:00')"
+    )
+    conn.execute(
+        "CREATE TABLE events_gap PARTITION OF events FOR VALUES FROM "
+        "('2026-03-01 00:00') TO ('2026-03-08 03:00')"
+    )
     conn.execute("CREATE TABLE events_late PARTITION OF events DEFAULT")
-    conn.execute("INSERT INTO events VALUES ('go-feb', '2026-02-10 00:00'), "
-                 "('go-mar', '2026-03-05 00:00'), ('stay-in-gap', '2026-03-08 02:30'), "
-                 "('stay-late', '2026-03-09 00:00')")
+    conn.execute(
+        "INSERT INTO events VALUES ('go-feb', '2026-02-10 00:00'), "
+        "('go-mar', '2026-03-05 00:00'), ('stay-in-gap', '2026-03-08 02:30'), "
+        "('stay-late', '2026-03-09 00:00')"
+    )
     cutoff = datetime(2026, 3, 8, 7, 0, tzinfo=UTC)
-    settings, sweep = events_settings(dsn, retention="1d",
-                                      timestamp_time_zone="America/New_York")
+    settings, sweep = events_settings(dsn, retention="1d", timestamp_time_zone="America/New_York")
     metrics = Metrics([sweep], CollectorRegistry())
     with Database(connection_settings(settings)) as fresh:
-        result = run_sweep(fresh, sweep, settings, metrics=metrics,
-                           now=cutoff + timedelta(days=1))
+        result = run_sweep(fresh, sweep, settings, metrics=metrics, now=cutoff + timedelta(days=1))
     assert result.outcome == "success", result.error
     assert keys(conn) == {"stay-in-gap", "stay-late"}
     assert "events_gap" in partitions(conn)
@@ -337,28 +369,34 @@ def test_timestamp_keys_outside_utc_keep_the_spring_forward_gap(
 
 
 @pytest.mark.fresh_db
-@pytest.mark.parametrize(("column_type", "timezone", "dropped"), [
-    # In UTC a timestamp or date converts to the same instant: the bound is exact.
-    ("timestamp", "UTC", True),
-    ("date", "Etc/UTC", True),
-    ("timestamptz", "Asia/Tokyo", True),
-    # Elsewhere the conversion depends on the zone's offsets: a bound on the cutoff itself
-    # proves nothing (the rows are swept in batches instead).
-    ("timestamp", "Asia/Tokyo", False),
-    ("date", "America/New_York", False),
-])
+@pytest.mark.parametrize(
+    ("column_type", "timezone", "dropped"),
+    [
+        # In UTC a timestamp or date converts to the same instant: the bound is exact.
+        ("timestamp", "UTC", True),
+        ("date", "Etc/UTC", True),
+        ("timestamptz", "Asia/Tokyo", True),
+        # Elsewhere the conversion depends on the zone's offsets: a bound on the cutoff itself
+        # proves nothing (the rows are swept in batches instead).
+        ("timestamp", "Asia/Tokyo", False),
+        ("date", "America/New_York", False),
+    ],
+)
 def test_a_bound_on_the_cutoff_is_exact_where_the_key_converts_exactly(
     dsn: str, conn: psycopg.Connection[Any], column_type: str, timezone: str, dropped: bool
 ) -> None:
-    conn.execute(f"CREATE TABLE events (key text, created_at {column_type}) "
-                 "PARTITION BY RANGE (created_at)")
+    conn.execute(
+        f"CREATE TABLE events (key text, created_at {column_type}) PARTITION BY RANGE (created_at)"
+    )
     # The November partition's upper bound is the cutoff (2025-12-01 00:00) in the key's
     # own terms: UTC for timestamptz, the local date or time otherwise.
-    conn.execute("CREATE TABLE events_nov PARTITION OF events FOR VALUES FROM "
-                 "('2025-11-01 00:00+00') TO ('2025-12-01 00:00+00')"
-                 if column_type == "timestamptz" else
-                 "CREATE TABLE events_nov PARTITION OF events FOR VALUES FROM "
-                 "('2025-11-01') TO ('2025-12-01')")
+    conn.execute(
+        "CREATE TABLE events_nov PARTITION OF events FOR VALUES FROM "
+        "('2025-11-01 00:00+00') TO ('2025-12-01 00:00+00')"
+        if column_type == "timestamptz"
+        else "CREATE TABLE events_nov PARTITION OF events FOR VALUES FROM "
+        "('2025-11-01') TO ('2025-12-01')"
+    )
     conn.execute("CREATE TABLE events_rest PARTITION OF events DEFAULT")
     conn.execute("INSERT INTO events VALUES ('nov', '2025-11-15'), ('dec', '2025-12-15')")
     settings, sweep = events_settings(dsn, retention="1d", timestamp_time_zone=timezone)
@@ -419,8 +457,9 @@ def test_what_would_make_a_drop_differ_from_the_deletes_keeps_every_partition(
     if obstacle == "foreign key":
         # The deletes cascaded: a detach would have failed or left the references dangling.
         assert conn.execute("SELECT count(*) FROM refs").fetchone() == (0,)
-    findings = [f for f in checks.run_checks(db, [sweep], settings, now=NOW)
-                if f.check == "partitions"]
+    findings = [
+        f for f in checks.run_checks(db, [sweep], settings, now=NOW) if f.check == "partitions"
+    ]
     assert [f.status for f in findings] == ["warn"]
 
 
@@ -468,25 +507,29 @@ def test_an_interrupted_detach_is_reported_and_finished_by_the_next_run(
         with pytest.raises(psycopg.errors.LockNotAvailable):
             detacher.execute("ALTER TABLE events DETACH PARTITION events_2025_06 CONCURRENTLY")
         reader.rollback()
-    pending = conn.execute("SELECT inhrelid::regclass::text FROM pg_inherits "
-                           "WHERE inhdetachpending").fetchall()
+    pending = conn.execute(
+        "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhdetachpending"
+    ).fetchall()
     assert pending == [("events_2025_06",)]
 
     settings, sweep = events_settings(dsn)
-    findings = [f for f in checks.run_checks(db, [sweep], settings, now=NOW)
-                if f.check == "partitions"]
+    findings = [
+        f for f in checks.run_checks(db, [sweep], settings, now=NOW) if f.check == "partitions"
+    ]
     assert any(f.status == "fail" and "FINALIZE" in (f.fix or "") for f in findings)
 
     with structlog.testing.capture_logs() as logs:
         result, metrics = sweep_once(db, settings, sweep)
-    assert conn.execute("SELECT count(*) FROM pg_inherits WHERE inhdetachpending"
-                        ).fetchone() == (0,)
+    assert conn.execute("SELECT count(*) FROM pg_inherits WHERE inhdetachpending").fetchone() == (
+        0,
+    )
     assert not table_exists(conn, "events_2025_06")
     assert keys(conn) == expected
     assert any(e["event"] == "partition_detach_finalized" for e in logs)
     assert counter(metrics, "reaper_dropped_partitions_total", table="events") == 6
-    after = [f for f in checks.run_checks(db, [sweep], settings, now=NOW)
-             if f.check == "partitions"]
+    after = [
+        f for f in checks.run_checks(db, [sweep], settings, now=NOW) if f.check == "partitions"
+    ]
     assert all(f.status == "pass" for f in after)
     assert result.rows == 5 * 6 + 3  # six months dropped, three December rows swept
 
@@ -561,5 +604,7 @@ def test_a_large_partition_reports_the_catalog_estimate(
     lines = [e for e in logs if e["event"] == "partition_dropped"]
     assert len(lines) == 6
     assert all(e["rows_source"] == "estimate" and e["rows"] == 5 for e in lines)
-    assert counter(metrics, "reaper_deleted_rows_total", table="events",
-                   reason="expired") == result.rows
+    assert (
+        counter(metrics, "reaper_deleted_rows_total", table="events", reason="expired")
+        == result.rows
+    )

@@ -127,7 +127,9 @@ def explain(settings: Settings, sweep: Sweep, which: str) -> list[dict[str, Any]
         params.update(limit=DEFAULT_BATCH_SIZE, first_tid="(0,0)", end_tid="(64,0)", skip=[])
         stmts = session.statements(sweep.predicate)
         plan = session.explain(
-            getattr(stmts.heaps[0], which), params, index_batch=which == "index_batch",
+            getattr(stmts.heaps[0], which),
+            params,
+            index_batch=which == "index_batch",
             heap_batch=which.startswith("heap_"),
         )
     return list(plan_nodes(plan))

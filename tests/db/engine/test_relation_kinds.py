@@ -35,23 +35,23 @@ pytestmark = pytest.mark.fresh_db
 STRATEGIES = pytest.mark.parametrize("strategy", ["heap", "index", "auto"])
 
 
-
-
-
-
 def run_once(
     capsys: pytest.CaptureFixture[str], dsn: str, config: Path, *extra: str
 ) -> tuple[int, dict[str, Any], str]:
     code, out, err = reaper(
-        capsys, "run-once", "--config", str(config), "--dsn", dsn, "--sweep", "events",
-        "--json", *extra,
+        capsys,
+        "run-once",
+        "--config",
+        str(config),
+        "--dsn",
+        dsn,
+        "--sweep",
+        "events",
+        "--json",
+        *extra,
     )
     results = {r["sweep"]: r for r in json.loads(out)} if out.strip() else {}
     return code, results.get("events", {}), err
-
-
-
-
 
 
 def dry_then_real(
@@ -75,8 +75,11 @@ def dry_then_real(
 
 @STRATEGIES
 def test_an_inheritance_parent_deletes_only_the_old_child_rows(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
-    capsys: pytest.CaptureFixture[str], strategy: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    strategy: str,
 ) -> None:
     # The tuple ids of the old rows of one child are the tuple ids of the fresh rows of the
     # other: a DELETE ... WHERE ctid = ANY(...) on the parent would delete both.
@@ -96,8 +99,11 @@ def test_an_inheritance_parent_deletes_only_the_old_child_rows(
 
 @STRATEGIES
 def test_inheritance_at_depth_two_and_the_parents_own_rows(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
-    capsys: pytest.CaptureFixture[str], strategy: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    strategy: str,
 ) -> None:
     conn.execute(
         "CREATE TABLE events (id bigint, logged_at timestamptz NOT NULL);"
@@ -116,8 +122,11 @@ def test_inheritance_at_depth_two_and_the_parents_own_rows(
 
 @STRATEGIES
 def test_a_partitioned_table_with_sub_partitions(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
-    capsys: pytest.CaptureFixture[str], strategy: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    strategy: str,
 ) -> None:
     conn.execute(
         """
@@ -142,8 +151,11 @@ def test_a_partitioned_table_with_sub_partitions(
 
 @STRATEGIES
 def test_a_partitioned_table_with_a_default_partition(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
-    capsys: pytest.CaptureFixture[str], strategy: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    strategy: str,
 ) -> None:
     conn.execute(
         """
@@ -163,17 +175,18 @@ def test_a_partitioned_table_with_a_default_partition(
     assert ages(conn, "events_rest") == (0, 151)
 
 
-
-
 def test_a_materialized_view_is_refused(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     conn.execute("CREATE TABLE events_base (id bigint, logged_at timestamptz NOT NULL)")
     seed(conn, "events_base", 10, 10)
     conn.execute("CREATE MATERIALIZED VIEW events AS SELECT * FROM events_base")
-    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
-                   "is a materialized view")
+    assert_refused(
+        capsys, dsn, write_config(tmp_path, "events"), "events", "is a materialized view"
+    )
     assert ages(conn, "events") == (10, 10)
 
 
@@ -199,16 +212,19 @@ def _foreign_table(conn: psycopg.Connection[Any], name: str, tmp_path: Path) -> 
 
 
 def test_a_foreign_table_is_refused(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     _foreign_table(conn, "events", tmp_path)
-    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
-                   "is a foreign table")
+    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events", "is a foreign table")
 
 
 def test_a_partitioned_table_with_a_foreign_partition_is_refused(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     conn.execute(
@@ -219,22 +235,33 @@ def test_a_partitioned_table_with_a_foreign_partition_is_refused(
     _foreign_table(conn, "events_remote", tmp_path)
     conn.execute("ALTER TABLE events ATTACH PARTITION events_remote FOR VALUES FROM (100) TO (200)")
     seed(conn, "events_local", 10, 10)
-    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
-                   "covers public.events_remote, which is a foreign table")
+    assert_refused(
+        capsys,
+        dsn,
+        write_config(tmp_path, "events"),
+        "events",
+        "covers public.events_remote, which is a foreign table",
+    )
     assert ages(conn, "events_local") == (10, 10)
 
 
-@pytest.mark.parametrize("rule", [
-    # Rewritten into a delete of another table: the batch's rows stay, others go.
-    "DO INSTEAD DELETE FROM victim WHERE victim.id = old.id",
-    # Kept, plus a delete of another table that the predicate never saw.
-    "DO ALSO DELETE FROM victim WHERE victim.id = old.id OR true",
-    # Rewritten into nothing: the run would report rows it never deleted.
-    "DO INSTEAD NOTHING",
-])
+@pytest.mark.parametrize(
+    "rule",
+    [
+        # Rewritten into a delete of another table: the batch's rows stay, others go.
+        "DO INSTEAD DELETE FROM victim WHERE victim.id = old.id",
+        # Kept, plus a delete of another table that the predicate never saw.
+        "DO ALSO DELETE FROM victim WHERE victim.id = old.id OR true",
+        # Rewritten into nothing: the run would report rows it never deleted.
+        "DO INSTEAD NOTHING",
+    ],
+)
 def test_a_table_with_a_delete_rule_is_refused(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
-    capsys: pytest.CaptureFixture[str], rule: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    rule: str,
 ) -> None:
     conn.execute(
         "CREATE TABLE victim (id bigint, logged_at timestamptz NOT NULL);"
@@ -243,14 +270,15 @@ def test_a_table_with_a_delete_rule_is_refused(
     )
     seed(conn, "victim", 0, 10)
     seed(conn, "events", 10, 10)
-    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
-                   "has a rule ON DELETE")
+    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events", "has a rule ON DELETE")
     assert ages(conn, "events") == (10, 10)
     assert ages(conn, "victim") == (0, 10)
 
 
 def test_an_inheritance_child_with_a_delete_rule_is_refused(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     conn.execute(
@@ -262,7 +290,12 @@ def test_an_inheritance_child_with_a_delete_rule_is_refused(
     )
     seed(conn, "victim", 0, 10)
     seed(conn, "events_a", 10, 10)
-    assert_refused(capsys, dsn, write_config(tmp_path, "events"), "events",
-                   "covers public.events_a, which has a rule ON DELETE")
+    assert_refused(
+        capsys,
+        dsn,
+        write_config(tmp_path, "events"),
+        "events",
+        "covers public.events_a, which has a rule ON DELETE",
+    )
     assert ages(conn, "events_a") == (10, 10)
     assert ages(conn, "victim") == (0, 10)

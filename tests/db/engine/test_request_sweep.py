@@ -76,8 +76,9 @@ def request_sweep(settings: Settings) -> Sweep:
     return sweeps_of(settings)["enrollment_requests"]
 
 
-def nodes(plan: dict[str, Any], above: tuple[dict[str, Any], ...] = ()
-          ) -> Iterator[tuple[dict[str, Any], tuple[dict[str, Any], ...]]]:
+def nodes(
+    plan: dict[str, Any], above: tuple[dict[str, Any], ...] = ()
+) -> Iterator[tuple[dict[str, Any], tuple[dict[str, Any], ...]]]:
     """Every plan node with the nodes above it, nearest first."""
     yield plan, above
     for child in plan.get("Plans", ()):
@@ -98,8 +99,9 @@ def analyzed(
     return row[0][0]["Plan"]  # type: ignore[no-any-return]
 
 
-def arm_scans(plan: dict[str, Any], table: str, indexes: tuple[str, ...]
-              ) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+def arm_scans(
+    plan: dict[str, Any], table: str, indexes: tuple[str, ...]
+) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """Each arm's (Limit, index scan) of ``table`` by index name, after checking the plan's
     shape: nothing in EVERYTHING anywhere (but on other tables); every read of ``table`` that
     finds rows is an index scan of one of ``indexes`` with a Limit above it within its arm
@@ -112,8 +114,9 @@ def arm_scans(plan: dict[str, Any], table: str, indexes: tuple[str, ...]
         if node.get("Relation Name") != table or node["Node Type"] in ("ModifyTable", "Tid Scan"):
             continue
         assert node["Node Type"] in ("Index Scan", "Index Only Scan"), shape
-        arm = above[:next((i for i, n in enumerate(above) if n["Node Type"] == "Append"),
-                          len(above))]
+        arm = above[
+            : next((i for i, n in enumerate(above) if n["Node Type"] == "Append"), len(above))
+        ]
         limit = next((n for n in arm if n["Node Type"] == "Limit"), None)
         assert limit is not None, shape
         assert node["Index Name"] in indexes and node["Index Name"] not in scans, shape
@@ -128,8 +131,9 @@ def returned(node: dict[str, Any]) -> int:
 
 
 @pytest.fixture
-def seeded(conn: psycopg.Connection[Any], make_settings: Any, database: Database
-           ) -> tuple[Settings, SweepStatements, dict[str, Any]]:
+def seeded(
+    conn: psycopg.Connection[Any], make_settings: Any, database: Database
+) -> tuple[Settings, SweepStatements, dict[str, Any]]:
     seed(conn)
     settings = make_settings()
     sweep = request_sweep(settings)
@@ -142,8 +146,10 @@ def seeded(conn: psycopg.Connection[Any], make_settings: Any, database: Database
 def test_the_predicate_is_the_designs_with_two_disjoint_arms(settings: Settings) -> None:
     predicate = request_sweep(settings).predicate
     text = predicate.where.as_string(None)
-    assert text == ('(("resolved_at" OPERATOR(pg_catalog.<) %(cutoff)s)) OR (("resolved_at" IS '
-                    'NULL) AND ("created_at" OPERATOR(pg_catalog.<) %(cutoff)s))')
+    assert text == (
+        '(("resolved_at" OPERATOR(pg_catalog.<) %(cutoff)s)) OR (("resolved_at" IS '
+        'NULL) AND ("created_at" OPERATOR(pg_catalog.<) %(cutoff)s))'
+    )
     assert "coalesce" not in text.lower()
     assert [a.age.as_string(None) for a in predicate.arms] == ['"resolved_at"', '"created_at"']
     assert request_sweep(settings).indexes == ARM_INDEXES
@@ -151,7 +157,8 @@ def test_the_predicate_is_the_designs_with_two_disjoint_arms(settings: Settings)
 
 @pytest.mark.parametrize("limit", [1, 500, RESOLVED_OLD + 300, 10_000])
 def test_each_arm_is_an_ordered_index_range_stopped_by_its_limit(
-    conn: psycopg.Connection[Any], seeded: tuple[Settings, SweepStatements, dict[str, Any]],
+    conn: psycopg.Connection[Any],
+    seeded: tuple[Settings, SweepStatements, dict[str, Any]],
     limit: int,
 ) -> None:
     """The index batch (it deletes, rolled back), the first victim, the backlog count and
@@ -177,7 +184,8 @@ def test_each_arm_is_an_ordered_index_range_stopped_by_its_limit(
 
 
 def test_the_gauges_read_a_few_entries_and_the_oldest_row_is_exact(
-    conn: psycopg.Connection[Any], database: Database,
+    conn: psycopg.Connection[Any],
+    database: Database,
     seeded: tuple[Settings, SweepStatements, dict[str, Any]],
 ) -> None:
     """The oldest eligible request is a pending one, although the resolved arm alone fills
@@ -185,8 +193,11 @@ def test_the_gauges_read_a_few_entries_and_the_oldest_row_is_exact(
     is exact; the status command's oldest row too."""
     settings, stmts, params = seeded
     assert stmts.backlog_oldest is not None
-    scans = arm_scans(analyzed(conn, stmts.backlog_oldest, dict(params, limit=500)),
-                      "enrollment_requests", ARM_INDEXES)
+    scans = arm_scans(
+        analyzed(conn, stmts.backlog_oldest, dict(params, limit=500)),
+        "enrollment_requests",
+        ARM_INDEXES,
+    )
     assert [returned(scans[i][1]) for i in ARM_INDEXES] == [1, 1]
     cutoff = params["cutoff"]
     with database.session() as session:
@@ -261,8 +272,11 @@ ANALYZE public.tickets;
 ANALYZE public.ticket_holds
 """
 HELD = 5
-TICKET_INDEXES = ("tickets_closed_at_idx", "tickets_open_updated_at_idx",
-                  "tickets_new_created_at_idx")
+TICKET_INDEXES = (
+    "tickets_closed_at_idx",
+    "tickets_open_updated_at_idx",
+    "tickets_new_created_at_idx",
+)
 
 
 def seed_tickets(conn: psycopg.Connection[Any]) -> None:
@@ -271,12 +285,23 @@ def seed_tickets(conn: psycopg.Connection[Any]) -> None:
 
 
 def tickets_settings(dsn: str, **values: Any) -> Settings:
-    return build_settings({"dsn": dsn, **TEST_DEFAULTS, **values}, {"sweeps": {"tickets": {
-        "table": "public.tickets", "reason": "stale", "retention": "30d",
-        "age": ["closed_at", "updated_at", "created_at"], "where": {"kind": "support"},
-        "keep_referenced": [{"table": "public.ticket_holds", "column": "ticket_id",
-                             "key": "id"}],
-    }}})
+    return build_settings(
+        {"dsn": dsn, **TEST_DEFAULTS, **values},
+        {
+            "sweeps": {
+                "tickets": {
+                    "table": "public.tickets",
+                    "reason": "stale",
+                    "retention": "30d",
+                    "age": ["closed_at", "updated_at", "created_at"],
+                    "where": {"kind": "support"},
+                    "keep_referenced": [
+                        {"table": "public.ticket_holds", "column": "ticket_id", "key": "id"}
+                    ],
+                }
+            }
+        },
+    )
 
 
 @pytest.mark.fresh_db
@@ -291,8 +316,10 @@ def test_a_declared_sweep_of_three_ages_reads_three_ordered_ranges(
         stmts = session.statements(sweep.predicate)
         params = dict(compute_cutoffs(session, sweep, NOW))
     eligible = (400, 600, 500)  # closed support tickets (none held), open, new
-    for statement, p in ((stmts.heaps[0].index_batch, dict(params, limit=limit, skip=[])),
-                         (stmts.backlog_rows, dict(params, limit=limit))):
+    for statement, p in (
+        (stmts.heaps[0].index_batch, dict(params, limit=limit, skip=[])),
+        (stmts.backlog_rows, dict(params, limit=limit)),
+    ):
         scans = arm_scans(analyzed(conn, statement, p), "tickets", TICKET_INDEXES)
         left = limit
         for index, rows in zip(TICKET_INDEXES, eligible, strict=True):
@@ -364,14 +391,24 @@ def test_the_documented_drop_of_the_former_index_runs(
     psql = shutil.which("psql")
     if psql is None:
         pytest.skip("psql is not installed")
-    conn.execute(f"CREATE INDEX {FORMER_INDEX} ON public.enrollment_requests "
-                 "((coalesce(resolved_at, created_at)))")
-    line = next(text for text in SWEEPS_PAGE.read_text().splitlines()
-                if text.startswith("psql ") and FORMER_INDEX in text)
+    conn.execute(
+        f"CREATE INDEX {FORMER_INDEX} ON public.enrollment_requests "
+        "((coalesce(resolved_at, created_at)))"
+    )
+    line = next(
+        text
+        for text in SWEEPS_PAGE.read_text().splitlines()
+        if text.startswith("psql ") and FORMER_INDEX in text
+    )
     env = {**os.environ, **credentials(), "REAPER_DSN": dsn}
-    done = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        ["bash", "-c", line], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
-    present = {r[0] for r in conn.execute(
-        "SELECT indexname FROM pg_indexes WHERE tablename = 'enrollment_requests'")}
+    present = {
+        r[0]
+        for r in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'enrollment_requests'"
+        )
+    }
     assert FORMER_INDEX not in present and set(ARM_INDEXES) <= present

@@ -51,10 +51,6 @@ def test_the_daemon_logs_and_counts_a_failure(
 # -- the table's window: splitting the work over sweeps or runs does not get past it ---------
 
 
-
-
-
-
 @pytest.mark.fresh_db
 def test_the_daemon_judges_runs_on_one_database_together(
     dsn: str, conn: psycopg.Connection[Any]
@@ -76,15 +72,17 @@ def test_the_daemon_judges_runs_on_one_database_together(
 
 
 @pytest.mark.fresh_db
-def test_runs_under_the_threshold_together_go_on(
-    dsn: str, conn: psycopg.Connection[Any]
-) -> None:
+def test_runs_under_the_threshold_together_go_on(dsn: str, conn: psycopg.Connection[Any]) -> None:
     """Deleted plus eligible under the threshold: the second run deletes."""
     conn.execute(BIG)
-    settings = build_settings({"dsn": dsn}, tomllib.loads(
-        HALVES.replace('retention = "30d"\nafter', 'where = { quarter = 1 }\n'
-                       'retention = "30d"\nafter')
-    ))
+    settings = build_settings(
+        {"dsn": dsn},
+        tomllib.loads(
+            HALVES.replace(
+                'retention = "30d"\nafter', 'where = { quarter = 1 }\nretention = "30d"\nafter'
+            )
+        ),
+    )
     sweeps = {s.name: s for s in configured_sweeps(settings)}
     sweeper = Sweeper()
     with Database(connection_settings(settings)) as db:
@@ -95,9 +93,7 @@ def test_runs_under_the_threshold_together_go_on(
 
 
 @pytest.mark.fresh_db
-def test_a_busy_table_is_not_refused_for_its_churn(
-    dsn: str, conn: psycopg.Connection[Any]
-) -> None:
+def test_a_busy_table_is_not_refused_for_its_churn(dsn: str, conn: psycopg.Connection[Any]) -> None:
     """10,000 young rows; twelve times, 1,000 old rows arrive and a run deletes them: 12,000
     rows deleted in the window, more than the table ever held, and every run goes on (the
     table keeps 10,000 rows throughout)."""
@@ -105,10 +101,19 @@ def test_a_busy_table_is_not_refused_for_its_churn(
         "CREATE TABLE busy (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL);"
         "INSERT INTO busy (created_at) SELECT now() FROM generate_series(1, 10000);"
     )
-    settings = build_settings({"dsn": dsn}, {"sweeps": {"busy": {
-        "table": "public.busy", "reason": "old", "retention": "30d",
-        "age": "created_at",
-    }}})
+    settings = build_settings(
+        {"dsn": dsn},
+        {
+            "sweeps": {
+                "busy": {
+                    "table": "public.busy",
+                    "reason": "old",
+                    "retention": "30d",
+                    "age": "created_at",
+                }
+            }
+        },
+    )
     (sweep,) = [s for s in configured_sweeps(settings) if s.name == "busy"]
     with Database(connection_settings(settings)) as db:
         for _ in range(12):
@@ -128,8 +133,13 @@ def test_a_busy_table_is_not_refused_for_its_churn(
 @pytest.mark.parametrize("deleted_before", [0, 5_000])
 @pytest.mark.parametrize(("gone", "refused"), [(0.94, False), (0.96, True)])
 def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
-    dsn: str, conn: psycopg.Connection[Any], rows_error: float, fraction_error: float,
-    deleted_before: int, gone: float, refused: bool,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    rows_error: float,
+    fraction_error: float,
+    deleted_before: int,
+    gone: float,
+    refused: bool,
 ) -> None:
     """A table of 10,000 nodes at the window's start; ``deleted_before`` of them deleted by an
     earlier sweep of the window; the rest eligible so that ``gone`` of the 10,000 would be
@@ -148,8 +158,7 @@ def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
     settings = build_settings({"dsn": dsn})
     sweep = sweeps_of(settings)["nodes_silent"]
     projected = rows * (1 + rows_error)
-    measure = EligibleMeasure(
-        {}, projected, projected * min(eligible / rows + fraction_error, 1.0))
+    measure = EligibleMeasure({}, projected, projected * min(eligible / rows + fraction_error, 1.0))
     window = _TableWindow(0.0, start * (1 + rows_error), deleted_before)
     with Database(connection_settings(settings)) as db, db.session() as session:
         stmts = session.statements(sweep.predicate)

@@ -49,8 +49,6 @@ ZONES = [
 HOW = ["dsn_options", "alter_database", "alter_role", "pgtz"]
 
 
-
-
 @pytest.fixture
 def zoned(
     dsn: str, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
@@ -68,9 +66,7 @@ def zoned(
             conn.execute(sql.SQL("ALTER DATABASE {} SET timezone = {}").format(db, zone))
         elif how == "alter_role":
             conn.execute(
-                sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET timezone = {}").format(
-                    db, zone
-                )
+                sql.SQL("ALTER ROLE CURRENT_USER IN DATABASE {} SET timezone = {}").format(db, zone)
             )
             altered_role = True
         elif how == "pgtz":
@@ -139,8 +135,6 @@ def test_cutoffs_are_utc_instants(
         assert session.scalar("SHOW TimeZone") == "UTC"
     assert cutoffs == {"cutoff": now - RETENTION}
     assert cutoffs["cutoff"].tzinfo is UTC
-
-
 
 
 def _add_wall(conn: psycopg.Connection[Any], key: str, wall: datetime | date) -> None:

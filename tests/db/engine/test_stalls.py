@@ -33,10 +33,17 @@ STALE = "logged_at < now() - interval '30 days'"
 def declared(dsn: str, **extra: Any) -> Settings:
     return build_settings(
         {"dsn": dsn, "busy_share": "1", **extra},
-        {"sweeps": {"events": {
-            "table": "public.events", "reason": "old", "age": "logged_at",
-            "retention": "30d", "max_eligible_fraction": "1",
-        }}},
+        {
+            "sweeps": {
+                "events": {
+                    "table": "public.events",
+                    "reason": "old",
+                    "age": "logged_at",
+                    "retention": "30d",
+                    "max_eligible_fraction": "1",
+                }
+            }
+        },
     )
 
 
@@ -46,10 +53,16 @@ def seed(conn: psycopg.Connection[Any], stale: int = 3000, live: int = 100) -> N
         " tenant text NOT NULL DEFAULT 'b', deleted_at timestamptz);"
         "CREATE INDEX ON events (logged_at);"
     )
-    conn.execute("INSERT INTO events (id, logged_at) SELECT g, now() - interval '60 days'"
-                 " FROM generate_series(1, %s::int) g", (stale,))
-    conn.execute("INSERT INTO events (id, logged_at) SELECT g, now()"
-                 " FROM generate_series(%s::int + 1, %s::int + %s::int) g", (stale, stale, live))
+    conn.execute(
+        "INSERT INTO events (id, logged_at) SELECT g, now() - interval '60 days'"
+        " FROM generate_series(1, %s::int) g",
+        (stale,),
+    )
+    conn.execute(
+        "INSERT INTO events (id, logged_at) SELECT g, now()"
+        " FROM generate_series(%s::int + 1, %s::int + %s::int) g",
+        (stale, stale, live),
+    )
     conn.execute("ANALYZE events")
 
 
@@ -63,8 +76,11 @@ def sweep(settings: Settings) -> tuple[SweepResult, Metrics, list[dict[str, Any]
 
 def check(settings: Settings) -> list[checks.Finding]:
     with Database(connection_settings(settings)) as db:
-        return [f for f in checks.run_checks(db, enabled(settings, ["events"]), settings)
-                if f.check == "deletes"]
+        return [
+            f
+            for f in checks.run_checks(db, enabled(settings, ["events"]), settings)
+            if f.check == "deletes"
+        ]
 
 
 def stale(conn: psycopg.Connection[Any]) -> int:
@@ -73,7 +89,8 @@ def stale(conn: psycopg.Connection[Any]) -> int:
 
 def failures(metrics: Metrics) -> float | None:
     return metrics.registry.get_sample_value(
-        "reaper_sweep_runs_total", {"sweep": "events", "outcome": "failure"})
+        "reaper_sweep_runs_total", {"sweep": "events", "outcome": "failure"}
+    )
 
 
 def soft_delete(conn: psycopg.Connection[Any]) -> None:
@@ -134,8 +151,7 @@ def test_a_delete_policy_narrower_than_the_select_policy_stops_the_run(
     conn.execute(
         "GRANT SELECT, DELETE ON events TO reaper;"
         "ALTER TABLE events ENABLE ROW LEVEL SECURITY;"
-        "CREATE POLICY everything ON events FOR SELECT TO reaper USING (true);"
-        + delete_policy
+        "CREATE POLICY everything ON events FOR SELECT TO reaper USING (true);" + delete_policy
     )
     settings = declared(reaper_dsn, strategy="index", batch_size=500)
     (finding,) = check(settings)
@@ -170,7 +186,8 @@ def test_a_policy_that_hides_the_rows_is_a_check_failure(
     (finding,) = check(settings)
     assert finding.status == "fail"
     assert "hides rows of events from role reaper: it reads about 0 of about 3,100" in (
-        finding.detail)
+        finding.detail
+    )
     # With BYPASSRLS (or a policy that shows every row), the rows go.
     conn.execute("CREATE POLICY reaper_all ON events TO reaper USING (true)")
     (finding,) = check(settings)
@@ -201,7 +218,9 @@ def test_a_table_without_obstacles_passes_the_check(
 
 @pytest.mark.fresh_db
 def test_run_once_fails_with_the_cause_and_check_warns_first(
-    dsn: str, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str],
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
     seed(conn)

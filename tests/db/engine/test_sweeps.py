@@ -66,9 +66,7 @@ def test_nodes_session(conn, make_settings, database, strategy) -> None:
     add_node(conn, "stay-lapsed-1s-inside", enrolled_at=NOW - NODE * 3, expires_at=cut + SECOND)
     add_node(conn, "stay-at-cutoff", enrolled_at=NOW - NODE * 3, expires_at=cut)
     add_node(conn, "stay-active", enrolled_at=NOW - NODE * 3, expires_at=NOW + timedelta(hours=1))
-    add_node(
-        conn, "stay-banned", enrolled_at=NOW - NODE * 3, expires_at=NOW - NODE, banned=True
-    )
+    add_node(conn, "stay-banned", enrolled_at=NOW - NODE * 3, expires_at=NOW - NODE, banned=True)
     # A bootstrap member silent for long is another sweep's business.
     add_node(conn, "stay-bootstrap-silent", enrolled_at=NOW - NODE * 3)
     before = keys(conn, "nodes")
@@ -88,7 +86,9 @@ def test_nodes_silent(conn, make_settings, database, strategy) -> None:
     # Ephemeral members have their own sweep; a session member is judged by its session.
     add_node(conn, "stay-ephemeral", enrolled_at=NOW - timedelta(days=60), ephemeral=True)
     add_node(
-        conn, "stay-session-active", enrolled_at=NOW - timedelta(days=60),
+        conn,
+        "stay-session-active",
+        enrolled_at=NOW - timedelta(days=60),
         expires_at=NOW + timedelta(hours=1),
     )
     before = keys(conn, "nodes")
@@ -126,7 +126,10 @@ def test_ephemeral_and_regular_members_use_their_own_retention(
     add_node(conn, "stay-banned-ephemeral", enrolled_at=NOW - NODE * 2, ephemeral=True, banned=True)
     add_node(conn, "stay-banned-regular", enrolled_at=NOW - NODE * 2, banned=True)
     add_node(
-        conn, "stay-banned-session", enrolled_at=NOW - NODE * 2, expires_at=NOW - NODE,
+        conn,
+        "stay-banned-session",
+        enrolled_at=NOW - NODE * 2,
+        expires_at=NOW - NODE,
         banned=True,
     )
     add_node(conn, "go-session", enrolled_at=NOW - NODE * 2, expires_at=NOW - NODE)
@@ -134,7 +137,9 @@ def test_ephemeral_and_regular_members_use_their_own_retention(
     sweeps = [sweeps_of(settings)[n] for n in ("nodes_session", "nodes_silent", "nodes_ephemeral")]
     results = run_sweeps(database, sweeps, settings, now=NOW)
     assert {r.sweep: r.rows for r in results} == {
-        "nodes_session": 1, "nodes_silent": 1, "nodes_ephemeral": 2,
+        "nodes_session": 1,
+        "nodes_silent": 1,
+        "nodes_ephemeral": 2,
     }
     assert_swept(conn, "nodes", before, sum(r.rows for r in results))
 
@@ -147,33 +152,78 @@ def test_enrollment_requests(conn, make_settings, database, strategy) -> None:
     ephemeral = add_token(conn, "ephemeral", expires_at=NOW + NODE, ephemeral=True)
     long_ago = NOW - timedelta(days=90)
     for token, label in ((regular, "regular"), (None, "no-token")):
-        add_request(conn, f"go-{label}-resolved-1s-past", token_id=token, created_at=long_ago,
-                    resolved_at=cut - SECOND)
-        add_request(conn, f"stay-{label}-resolved-1s-inside", token_id=token, created_at=long_ago,
-                    resolved_at=cut + SECOND)
-        add_request(conn, f"stay-{label}-resolved-at-cutoff", token_id=token, created_at=long_ago,
-                    resolved_at=cut)
+        add_request(
+            conn,
+            f"go-{label}-resolved-1s-past",
+            token_id=token,
+            created_at=long_ago,
+            resolved_at=cut - SECOND,
+        )
+        add_request(
+            conn,
+            f"stay-{label}-resolved-1s-inside",
+            token_id=token,
+            created_at=long_ago,
+            resolved_at=cut + SECOND,
+        )
+        add_request(
+            conn,
+            f"stay-{label}-resolved-at-cutoff",
+            token_id=token,
+            created_at=long_ago,
+            resolved_at=cut,
+        )
         add_request(conn, f"go-{label}-pending-1s-past", token_id=token, created_at=cut - SECOND)
-        add_request(conn, f"stay-{label}-pending-1s-inside", token_id=token,
-                    created_at=cut + SECOND)
+        add_request(
+            conn, f"stay-{label}-pending-1s-inside", token_id=token, created_at=cut + SECOND
+        )
         # Created long ago but resolved lately: resolved_at decides, not created_at.
-        add_request(conn, f"stay-{label}-resolved-lately", token_id=token, created_at=long_ago,
-                    resolved_at=NOW - timedelta(days=1))
+        add_request(
+            conn,
+            f"stay-{label}-resolved-lately",
+            token_id=token,
+            created_at=long_ago,
+            resolved_at=NOW - timedelta(days=1),
+        )
         # Well past the ephemeral retention, well inside the regular one.
-        add_request(conn, f"stay-{label}-resolved-2h", token_id=token,
-                    created_at=NOW - timedelta(hours=3), resolved_at=NOW - timedelta(hours=2))
+        add_request(
+            conn,
+            f"stay-{label}-resolved-2h",
+            token_id=token,
+            created_at=NOW - timedelta(hours=3),
+            resolved_at=NOW - timedelta(hours=2),
+        )
     # Requests of an ephemeral token use the short (1 h) retention.
-    add_request(conn, "go-eph-resolved-1s-past", token_id=ephemeral,
-                created_at=NOW - timedelta(hours=3), resolved_at=eph_cut - SECOND)
-    add_request(conn, "stay-eph-resolved-1s-inside", token_id=ephemeral,
-                created_at=NOW - timedelta(hours=3), resolved_at=eph_cut + SECOND)
+    add_request(
+        conn,
+        "go-eph-resolved-1s-past",
+        token_id=ephemeral,
+        created_at=NOW - timedelta(hours=3),
+        resolved_at=eph_cut - SECOND,
+    )
+    add_request(
+        conn,
+        "stay-eph-resolved-1s-inside",
+        token_id=ephemeral,
+        created_at=NOW - timedelta(hours=3),
+        resolved_at=eph_cut + SECOND,
+    )
     add_request(conn, "go-eph-pending-1s-past", token_id=ephemeral, created_at=eph_cut - SECOND)
-    add_request(conn, "stay-eph-pending-1s-inside", token_id=ephemeral,
-                created_at=eph_cut + SECOND)
-    add_request(conn, "stay-eph-resolved-lately", token_id=ephemeral,
-                created_at=NOW - timedelta(hours=3), resolved_at=NOW - timedelta(minutes=30))
-    add_request(conn, "go-eph-resolved-40d", token_id=ephemeral, created_at=long_ago,
-                resolved_at=NOW - timedelta(days=40))
+    add_request(conn, "stay-eph-pending-1s-inside", token_id=ephemeral, created_at=eph_cut + SECOND)
+    add_request(
+        conn,
+        "stay-eph-resolved-lately",
+        token_id=ephemeral,
+        created_at=NOW - timedelta(hours=3),
+        resolved_at=NOW - timedelta(minutes=30),
+    )
+    add_request(
+        conn,
+        "go-eph-resolved-40d",
+        token_id=ephemeral,
+        created_at=long_ago,
+        resolved_at=NOW - timedelta(days=40),
+    )
     before = keys(conn, "enrollment_requests")
     # The requests of ephemeral tokens are enrollment_requests_ephemeral's, and also
     # enrollment_requests' once past node_retention.
@@ -235,12 +285,14 @@ def test_token_referenced_only_by_stale_requests_goes_in_the_same_run(
     mixed = add_token(conn, "stay-mixed", expires_at=old)
     add_token(conn, "go-unreferenced", expires_at=old)
     for i in range(3):
-        add_request(conn, f"go-stale-{i}", token_id=stale_only, created_at=old,
-                    resolved_at=old + SECOND)
+        add_request(
+            conn, f"go-stale-{i}", token_id=stale_only, created_at=old, resolved_at=old + SECOND
+        )
     add_request(conn, "go-mixed-stale", token_id=mixed, created_at=old, resolved_at=old)
     add_request(conn, "stay-mixed-recent", token_id=mixed, created_at=NOW - timedelta(days=1))
-    tokens_before, requests_before = keys(conn, "bootstrap_tokens"), keys(
-        conn, "enrollment_requests"
+    tokens_before, requests_before = (
+        keys(conn, "bootstrap_tokens"),
+        keys(conn, "enrollment_requests"),
     )
     # Asked for tokens first: the engine still runs the requests first.
     chosen = select(BUILTIN_SWEEPS, ["bootstrap_tokens", "enrollment_requests"])
@@ -272,15 +324,14 @@ def test_batches_add_up(conn, make_settings, database, strategy, parallel, batch
         assert result.batches >= result.rows // batch_size
 
 
-def test_dry_run_counts_and_deletes_nothing(
-    conn, make_settings, database: Database
-) -> None:
+def test_dry_run_counts_and_deletes_nothing(conn, make_settings, database: Database) -> None:
     settings: Settings = make_settings()
     add_node(conn, "a", enrolled_at=NOW - timedelta(days=60))
     add_node(conn, "b", enrolled_at=NOW - timedelta(days=60))
     add_node(conn, "c", enrolled_at=NOW)
-    result = run_sweep(database, sweeps_of(settings)["nodes_silent"], settings, now=NOW,
-                       dry_run=True)
+    result = run_sweep(
+        database, sweeps_of(settings)["nodes_silent"], settings, now=NOW, dry_run=True
+    )
     assert (result.outcome, result.rows, result.dry_run) == ("success", 2, True)
     assert keys(conn, "nodes") == {"a", "b", "c"}
 
@@ -298,8 +349,9 @@ def test_cutoffs_come_from_the_database_clock(conn, database, settings) -> None:
 def test_a_run_stops_at_its_row_budget_after_the_batch_in_flight(
     conn, make_settings, database, strategy, parallel
 ) -> None:
-    settings = make_settings(strategy=strategy, batch_size=10, max_rows_per_run=25,
-                             parallel=parallel)
+    settings = make_settings(
+        strategy=strategy, batch_size=10, max_rows_per_run=25, parallel=parallel
+    )
     conn.execute(
         "INSERT INTO nodes (peer_id, enrolled_at) SELECT 'go-' || i, %s"
         " FROM generate_series(1, 2000) i",
@@ -327,7 +379,11 @@ def test_a_stop_request_ends_the_run_between_batches(conn, make_settings, databa
     )
     stop = threading.Event()
     result = run_sweep(
-        database, sweeps_of(settings)["nodes_silent"], settings, now=NOW, stop=stop,
+        database,
+        sweeps_of(settings)["nodes_silent"],
+        settings,
+        now=NOW,
+        stop=stop,
         on_batch=lambda r: r.batches == 2 and stop.set(),
     )
     assert (result.stopped_by, result.rows, result.batches) == ("stop", 20, 2)
@@ -338,29 +394,46 @@ def test_rows_that_two_builtin_sweeps_share(conn, dsn) -> None:
     """Where built-in sweeps share a table, no node is eligible for two of them, and the only
     request eligible for both request sweeps is one of an ephemeral token that is also older
     than node_retention (docs/sweeps.md): whichever runs first deletes it."""
-    demo.seed(dsn, demo.Sizes(
-        requests_stale=500, requests_recent=50, nodes_silent=300, nodes_live=50,
-        nodes_session_lapsed=200, nodes_session_kept=20, nodes_ephemeral_silent=100,
-        nodes_ephemeral_live=20,
-    ))
+    demo.seed(
+        dsn,
+        demo.Sizes(
+            requests_stale=500,
+            requests_recent=50,
+            nodes_silent=300,
+            nodes_live=50,
+            nodes_session_lapsed=200,
+            nodes_session_kept=20,
+            nodes_ephemeral_silent=100,
+            nodes_ephemeral_live=20,
+        ),
+    )
     ephemeral = add_token(conn, "eph", expires_at=NOW + NODE, ephemeral=True)
     db_now = conn.execute("SELECT now()").fetchone()[0]
     add_request(conn, "both-pending", token_id=ephemeral, created_at=db_now - 2 * NODE)
-    add_request(conn, "both-resolved", token_id=ephemeral, created_at=db_now - 3 * NODE,
-                resolved_at=db_now - 2 * NODE)
+    add_request(
+        conn,
+        "both-resolved",
+        token_id=ephemeral,
+        created_at=db_now - 3 * NODE,
+        resolved_at=db_now - 2 * NODE,
+    )
     key = {"nodes": "peer_id", "enrollment_requests": "peer_id"}
     eligible: dict[str, set[str]] = {}
     for s in BUILTIN_SWEEPS:
         if s.table in key:
             cutoffs = {p: db_now - r for p, r in s.retentions.items()}
-            eligible[s.name] = {r[0] for r in conn.execute(
-                f"SELECT {key[s.table]} FROM {s.table} WHERE ({s.predicate.where.as_string(conn)})",
-                cutoffs,
-            )}
+            eligible[s.name] = {
+                r[0]
+                for r in conn.execute(
+                    f"SELECT {key[s.table]} FROM {s.table}"
+                    f" WHERE ({s.predicate.where.as_string(conn)})",
+                    cutoffs,
+                )
+            }
             assert eligible[s.name], s.name
     nodes = [s.name for s in BUILTIN_SWEEPS if s.table == "nodes"]
     for i, a in enumerate(nodes):
-        for b in nodes[i + 1:]:
+        for b in nodes[i + 1 :]:
             assert not eligible[a] & eligible[b], (a, b)
     both = eligible["enrollment_requests"] & eligible["enrollment_requests_ephemeral"]
     assert both == {"both-pending", "both-resolved"}

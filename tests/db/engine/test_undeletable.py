@@ -27,10 +27,17 @@ STALE, HELD = 2000, 40
 def declared(dsn: str, strategy: str) -> Settings:
     return build_settings(
         {"dsn": dsn, "busy_share": "1", "strategy": strategy},
-        {"sweeps": {"events": {
-            "table": "public.events", "reason": "old", "age": "logged_at",
-            "retention": "30d", "max_eligible_fraction": "1",
-        }}},
+        {
+            "sweeps": {
+                "events": {
+                    "table": "public.events",
+                    "reason": "old",
+                    "age": "logged_at",
+                    "retention": "30d",
+                    "max_eligible_fraction": "1",
+                }
+            }
+        },
     )
 
 
@@ -44,11 +51,15 @@ def seed(conn: psycopg.Connection[Any]) -> None:
         " RETURN OLD; END $$;"
         "CREATE TRIGGER hold BEFORE DELETE ON events FOR EACH ROW EXECUTE FUNCTION hold();"
     )
-    conn.execute("INSERT INTO events (id, logged_at, hold)"
-                 " SELECT g, now() - interval '60 days', g %% %s = 0"
-                 " FROM generate_series(1, %s::int) g", (STALE // HELD, STALE))
-    conn.execute("INSERT INTO events (id, logged_at) SELECT g, now()"
-                 " FROM generate_series(100001, 100200) g")
+    conn.execute(
+        "INSERT INTO events (id, logged_at, hold)"
+        " SELECT g, now() - interval '60 days', g %% %s = 0"
+        " FROM generate_series(1, %s::int) g",
+        (STALE // HELD, STALE),
+    )
+    conn.execute(
+        "INSERT INTO events (id, logged_at) SELECT g, now() FROM generate_series(100001, 100200) g"
+    )
     conn.execute("ANALYZE events")
 
 
@@ -76,7 +87,8 @@ def test_held_rows_are_paid_for_once(
 
     def skipped() -> float | None:
         return metrics.registry.get_sample_value(
-            "reaper_skipped_rows_total", {"table": "events", "reason": "error"})
+            "reaper_skipped_rows_total", {"table": "events", "reason": "error"}
+        )
 
     with structlog.testing.capture_logs(), Database(connection_settings(settings)) as db:
         first, logs = run()
@@ -86,8 +98,10 @@ def test_held_rows_are_paid_for_once(
         assert skipped() == HELD
 
         # New garbage arrives: the next run deletes it, and never touches a held row.
-        conn.execute("INSERT INTO events (id, logged_at) SELECT g, now() - interval '60 days'"
-                     " FROM generate_series(200001, 200500) g")
+        conn.execute(
+            "INSERT INTO events (id, logged_at) SELECT g, now() - interval '60 days'"
+            " FROM generate_series(200001, 200500) g"
+        )
         second, logs = run()
         assert (second.rows, second.skipped, second.known_undeletable) == (500, {}, HELD)
         assert failed_statements(logs) == 0
@@ -100,12 +114,12 @@ def test_held_rows_are_paid_for_once(
         conn.execute("UPDATE events SET hold = false WHERE id = %s", (STALE // HELD,))
         conn.execute("UPDATE events SET note = 'seen' WHERE id = %s", (2 * STALE // HELD,))
         third, logs = run()
-        assert (third.rows, third.skipped, third.known_undeletable) == (1, {"error": 1},
-                                                                        HELD - 2)
+        assert (third.rows, third.skipped, third.known_undeletable) == (1, {"error": 1}, HELD - 2)
         fourth, logs = run()
         assert (fourth.rows, fourth.skipped, fourth.known_undeletable) == (0, {}, HELD - 1)
         assert failed_statements(logs) == 0
 
-    kept = conn.execute("SELECT count(*) FROM events WHERE logged_at < now() - '30d'::interval"
-                        ).fetchone()
+    kept = conn.execute(
+        "SELECT count(*) FROM events WHERE logged_at < now() - '30d'::interval"
+    ).fetchone()
     assert kept == (HELD - 1,)

@@ -48,11 +48,13 @@ def test_deletion_counters_equal_the_rows_deleted(dsn, conn, database, settings,
 def test_a_dry_run_counts_no_deletion(conn, database, settings, registry) -> None:
     add_node(conn, "old", enrolled_at=NOW.replace(year=2020))
     metrics = Metrics(BUILTIN_SWEEPS, registry)
-    result = run_sweep(database, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics,
-                       dry_run=True)
+    result = run_sweep(
+        database, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics, dry_run=True
+    )
     assert result.rows == 1
-    assert registry.get_sample_value(
-        "reaper_deleted_rows_total", {"table": "nodes", "reason": "silent"}
-    ) == 0
-
-
+    assert (
+        registry.get_sample_value(
+            "reaper_deleted_rows_total", {"table": "nodes", "reason": "silent"}
+        )
+        == 0
+    )

@@ -10,8 +10,9 @@ from tests.support.ops import (
 
 def test_advisory_lock_fails_through_transaction_pooling(pgbouncer, capsys) -> None:
     through = pgbouncer("transaction")
-    code, doc = run_json(capsys, "check", "--dsn", through, "--sweep", "router_leases",
-                         "--connect-timeout", "60s")
+    code, doc = run_json(
+        capsys, "check", "--dsn", through, "--sweep", "router_leases", "--connect-timeout", "60s"
+    )
     assert code == 1
     lock = findings_of(doc, check="advisory_lock")[0]
     assert lock["status"] == "fail"
@@ -33,5 +34,3 @@ def test_advisory_lock_passes_through_session_pooling(pgbouncer, capsys) -> None
     code, doc = run_json(capsys, *args, "--session-pooler")
     assert [f[1] for f in failed(doc)] == ["role"]  # connected as a superuser
     assert findings_of(doc, check="advisory_lock")[0]["status"] == "pass"
-
-

@@ -44,8 +44,11 @@ def one_line(run, code: int, *words: str) -> str:
 @pytest.mark.parametrize(
     ("args", "env", "words"),
     [
-        (["--sweep", "nodes_silent", "--sweep", "no_such_sweep"], {}, ["no_such_sweep",
-                                                                         "nodes_silent"]),
+        (
+            ["--sweep", "nodes_silent", "--sweep", "no_such_sweep"],
+            {},
+            ["no_such_sweep", "nodes_silent"],
+        ),
         (["--node-retention", "30x"], {}, ["--node-retention", "30x", "30d"]),
         (["--session-retention", "soon"], {}, ["--session-retention", "soon"]),
         (["--session-retention=-72h"], {}, ["--session-retention", "positive"]),
@@ -152,7 +155,12 @@ def test_json_output_shape(dsn, conn) -> None:
 
 def test_sweeps_run_in_dependency_order_whatever_the_flags_say(dsn) -> None:
     run = run_reaper(
-        "run-once", "--json", "--sweep", "bootstrap_tokens", "--sweep", "enrollment_requests",
+        "run-once",
+        "--json",
+        "--sweep",
+        "bootstrap_tokens",
+        "--sweep",
+        "enrollment_requests",
         env={"REAPER_DSN": dsn},
     )
     assert run.code == 0, run.stderr
@@ -203,7 +211,12 @@ def test_each_strategy_gives_the_same_end_result(dsn, conn, strategy) -> None:
     demo.seed(dsn, small_sizes())
     before = census(conn)
     run = run_reaper(
-        "run-once", "--json", "--strategy", strategy, "--batch-size", "7",
+        "run-once",
+        "--json",
+        "--strategy",
+        strategy,
+        "--batch-size",
+        "7",
         env={"REAPER_DSN": dsn},
     )
     assert run.code == 0, run.stderr
@@ -220,8 +233,11 @@ def test_a_password_never_appears(dsn, conn, tmp_path) -> None:
     demo.seed(dsn, small_sizes())
     conn.execute(sql.SQL("DROP TABLE routers"))
     role = f"reaper_secret_{uuid.uuid4().hex[:8]}"
-    conn.execute(sql.SQL("CREATE ROLE {} LOGIN SUPERUSER PASSWORD {}").format(
-        sql.Identifier(role), sql.Literal(SECRET)))
+    conn.execute(
+        sql.SQL("CREATE ROLE {} LOGIN SUPERUSER PASSWORD {}").format(
+            sql.Identifier(role), sql.Literal(SECRET)
+        )
+    )
     with_password = make_conninfo(dsn, user=role, password=SECRET)
     metrics_file = tmp_path / "reaper.prom"
     for args in (["--metrics-file", str(metrics_file)], ["--json"]):
@@ -263,15 +279,18 @@ def test_the_connection_can_come_from_a_service_file(dsn, conn, tmp_path: Path) 
     service_file = tmp_path / "pg_service.conf"
     service_file.write_text("[reaper_test]\n" + "\n".join(lines) + "\n")
     run = run_reaper(
-        "run-once", "--json",
+        "run-once",
+        "--json",
         env={"PGSERVICEFILE": str(service_file), "REAPER_DSN": "service=reaper_test"},
     )
     assert run.code == 0, run.stderr
     assert census(conn)["routers"]["garbage"] == 0
 
 
-@pytest.mark.parametrize(("args", "usage"), [((), "Usage: reaper [OPTIONS] COMMAND"),
-                                             (("indexes",), "Usage: reaper indexes [OPTIONS]")])
+@pytest.mark.parametrize(
+    ("args", "usage"),
+    [((), "Usage: reaper [OPTIONS] COMMAND"), (("indexes",), "Usage: reaper indexes [OPTIONS]")],
+)
 def test_a_group_without_its_command_prints_its_help(args: tuple[str, ...], usage: str) -> None:
     run = run_reaper(*args, env={"REAPER_DSN": UNREACHABLE})
     assert run.code == 2, run.stderr

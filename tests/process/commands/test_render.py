@@ -27,9 +27,16 @@ def lines_fit(text: str, width: int = 80) -> bool:
 
 @pytest.mark.parametrize(
     "args",
-    [["status"], ["status", "--wide"], ["check"], ["check", "--wide"],
-     ["run-once", "--dry-run"], ["run-once", "--dry-run", "--wide"], ["run-once"],
-     ["indexes", "ensure", "--dry-run"]],
+    [
+        ["status"],
+        ["status", "--wide"],
+        ["check"],
+        ["check", "--wide"],
+        ["run-once", "--dry-run"],
+        ["run-once", "--dry-run", "--wide"],
+        ["run-once"],
+        ["indexes", "ensure", "--dry-run"],
+    ],
     ids=" ".join,
 )
 def test_every_table_fits_80_columns(dsn, args) -> None:
@@ -63,9 +70,10 @@ def test_a_dry_run_says_what_its_dependants_count_leaves_out(dsn) -> None:
     for args in (["run-once", "--dry-run"], ["status"]):
         run = run_reaper(*args, env={"REAPER_DSN": dsn, "COLUMNS": "80"})
         flat = " ".join(run.stdout.split())
-        assert "note: bootstrap_tokens: counted as its table is now; a real run first lets " \
-            "enrollment_requests and enrollment_requests_ephemeral delete up to 300 rows" \
-            in flat, run.stdout
+        assert (
+            "note: bootstrap_tokens: counted as its table is now; a real run first lets "
+            "enrollment_requests and enrollment_requests_ephemeral delete up to 300 rows" in flat
+        ), run.stdout
     # And the real run frees them: the dry run's 0 tokens was not the projection.
     run = run_reaper("run-once", "--json", env={"REAPER_DSN": dsn})
     tokens = next(r for r in run.json() if r["sweep"] == "bootstrap_tokens")

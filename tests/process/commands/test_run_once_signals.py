@@ -41,35 +41,60 @@ KEEP = 50
 def start_run_once(dsn: str, tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
     """``reaper run-once <args>`` on ``dsn``, its stdout and stderr (JSON log lines) in
     files under ``tmp_path``, with none of the test's own REAPER_* or PG* variables."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("REAPER_", "PG")) and k != "COLUMNS"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("REAPER_", "PG")) and k != "COLUMNS"
+    }
     with (tmp_path / "stdout").open("wb") as out, (tmp_path / "stderr").open("wb") as err:
-        proc = subprocess.Popen([reaper_executable(), "run-once", *args], stdout=out,
-                                stderr=err, env={**env, **credentials(), "REAPER_DSN": dsn})
+        proc = subprocess.Popen(
+            [reaper_executable(), "run-once", *args],
+            stdout=out,
+            stderr=err,
+            env={**env, **credentials(), "REAPER_DSN": dsn},
+        )
     STARTED.append(proc)  # killed after the test if it is still running
     return proc
 
 
 def log_events(tmp_path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in (tmp_path / "stderr").read_text().splitlines()
-            if line.strip()]
+    return [
+        json.loads(line) for line in (tmp_path / "stderr").read_text().splitlines() if line.strip()
+    ]
 
 
 def seed(dsn: str) -> None:
     """``GARBAGE`` nodes whose session lapsed (nodes_session's), ``KEEP`` whose session holds,
     and a few expired router leases (router_leases', the sweep that runs after it)."""
     nothing = {f.name: 0 for f in fields(demo.Sizes)}
-    demo.seed(dsn, demo.Sizes(**{**nothing, "nodes_session_lapsed": GARBAGE,
-                                 "nodes_session_kept": KEEP, "routers_expired": 20,
-                                 "routers_live": 3}))
+    demo.seed(
+        dsn,
+        demo.Sizes(
+            **{
+                **nothing,
+                "nodes_session_lapsed": GARBAGE,
+                "nodes_session_kept": KEEP,
+                "routers_expired": 20,
+                "routers_live": 3,
+            }
+        ),
+    )
 
 
-@pytest.mark.parametrize(("signum", "code", "as_json"), [
-    (signal.SIGTERM, 143, True),
-    (signal.SIGINT, 130, False),
-], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize(
+    ("signum", "code", "as_json"),
+    [
+        (signal.SIGTERM, 143, True),
+        (signal.SIGINT, 130, False),
+    ],
+    ids=["SIGTERM", "SIGINT"],
+)
 def test_a_signal_stops_run_once_after_the_batch_in_flight_and_reports_it(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path, signum: int, code: int,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
+    signum: int,
+    code: int,
     as_json: bool,
 ) -> None:
     seed(dsn)
@@ -77,15 +102,29 @@ def test_a_signal_stops_run_once_after_the_batch_in_flight_and_reports_it(
     # Small batches, each followed by a wait for the WAL brake: the run is still going when
     # the signal lands, most likely in a wait, which must end at once.
     proc = start_run_once(
-        dsn, tmp_path, "--sweep", "nodes_session", "--sweep", "router_leases",
-        "--batch-size", "20", "--strategy", "index", "--max-wal-rate", "1KB",
-        "--max-eligible-fraction", "1", "--busy-share", "1", "--metrics-file",
-        str(metrics_file), *(["--json"] if as_json else []),
+        dsn,
+        tmp_path,
+        "--sweep",
+        "nodes_session",
+        "--sweep",
+        "router_leases",
+        "--batch-size",
+        "20",
+        "--strategy",
+        "index",
+        "--max-wal-rate",
+        "1KB",
+        "--max-eligible-fraction",
+        "1",
+        "--busy-share",
+        "1",
+        "--metrics-file",
+        str(metrics_file),
+        *(["--json"] if as_json else []),
     )
     out, err = tmp_path / "stdout", tmp_path / "stderr"
 
-    wait_for("a batch committed",
-             lambda: census(conn, ["nodes"])["nodes"]["garbage"] < GARBAGE)
+    wait_for("a batch committed", lambda: census(conn, ["nodes"])["nodes"]["garbage"] < GARBAGE)
     t0 = time.monotonic()
     proc.send_signal(signum)
     assert proc.wait(timeout=60) == code, err.read_text()
@@ -122,8 +161,7 @@ def test_a_signal_stops_run_once_after_the_batch_in_flight_and_reports_it(
         assert not [line for line in lines if "router_leases" in line]
 
     samples = textfile_samples(metrics_file.read_text())
-    assert sample(samples, "reaper_deleted_rows_total", table="nodes", reason="session") \
-        == deleted
+    assert sample(samples, "reaper_deleted_rows_total", table="nodes", reason="session") == deleted
 
 
 @pytest.mark.fresh_db
@@ -137,9 +175,21 @@ def test_sigterm_while_a_batch_deletes_lets_it_commit_whole(
         $$ BEGIN PERFORM pg_sleep(0.05); RETURN OLD; END $$;
         CREATE TRIGGER slow BEFORE DELETE ON routers FOR EACH ROW EXECUTE FUNCTION slow();
     """)
-    proc = start_run_once(dsn, tmp_path, "--sweep", "router_leases", "--batch-size", "20",
-                          "--strategy", "index", "--busy-share", "1",
-                          "--max-eligible-fraction", "1", "--json")
+    proc = start_run_once(
+        dsn,
+        tmp_path,
+        "--sweep",
+        "router_leases",
+        "--batch-size",
+        "20",
+        "--strategy",
+        "index",
+        "--busy-share",
+        "1",
+        "--max-eligible-fraction",
+        "1",
+        "--json",
+    )
     wait_for("a batch committed", lambda: count(conn, "routers", "router_id", "garbage-%") < 400)
     wait_for_delete_in_flight(conn)
     proc.send_signal(signal.SIGTERM)

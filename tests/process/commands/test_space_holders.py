@@ -44,14 +44,17 @@ def test_a_replication_slot_and_a_prepared_transaction_are_named_as_the_holders(
     reason = replica.why_unavailable()
     if reason:
         pytest.skip(reason)
-    with replica.primary_and_standby(slot=SLOT, hot_standby_feedback="on",
-                                     max_prepared_transactions="4", fsync="off") as pair:
+    with replica.primary_and_standby(
+        slot=SLOT, hot_standby_feedback="on", max_prepared_transactions="4", fsync="off"
+    ) as pair:
         name = f"reaper_space_{uuid.uuid4().hex[:6]}"
         dsn = devserver.create_database(pair.primary, name)
         devserver.load_schema(dsn)
         replica.wait_streaming(pair.primary)
-        with psycopg.connect(pair.primary, autocommit=True) as primary, \
-                psycopg.connect(devserver.with_dbname(pair.standby, name)) as reader:
+        with (
+            psycopg.connect(pair.primary, autocommit=True) as primary,
+            psycopg.connect(devserver.with_dbname(pair.standby, name)) as reader,
+        ):
             # A long query on the standby: its snapshot travels to the primary as the
             # standby's feedback, which the slot keeps.
             reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -65,7 +68,10 @@ def test_a_replication_slot_and_a_prepared_transaction_are_named_as_the_holders(
             assert (space["dead_rows"], space["verdict"]) == (GARBAGE, "held")
             holder = space["horizon_holder"]
             assert (holder["kind"], holder["name"], holder["state"]) == (
-                "replication_slot", SLOT, "active")
+                "replication_slot",
+                SLOT,
+                "active",
+            )
             _, out, _ = run_cli(capsys, "status", "--dsn", dsn, "--sweep", "router_leases")
             line = next(ln for ln in out.splitlines() if ln.startswith("space: routers:"))
             assert f"replication slot '{SLOT}' (active;" in line
@@ -78,16 +84,25 @@ def test_a_replication_slot_and_a_prepared_transaction_are_named_as_the_holders(
             reader.rollback()
             with psycopg.connect(dsn, autocommit=True) as tm:
                 tm.execute("BEGIN")
-                tm.execute("INSERT INTO public.routers (router_id, address, lease_expires_at) "
-                           "VALUES ('in-doubt', 'a', now() + interval '1 hour')")
+                tm.execute(
+                    "INSERT INTO public.routers (router_id, address, lease_expires_at) "
+                    "VALUES ('in-doubt', 'a', now() + interval '1 hour')"
+                )
                 tm.execute(sql.SQL("PREPARE TRANSACTION {}").format(sql.Literal(GID)))
+
             # The standby sees the prepared transaction as running, so its feedback (and
             # the slot) stops at it too: the prepared transaction is the cause, named first.
-            prepared_age = lambda: int(primary.execute(  # noqa: E731
-                "SELECT age(transaction) FROM pg_prepared_xacts WHERE gid = %s", (GID,)
-            ).fetchone()[0])  # type: ignore[index]
-            wait_for("the slot to move up to the prepared transaction",
-                     lambda: (_slot_xmin_age(primary) or 0) <= prepared_age())
+            def prepared_age() -> int:
+                return int(
+                    primary.execute(
+                        "SELECT age(transaction) FROM pg_prepared_xacts WHERE gid = %s", (GID,)
+                    ).fetchone()[0]
+                )  # type: ignore[index]
+
+            wait_for(
+                "the slot to move up to the prepared transaction",
+                lambda: (_slot_xmin_age(primary) or 0) <= prepared_age(),
+            )
             sweep_routers(capsys, dsn, prefix="second-")
             code, status = run_json(capsys, "status", "--dsn", dsn, "--sweep", "router_leases")
             space = space_of(status)
@@ -95,7 +110,10 @@ def test_a_replication_slot_and_a_prepared_transaction_are_named_as_the_holders(
             assert space["dead_rows"] >= GARBAGE
             holder = space["horizon_holder"]
             assert (holder["kind"], holder["name"], holder["user"]) == (
-                "prepared_transaction", GID, "postgres")
+                "prepared_transaction",
+                GID,
+                "postgres",
+            )
             assert holder["since"] is not None
             found = _findings(capsys, dsn)
             assert f"prepared transaction '{GID}'" in found[0]["detail"]
@@ -116,14 +134,24 @@ def test_a_standbys_feedback_without_a_slot_is_named_as_the_holder(
         dsn = devserver.create_database(pair.primary, name)
         devserver.load_schema(dsn)
         replica.wait_streaming(pair.primary)
-        with psycopg.connect(pair.primary, autocommit=True) as primary, \
-                psycopg.connect(devserver.with_dbname(pair.standby, name)) as reader:
+        with (
+            psycopg.connect(pair.primary, autocommit=True) as primary,
+            psycopg.connect(devserver.with_dbname(pair.standby, name)) as reader,
+        ):
             reader.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             reader.execute("SELECT count(*) FROM public.routers").fetchone()
             # Without a slot the feedback sits on the standby's WAL sender.
-            wait_for("the WAL sender's xmin", lambda: primary.execute(
-                "SELECT backend_xmin IS NOT NULL FROM pg_stat_replication "
-                "WHERE application_name = %s", (replica.STANDBY_NAME,)).fetchone() == (True,))
+            wait_for(
+                "the WAL sender's xmin",
+                lambda: (
+                    primary.execute(
+                        "SELECT backend_xmin IS NOT NULL FROM pg_stat_replication "
+                        "WHERE application_name = %s",
+                        (replica.STANDBY_NAME,),
+                    ).fetchone()
+                    == (True,)
+                ),
+            )
 
             sweep_routers(capsys, dsn)
             code, status = run_json(capsys, "status", "--dsn", dsn, "--sweep", "router_leases")

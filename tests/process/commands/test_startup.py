@@ -41,8 +41,12 @@ def loaded(*args: str, env: dict[str, str] | None = None) -> tuple[int, set[str]
     when it exited (top-level names, and reaper's modules by their full names)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("REAPER_", "PG"))}
     proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args], env={**base, **credentials(), **(env or {})},
-        capture_output=True, text=True, timeout=120, check=False,
+        [sys.executable, "-c", _PROBE, *args],
+        env={**base, **credentials(), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     lines = [x for x in proc.stderr.splitlines() if x.startswith("LOADED ")]
     assert lines, proc.stderr
@@ -102,8 +106,9 @@ def test_run_once_loads_no_sql_parser_and_rich_only_for_its_table(dsn: str, tabl
 
 def test_run_once_loads_the_metrics_client_for_its_metrics_file(dsn: str, tmp_path) -> None:
     path = tmp_path / "reaper.prom"
-    code, modules = loaded("run-once", "--json", "--metrics-file", str(path),
-                           env={"REAPER_DSN": dsn})
+    code, modules = loaded(
+        "run-once", "--json", "--metrics-file", str(path), env={"REAPER_DSN": dsn}
+    )
     assert code == 0
     assert "prometheus_client" in modules
     assert "reaper_sweep_runs_total{" in path.read_text()
@@ -125,8 +130,13 @@ _LOG_PROBE = (
 @pytest.mark.parametrize("fmt", ["json", "console"])
 def test_a_logged_exception_keeps_its_traceback_with_or_without_rich(fmt: str) -> None:
     # JSON lines load structlog without rich; the traceback is whole all the same.
-    proc = subprocess.run([sys.executable, "-c", _LOG_PROBE, fmt], capture_output=True,
-                          text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", _LOG_PROBE, fmt],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     rich = json.loads(proc.stderr.splitlines()[-1].removeprefix("RICH "))
     assert rich is (fmt == "console")

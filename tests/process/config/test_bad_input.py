@@ -37,8 +37,13 @@ def _odd_files(tmp_path: Path) -> dict[str, Path]:
     with huge.open("w") as fh:
         fh.write("# padding\n" * (MAX_CONFIG_BYTES // 10 + 1))
     (tmp_path / "dir.toml").mkdir()
-    return {"fifo": fifo, "huge": huge, "directory": tmp_path / "dir.toml",
-            "device": Path("/dev/zero"), "null": Path("/dev/null")}
+    return {
+        "fifo": fifo,
+        "huge": huge,
+        "directory": tmp_path / "dir.toml",
+        "device": Path("/dev/zero"),
+        "null": Path("/dev/null"),
+    }
 
 
 @pytest.mark.parametrize("kind", ["fifo", "huge", "directory", "device", "null"])
@@ -64,8 +69,12 @@ def test_a_port_out_of_range_says_so_and_a_flag_needs_no_quotes() -> None:
         (["--schedule", "0 3 * * 0"], {}, "", ["--schedule", "day of the week by name"]),
         ([], {"REAPER_WINDOW": "01:00-01:00"}, "", ["REAPER_WINDOW", "empty window"]),
         ([], {}, 'schedule_time_zone = "CET+1"\n', ["schedule_time_zone", "IANA"]),
-        ([], {}, '[sweeps.router_leases]\nschedule = "0 0 30 2 *"\n',
-         ["[sweeps.router_leases]", "never fires"]),
+        (
+            [],
+            {},
+            '[sweeps.router_leases]\nschedule = "0 0 30 2 *"\n',
+            ["[sweeps.router_leases]", "never fires"],
+        ),
         ([], {}, 'schedule = "0 3 * * *"\ninterval = "1h"\n', ["interval", "schedule"]),
     ],
     ids=["flag", "variable", "zone", "sweep", "both"],
@@ -75,8 +84,9 @@ def test_a_bad_schedule_window_or_zone_stops_reaper_run_in_one_line(
 ) -> None:
     config = tmp_path / "reaper.toml"
     config.write_text(toml)
-    run = run_reaper("run", "--config", str(config), *args,
-                     env={"REAPER_DSN": UNREACHABLE, **env}, timeout=30)
+    run = run_reaper(
+        "run", "--config", str(config), *args, env={"REAPER_DSN": UNREACHABLE, **env}, timeout=30
+    )
     assert run.code == 2, run.stderr
     (line,) = run.stderr.strip().splitlines()
     assert line.startswith("reaper: ")

@@ -28,5 +28,3 @@ def test_the_installed_command_exits_2_with_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1
     assert SQL_TEXT in proc.stderr
-
-

@@ -33,8 +33,7 @@ def test_a_password_in_the_environment_is_not_warned_about() -> None:
 
 
 def test_a_group_readable_service_file_brings_the_password(
-    seeded: str,
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    seeded: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     from psycopg.conninfo import conninfo_to_dict
 
@@ -43,12 +42,12 @@ def test_a_group_readable_service_file_brings_the_password(
     params = conninfo_to_dict(seeded)
     service = tmp_path / "pg_service.conf"
     service.write_text(
-        "[control]\n" + "".join(f"{k}={v}\n" for k, v in params.items())
-        + f"password={PASSWORD}\n"
+        "[control]\n" + "".join(f"{k}={v}\n" for k, v in params.items()) + f"password={PASSWORD}\n"
     )
     service.chmod(0o440)
-    run = run_reaper("status", "--json", env={"REAPER_DSN": "service=control",
-                                              "PGSERVICEFILE": str(service)})
+    run = run_reaper(
+        "status", "--json", env={"REAPER_DSN": "service=control", "PGSERVICEFILE": str(service)}
+    )
     assert run.code == 0, run.stderr
     assert PASSWORD not in run.stdout + run.stderr
     # A password file that its group can read is ignored by libpq: why the deployments use a

@@ -32,8 +32,21 @@ def test_a_shut_window_holds_the_sweeps_and_sighup_opens_it(
     config = tmp_path / "reaper.toml"
     config.write_text(f'window = "{hours_from_now(3, 4)}"\n')
     reaper = start_reaper(
-        ["run", "--dsn", dsn, "--config", str(config), "--listen", f"127.0.0.1:{free_port()}",
-         "--interval", "1s", "--jitter", "0", "--check-interval", "0"],
+        [
+            "run",
+            "--dsn",
+            dsn,
+            "--config",
+            str(config),
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--interval",
+            "1s",
+            "--jitter",
+            "0",
+            "--check-interval",
+            "0",
+        ],
         tmp_path,
     )
     started = wait_for("daemon_started", lambda: reaper.events("daemon_started"))
@@ -51,7 +64,9 @@ def test_a_shut_window_holds_the_sweeps_and_sighup_opens_it(
     config.write_text(f'window = "{hours_from_now(-1, 2)}"\n')
     reaper.proc.send_signal(signal.SIGHUP)
     wait_for("settings_reloaded", lambda: reaper.events("settings_reloaded"))
-    wait_for("the leases swept once the window is open",
-             lambda: count(conn, "routers", "router_id", "garbage-%") == 0)
+    wait_for(
+        "the leases swept once the window is open",
+        lambda: count(conn, "routers", "router_id", "garbage-%") == 0,
+    )
     assert count(conn, "routers", "router_id", "keep-%") == 3
     assert reaper.terminate() == 0

@@ -119,8 +119,6 @@ def test_slow_and_oversized_clients_leave_memory_flat_and_metrics_answering(
     assert after - baseline < RSS_SLACK_BYTES
 
 
-
-
 def test_a_trickling_client_is_cut_at_the_read_deadline() -> None:
     """Sending a byte a second keeps a connection "active": it is closed anyway, once its
     request has taken longer than the read timeout to arrive."""
@@ -216,8 +214,18 @@ def test_reaper_run_refuses_a_tls_web_config_in_one_line(tmp_path: Path) -> None
     config = tmp_path / "web.yml"
     config.write_text("tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n")
     port = free_port()
-    reaper = start_reaper(["run", "--listen", f"127.0.0.1:{port}", "--web-config-file",
-                           str(config), "--dsn", "postgresql://x@127.0.0.1:1/x"], tmp_path)
+    reaper = start_reaper(
+        [
+            "run",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--web-config-file",
+            str(config),
+            "--dsn",
+            "postgresql://x@127.0.0.1:1/x",
+        ],
+        tmp_path,
+    )
     assert reaper.proc.wait(timeout=60) == 2
     lines = [line for line in reaper.log_path.read_text().splitlines() if line.strip()]
     assert len(lines) == 1 and "tls_server_config" in lines[0], lines
@@ -241,13 +249,13 @@ def _request(auth: tuple[str, str] | None = None, path: str = "/metrics") -> byt
     return (head + "\r\n").encode()
 
 
-def _fresh_scrape(port: int, auth: tuple[str, str] | None = None,
-                  source: str = "127.0.0.1") -> int:
+def _fresh_scrape(port: int, auth: tuple[str, str] | None = None, source: str = "127.0.0.1") -> int:
     """The status of GET /metrics on a new connection (0: reset, refused or no answer in
     time), as a scraper or a kubelet probe makes it."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=ANSWER_LIMIT_SECONDS,
-                                      source_address=(source, 0)) as s:
+        with socket.create_connection(
+            ("127.0.0.1", port), timeout=ANSWER_LIMIT_SECONDS, source_address=(source, 0)
+        ) as s:
             s.sendall(_request(auth))
             line = s.recv(64).split(b"\r\n")[0].split(b" ")
     except OSError:
@@ -420,9 +428,11 @@ def test_wrong_passwords_never_starve_a_scraper(tmp_path: Path, addresses: str) 
             time.sleep(0.2)
         if addresses == "one-address":
             # A scraper whose password was never verified, from another address, gets in.
-            assert wait_for("a new scraper verified",
-                            lambda: _fresh_scrape(server.port, right, source="127.0.0.3") == 200,
-                            limit=30)
+            assert wait_for(
+                "a new scraper verified",
+                lambda: _fresh_scrape(server.port, right, source="127.0.0.3") == 200,
+                limit=30,
+            )
     finally:
         stop.set()
         for t in threads:
@@ -504,8 +514,18 @@ def test_reaper_run_refuses_a_web_config_that_cannot_guard_the_port(
         config = tmp_path / "web.yml"
         config.write_text("basic_auth_users: {}\n" if kind == "empty-users" else "")
     port = free_port()
-    reaper = start_reaper(["run", "--listen", f"127.0.0.1:{port}", "--web-config-file",
-                           str(config), "--dsn", "postgresql://x@127.0.0.1:1/x"], tmp_path)
+    reaper = start_reaper(
+        [
+            "run",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--web-config-file",
+            str(config),
+            "--dsn",
+            "postgresql://x@127.0.0.1:1/x",
+        ],
+        tmp_path,
+    )
     assert reaper.proc.wait(timeout=60) == 2
     lines = [line for line in reaper.log_path.read_text().splitlines() if line.strip()]
     assert len(lines) == 1 and "--web-config-file" in lines[0], lines
@@ -519,9 +539,18 @@ def test_readyz_shows_a_reason_class_not_the_target_unless_authenticated(tmp_pat
     dead = free_port()
     port = free_port()
     reaper = start_reaper(
-        ["run", "--listen", f"127.0.0.1:{port}", "--connect-timeout", "1s",
-         "--web-config-file", str(_web_config(tmp_path)),
-         "--dsn", f"postgresql://reaper:secret-pw@127.0.0.1:{dead}/control"], tmp_path,
+        [
+            "run",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--connect-timeout",
+            "1s",
+            "--web-config-file",
+            str(_web_config(tmp_path)),
+            "--dsn",
+            f"postgresql://reaper:secret-pw@127.0.0.1:{dead}/control",
+        ],
+        tmp_path,
     )
     right = ("prometheus", "scrape-pw")
 
@@ -538,8 +567,10 @@ def test_readyz_shows_a_reason_class_not_the_target_unless_authenticated(tmp_pat
             return 0, ""
 
     try:
-        status, body = wait_for("the reason", lambda: (r := readyz(right))[1]
-                                .startswith("not ready: cannot connect to") and r)
+        status, body = wait_for(
+            "the reason",
+            lambda: (r := readyz(right))[1].startswith("not ready: cannot connect to") and r,
+        )
         assert status == 503 and str(dead) in body and "secret-pw" not in body
         assert readyz(None)[0] == 401
     finally:
@@ -554,7 +585,10 @@ def test_the_port_bench_runs() -> None:
     root = Path(__file__).resolve().parents[3]
     out = subprocess.run(
         [sys.executable, str(root / "bench" / "http_abuse.py"), "--only", "files"],
-        capture_output=True, text=True, timeout=120, check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     ).stdout
     rows = [line for line in out.splitlines() if line.startswith("| web config")]
     assert len(rows) == 3 and all("exit 2 after" in row for row in rows), out

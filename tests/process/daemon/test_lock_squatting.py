@@ -33,8 +33,9 @@ def squatter(dsn: str) -> Iterator[psycopg.Connection[Any]]:
         admin.execute(f"DROP ROLE IF EXISTS {SQUATTER}")
         admin.execute(f"CREATE ROLE {SQUATTER} LOGIN")
     try:
-        with psycopg.connect(make_conninfo(login_as(dsn, SQUATTER), application_name="innocent"),
-                             autocommit=True) as conn:
+        with psycopg.connect(
+            make_conninfo(login_as(dsn, SQUATTER), application_name="innocent"), autocommit=True
+        ) as conn:
             yield conn
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
@@ -97,5 +98,4 @@ def test_a_skip_counts_from_zero(dsn: str, squatter: psycopg.Connection[Any], tm
     prom = tmp_path / "reaper.prom"
     run = run_reaper("run-once", "--dsn", dsn, "--metrics-file", str(prom))
     assert run.code == 0, run.stderr
-    assert 'reaper_sweep_runs_total{outcome="skipped",sweep="nodes_silent"} 0.0' in \
-        prom.read_text()
+    assert 'reaper_sweep_runs_total{outcome="skipped",sweep="nodes_silent"} 0.0' in prom.read_text()

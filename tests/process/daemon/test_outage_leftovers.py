@@ -60,8 +60,13 @@ def deletes_again(reaper: Any, conn: psycopg.Connection[Any], port: int) -> None
     """New garbage, and wait until the daemon, ready again, deleted it."""
     seed_routers(conn, garbage=5, keep=0, prefix=f"r{time.monotonic_ns()}-")
     wait_for("/readyz 200", lambda: http_get(port, "/readyz")[0] == 200, limit=90)
-    wait_for("the garbage deleted", lambda: scalar(
-        conn, "SELECT count(*) FROM routers WHERE router_id LIKE '%%garbage-%%'") == 0, limit=90)
+    wait_for(
+        "the garbage deleted",
+        lambda: (
+            scalar(conn, "SELECT count(*) FROM routers WHERE router_id LIKE '%%garbage-%%'") == 0
+        ),
+        limit=90,
+    )
 
 
 def settled(pid: int) -> tuple[int, int]:
@@ -76,8 +81,9 @@ def settled(pid: int) -> tuple[int, int]:
         time.sleep(0.5)
 
 
-def test_sockets_stay_flat_across_outages(dsn: str, conn: psycopg.Connection[Any],
-                                          tmp_path: Path) -> None:
+def test_sockets_stay_flat_across_outages(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
+) -> None:
     target = conninfo_to_dict(dsn)
     if str(target.get("host", "/")).startswith("/"):
         pytest.skip("the proxy test needs a server on TCP (REAPER_TEST_DSN)")
@@ -86,10 +92,29 @@ def test_sockets_stay_flat_across_outages(dsn: str, conn: psycopg.Connection[Any
     through = make_conninfo(dsn, host="127.0.0.1", port=proxy.port)
     # The watchdog fires 3 + 5 s into a silent statement: every outage below outlasts it.
     reaper = start_reaper(
-        ["run", "--dsn", through, "--listen", f"127.0.0.1:{port}", "--jitter", "0",
-         "--interval", "2s", "--gauge-interval", "2s", "--statement-timeout", "3s",
-         "--connect-timeout", "3s", "--failure-backoff", "1s", "--max-failure-backoff", "2s",
-         "--max-eligible-fraction", "1"],
+        [
+            "run",
+            "--dsn",
+            through,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--jitter",
+            "0",
+            "--interval",
+            "2s",
+            "--gauge-interval",
+            "2s",
+            "--statement-timeout",
+            "3s",
+            "--connect-timeout",
+            "3s",
+            "--failure-backoff",
+            "1s",
+            "--max-failure-backoff",
+            "2s",
+            "--max-eligible-fraction",
+            "1",
+        ],
         tmp_path,
     )
     pid = reaper.proc.pid
@@ -105,12 +130,13 @@ def test_sockets_stay_flat_across_outages(dsn: str, conn: psycopg.Connection[Any
             seen.append((f"silent {i + 1}", *settled(pid)))
         for i in range(2):
             # reaper's server sessions killed, as a restart or an operator would.
-            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                         "WHERE application_name = 'reaper' AND pid <> pg_backend_pid()")
+            conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'reaper' AND pid <> pg_backend_pid()"
+            )
             deletes_again(reaper, conn, port)
             seen.append((f"killed {i + 1}", *settled(pid)))
-        print("\n" + "\n".join(f"{what}: {n} TCP sockets, {h} half-closed"
-                               for what, n, h in seen))
+        print("\n" + "\n".join(f"{what}: {n} TCP sockets, {h} half-closed" for what, n, h in seen))
         assert any(e["event"].startswith("watchdog") for e in reaper.logs())
         for what, total, half_closed in seen:
             assert half_closed == 0, (what, seen)

@@ -31,20 +31,20 @@ from tests.support.daemon import free_port, http_get, start_reaper, wait_for
 
 # Each is distinctive enough that finding it in the output means it leaked.
 PASSWORDS = [
-    "Gen3rated/Base64+Pw==",            # the repro: an unencoded '/'
-    "p@ss@w0rd-Kq",                     # '@' twice
-    "co:lo:n-Zx",                        # ':'
-    "what?ever#frag-Vb",                 # '?' and '#'
-    "100%sure%zz-Qp",                    # '%', not an escape
-    "It's-a\"quote\"-Mn",                # quotes
-    "two words here-Jh",                 # spaces
-    "back\\slash;semi&amp=eq-Rt",        # backslash, ';', '&', '='
-    "üñîçødé-пароль-密码",                 # unicode
-    "Ω",                                 # 1 character
-    "@/",                                # 2 characters, both awkward
-    "/@:?#%'\" ",                        # every awkward character at once
-    "Zq" * 100,                          # 200 characters
-    "tr4iling-space-Lk ",                # trailing space
+    "Gen3rated/Base64+Pw==",  # the repro: an unencoded '/'
+    "p@ss@w0rd-Kq",  # '@' twice
+    "co:lo:n-Zx",  # ':'
+    "what?ever#frag-Vb",  # '?' and '#'
+    "100%sure%zz-Qp",  # '%', not an escape
+    'It\'s-a"quote"-Mn',  # quotes
+    "two words here-Jh",  # spaces
+    "back\\slash;semi&amp=eq-Rt",  # backslash, ';', '&', '='
+    "üñîçødé-пароль-密码",  # unicode
+    "Ω",  # 1 character
+    "@/",  # 2 characters, both awkward
+    "/@:?#%'\" ",  # every awkward character at once
+    "Zq" * 100,  # 200 characters
+    "tr4iling-space-Lk ",  # trailing space
 ]
 
 
@@ -58,15 +58,20 @@ def _dsns(user: str, password: str, dbname: str) -> dict[str, str]:
         "uri": f"postgresql://{user}:{password}@127.0.0.1:5432/{dbname}",
         "uri_encoded": f"postgresql://{user}:{quote(password, safe='')}@127.0.0.1:5432/{dbname}",
         "words": f"host=127.0.0.1 port=5432 dbname={dbname} user={user} "
-                 f"password={_kv_quote(password)}",
+        f"password={_kv_quote(password)}",
     }
 
 
 def _forms(password: str) -> set[str]:
     """What counts as the password in the output."""
-    found = {password, quote(password, safe=""), quote(password), quote_plus(password),
-             password.encode("unicode_escape").decode("ascii"),
-             _kv_quote(password)}
+    found = {
+        password,
+        quote(password, safe=""),
+        quote(password),
+        quote_plus(password),
+        password.encode("unicode_escape").decode("ascii"),
+        _kv_quote(password),
+    }
     # JSON escapes non-ASCII and quotes; a fragment of a long one counts too.
     found.add(json.dumps(password)[1:-1])
     if len(password) >= 16:
@@ -82,8 +87,9 @@ COMMANDS = [["run-once"], ["status"], ["check"]]
 SOURCES = ["flag", "env", "toml", "flag_before_command"]
 
 
-def _invoke(dsn: str, source: str, command: list[str], log_format: str,
-            tmp: Path) -> tuple[list[str], Any]:
+def _invoke(
+    dsn: str, source: str, command: list[str], log_format: str, tmp: Path
+) -> tuple[list[str], Any]:
     head = ["--log-level", "debug", "--log-format", log_format]
     env: dict[str, str] = {}
     if source == "flag":
@@ -106,15 +112,20 @@ def login(dsn: str) -> Iterator[tuple[str, str]]:
     taken), and the fresh database's name."""
     role = f"reaper_pw_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE ROLE {} LOGIN SUPERUSER PASSWORD {}").format(
-            sql.Identifier(role), sql.Literal("not-the-one-in-the-dsn")))
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN SUPERUSER PASSWORD {}").format(
+                sql.Identifier(role), sql.Literal("not-the-one-in-the-dsn")
+            )
+        )
     try:
         yield role, str(conninfo_to_dict(dsn)["dbname"])
     finally:
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = {}"
-            ).format(sql.Literal(role)))
+            conn.execute(
+                sql.SQL(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = {}"
+                ).format(sql.Literal(role))
+            )
             conn.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
@@ -151,8 +162,8 @@ def test_no_password_of_any_shape_is_shown(login: tuple[str, str], tmp_path: Pat
     # Each password in each form once, the source, command and log format taken in turn, so
     # that every password goes through three sources and every source sees every shape.
     rotation = itertools.cycle(
-        (source, command, log_format) for command, log_format, source
-        in itertools.product(COMMANDS, ["json", "console"], SOURCES)
+        (source, command, log_format)
+        for command, log_format, source in itertools.product(COMMANDS, ["json", "console"], SOURCES)
     )
     for password in PASSWORDS:
         for form, dsn in _dsns(user, password, dbname).items():
@@ -170,8 +181,11 @@ def test_no_password_of_any_shape_is_shown(login: tuple[str, str], tmp_path: Pat
         codes = list(pool.map(one, cases))
     # The commands really ran: every percent-encoded URI connects (exit 0 or a finding, 1),
     # so the password went through the whole run, logs included.
-    assert {code for form, source, code in codes
-            if form == "uri_encoded" and source != "flag_before_command"} <= {0, 1}
+    assert {
+        code
+        for form, source, code in codes
+        if form == "uri_encoded" and source != "flag_before_command"
+    } <= {0, 1}
     assert len(codes) == len(PASSWORDS) * 3
     assert {source for _, source, _ in codes} == set(SOURCES)
 
@@ -183,8 +197,9 @@ def test_readyz_names_the_target_never_the_dsn(tmp_path: Path) -> None:
     port = free_port()
     closed = free_port()
     dsn = f"postgresql://reaper:{password}@127.0.0.1:{closed}/control?connect_timeout=1"
-    proc = start_reaper(["--log-level", "debug", "run", "--listen", f"127.0.0.1:{port}",
-                         "--dsn", dsn], tmp_path)
+    proc = start_reaper(
+        ["--log-level", "debug", "run", "--listen", f"127.0.0.1:{port}", "--dsn", dsn], tmp_path
+    )
     try:
         code, body = wait_for("a readiness answer", lambda: _answer(port))
         assert code == 503

@@ -21,8 +21,6 @@ from tests.support.daemon import seed_routers
 pytestmark = pytest.mark.fresh_db
 
 
-
-
 # -- the three causes of a cancelled statement ----------------------------------------------
 
 
@@ -32,12 +30,22 @@ pytestmark = pytest.mark.fresh_db
 def test_run_once_json_keeps_the_sqlstate(dsn: str, conn: psycopg.Connection[Any]) -> None:
     seed_routers(conn, garbage=5, keep=1)
     conn.execute(f"ALTER DATABASE {conn.info.dbname} SET default_transaction_read_only = on")
-    run = run_reaper("run-once", "--json", "--dsn", dsn, "--sweep", "router_leases",
-                     "--max-eligible-fraction", "1")
+    run = run_reaper(
+        "run-once",
+        "--json",
+        "--dsn",
+        dsn,
+        "--sweep",
+        "router_leases",
+        "--max-eligible-fraction",
+        "1",
+    )
     assert run.code == 1, run.stderr
     (result,) = run.json()
     assert (result["outcome"], result["error_type"], result["sqlstate"]) == (
-        "failure", "ReadOnlyDatabase", "25006"
+        "failure",
+        "ReadOnlyDatabase",
+        "25006",
     )
     (failed,) = [e for e in run.events() if e["event"] == "sweep_failed"]
     assert (failed["error_type"], failed["sqlstate"]) == ("ReadOnlyDatabase", "25006")
@@ -45,5 +53,3 @@ def test_run_once_json_keeps_the_sqlstate(dsn: str, conn: psycopg.Connection[Any
 
 
 # -- a bug ----------------------------------------------------------------------------------
-
-

@@ -23,7 +23,6 @@ from tests.support.grants import TABLES, left_to_say, run_grants
 pytestmark = pytest.mark.fresh_db
 
 
-
 @pytest.fixture
 def owner_dsn(dsn: str) -> Iterator[str]:
     """The DSN of a role that owns the demo tables and is no superuser (nor may create roles);
@@ -31,13 +30,19 @@ def owner_dsn(dsn: str) -> Iterator[str]:
     dbname = str(conninfo_to_dict(dsn)["dbname"])
     owner = f"owner_{dbname}"
     with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEROLE").format(
-            sql.Identifier(owner)))
+        admin.execute(
+            sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEROLE").format(sql.Identifier(owner))
+        )
         for table in TABLES:
-            admin.execute(sql.SQL("ALTER TABLE {} OWNER TO {}").format(
-                sql.Identifier(table), sql.Identifier(owner)))
-        admin.execute("DO $$ BEGIN CREATE ROLE reaper LOGIN; "
-                      "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+            admin.execute(
+                sql.SQL("ALTER TABLE {} OWNER TO {}").format(
+                    sql.Identifier(table), sql.Identifier(owner)
+                )
+            )
+        admin.execute(
+            "DO $$ BEGIN CREATE ROLE reaper LOGIN; "
+            "EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+        )
         # An older grants.sql gave UPDATE on the key columns: the new one takes it back.
         admin.execute("GRANT UPDATE (peer_id) ON nodes TO reaper")
         admin.execute("GRANT UPDATE (router_id), INSERT ON routers TO reaper")
@@ -45,12 +50,9 @@ def owner_dsn(dsn: str) -> Iterator[str]:
         yield login_as(dsn, owner)
     finally:
         with psycopg.connect(dsn, autocommit=True) as admin:
-            admin.execute(sql.SQL("REASSIGN OWNED BY {} TO postgres").format(
-                sql.Identifier(owner)))
+            admin.execute(sql.SQL("REASSIGN OWNED BY {} TO postgres").format(sql.Identifier(owner)))
             admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(owner)))
             admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(owner)))
-
-
 
 
 @pytest.fixture
@@ -59,8 +61,11 @@ def reaper_only(dsn: str, owner_dsn: str) -> str:
     database (the operator's call, made here): the DSN of the reaper role."""
     run_grants(owner_dsn)
     with psycopg.connect(dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(
-            sql.Identifier(str(conninfo_to_dict(dsn)["dbname"]))))
+        admin.execute(
+            sql.SQL("REVOKE TEMPORARY ON DATABASE {} FROM PUBLIC").format(
+                sql.Identifier(str(conninfo_to_dict(dsn)["dbname"]))
+            )
+        )
     assert run_grants(owner_dsn) == left_to_say(dsn)  # nothing else left to say
     return login_as(dsn, "reaper")
 
@@ -76,12 +81,8 @@ def reaper_only(dsn: str, owner_dsn: str) -> str:
         ["indexes", "ensure", "--dry-run"],
     ],
 )
-def test_every_command_runs_as_the_reaper_role(
-    dsn: str, reaper_only: str, args: list[str]
-) -> None:
+def test_every_command_runs_as_the_reaper_role(dsn: str, reaper_only: str, args: list[str]) -> None:
     demo.seed(dsn, small_sizes())
     run = run_reaper(*args, "--dsn", reaper_only)
     assert run.code == 0, run.stdout + run.stderr
     assert "permission denied" not in run.stdout + run.stderr
-
-

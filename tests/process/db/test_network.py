@@ -73,11 +73,28 @@ def reaper_args(dsn: str, port: int) -> list[str]:
     # the watchdog at statement_timeout + its margin), set shorter so that the test need not
     # hold the network down for long: test_every_connection_carries_keepalives_and_the_server_
     # side_settings checks the defaults themselves.
-    quick = make_conninfo(dsn, keepalives_idle=2, keepalives_interval=1, keepalives_count=2,
-                          tcp_user_timeout=5000)
-    return ["run", "--dsn", quick, "--listen", f"127.0.0.1:{port}", "--jitter", "0",
-            "--interval", "10s", "--strategy", "index", "--batch-size", "4",
-            "--gauge-interval", "5s", "--statement-timeout", "3s"]
+    quick = make_conninfo(
+        dsn, keepalives_idle=2, keepalives_interval=1, keepalives_count=2, tcp_user_timeout=5000
+    )
+    return [
+        "run",
+        "--dsn",
+        quick,
+        "--listen",
+        f"127.0.0.1:{port}",
+        "--jitter",
+        "0",
+        "--interval",
+        "10s",
+        "--strategy",
+        "index",
+        "--batch-size",
+        "4",
+        "--gauge-interval",
+        "5s",
+        "--statement-timeout",
+        "3s",
+    ]
 
 
 def outage(
@@ -92,6 +109,7 @@ def outage(
 ) -> None:
     """Silence the network while a router_leases run holds its lock, then bring it back;
     assert what a user sees (see the module docstring)."""
+
     def failures() -> list[dict[str, Any]]:
         return [e for e in reaper.events("sweep_failed") if e["sweep"] == "router_leases"]
 
@@ -101,8 +119,11 @@ def outage(
     silent_at = time.monotonic()
     try:
         # The run in flight fails (the other sweeps' runs may fail first, on their checkout).
-        wait_for("router_leases' sweep_failed", lambda: len(failures()) > failed_before,
-                 limit=SILENT_FAILS_WITHIN_SECONDS + 30)
+        wait_for(
+            "router_leases' sweep_failed",
+            lambda: len(failures()) > failed_before,
+            limit=SILENT_FAILS_WITHIN_SECONDS + 30,
+        )
         failed_after = time.monotonic() - silent_at
         print(f"\nsweep_failed {failed_after:.1f} s after the network went silent")
         assert failed_after <= SILENT_FAILS_WITHIN_SECONDS
@@ -115,8 +136,9 @@ def outage(
         if server_side_gone_during_outage:
             # The server's own keepalives tell it reaper's side is gone: the session ends and
             # its advisory lock is freed while the link is still down.
-            wait_for("the server to drop the dead session", lambda: not alive(observer, holder),
-                     limit=60)
+            wait_for(
+                "the server to drop the dead session", lambda: not alive(observer, holder), limit=60
+            )
             print(f"server-side session gone {time.monotonic() - silent_at:.1f} s in")
         while time.monotonic() - silent_at < hold_seconds:
             # Liveness never depends on the database, however long the outage.
@@ -129,10 +151,14 @@ def outage(
     garbage = "SELECT count(*) FROM routers WHERE router_id LIKE 'garbage-%%'"
     left = scalar(observer, garbage)
     finished_before = len(reaper.events("sweep_finished"))
-    wait_for("the session of the silenced run to end", lambda: not alive(observer, holder),
-             limit=60)
-    wait_for("a run to delete again after the network came back",
-             lambda: scalar(observer, garbage) < left, limit=60)
+    wait_for(
+        "the session of the silenced run to end", lambda: not alive(observer, holder), limit=60
+    )
+    wait_for(
+        "a run to delete again after the network came back",
+        lambda: scalar(observer, garbage) < left,
+        limit=60,
+    )
     resumed = time.monotonic() - back_at
     print(f"router_leases deleting again {resumed:.1f} s after the network came back")
     # Within one interval (10 s) of the network's return, plus one readiness probe period:
@@ -140,8 +166,9 @@ def outage(
     assert resumed <= 10 + READINESS_PROBE_SECONDS + 5
     wait_for(
         "that run to succeed",
-        lambda: any(e["sweep"] == "router_leases"
-                    for e in reaper.events("sweep_finished")[finished_before:]),
+        lambda: any(
+            e["sweep"] == "router_leases" for e in reaper.events("sweep_finished")[finished_before:]
+        ),
         limit=120,
     )
     wait_for("/readyz 200", lambda: http_get(port, "/readyz")[0] == 200)
@@ -161,8 +188,15 @@ def test_a_middlebox_that_stops_forwarding_fails_the_sweep(dsn, conn, tmp_path) 
     through = make_conninfo(dsn, host="127.0.0.1", port=proxy.port)
     reaper = start_reaper(reaper_args(through, port), tmp_path)
     try:
-        outage(reaper, port, conn, proxy.pause, proxy.resume, hold_seconds=15,
-               server_side_gone_during_outage=False)
+        outage(
+            reaper,
+            port,
+            conn,
+            proxy.pause,
+            proxy.resume,
+            hold_seconds=15,
+            server_side_gone_during_outage=False,
+        )
         # Nothing deleted that should stay, and the garbage goes in the end.
         assert scalar(conn, "SELECT count(*) FROM routers WHERE router_id LIKE 'keep-%%'") == 3
     finally:
@@ -182,8 +216,15 @@ def test_a_link_that_goes_down_fails_the_sweep_and_frees_the_lock(tmp_path) -> N
             seed_routers(observer, garbage=120, keep=3)
             port = free_port()
             reaper = start_reaper(reaper_args(server.tcp_dsn, port), tmp_path)
-            outage(reaper, port, observer, server.link_down, server.link_up, hold_seconds=15,
-                   server_side_gone_during_outage=True)
+            outage(
+                reaper,
+                port,
+                observer,
+                server.link_down,
+                server.link_up,
+                hold_seconds=15,
+                server_side_gone_during_outage=True,
+            )
             kept = "SELECT count(*) FROM routers WHERE router_id LIKE 'keep-%%'"
             assert scalar(observer, kept) == 3
 
@@ -191,10 +232,16 @@ def test_a_link_that_goes_down_fails_the_sweep_and_frees_the_lock(tmp_path) -> N
 # -- connection settings ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("param", "value"), [
-    ("keepalives_idle", "abc"), ("tcp_user_timeout", "-5"), ("connect_timeout", "xyz"),
-    ("connect_timeout", "0"), ("keepalives_count", "1.5"),
-])
+@pytest.mark.parametrize(
+    ("param", "value"),
+    [
+        ("keepalives_idle", "abc"),
+        ("tcp_user_timeout", "-5"),
+        ("connect_timeout", "xyz"),
+        ("connect_timeout", "0"),
+        ("keepalives_count", "1.5"),
+    ],
+)
 def test_a_timing_parameter_of_the_dsn_that_is_not_a_whole_number_exits_2(
     settings: Settings, param: str, value: str
 ) -> None:
@@ -261,19 +308,46 @@ def test_readiness_and_health_on_a_hot_standby(tmp_path) -> None:
     port = free_port()
     as_pg = ["runuser", "-u", "postgres", "--"]
     data = work / "data"
-    subprocess.run([*as_pg, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust",
-                    "-U", "postgres"], check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [*as_pg, str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     (data / "standby.signal").touch()
     shutil.chown(data / "standby.signal", "postgres", "postgres")
     options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={work}"
-    subprocess.run([*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-o", options, "-l",
-                    str(work / "log"), "-w", "start"], check=True, capture_output=True,
-                   timeout=120)
+    subprocess.run(
+        [
+            *as_pg,
+            str(PG_BIN / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            options,
+            "-l",
+            str(work / "log"),
+            "-w",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     try:
         http = free_port()
         reaper = start_reaper(
-            ["run", "--dsn", f"host=127.0.0.1 port={port} user=postgres dbname=postgres",
-             "--listen", f"127.0.0.1:{http}", "--jitter", "0", "--interval", "1h"],
+            [
+                "run",
+                "--dsn",
+                f"host=127.0.0.1 port={port} user=postgres dbname=postgres",
+                "--listen",
+                f"127.0.0.1:{http}",
+                "--jitter",
+                "0",
+                "--interval",
+                "1h",
+            ],
             tmp_path,
         )
         _, body = wait_for(
@@ -286,8 +360,11 @@ def test_readiness_and_health_on_a_hot_standby(tmp_path) -> None:
         assert reaper.terminate() == 0
         assert "in recovery" in reaper.log_path.read_text()
     finally:
-        subprocess.run([*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate",
-                        "stop"], capture_output=True, timeout=60)
+        subprocess.run(
+            [*as_pg, str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=60,
+        )
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -296,9 +373,22 @@ def test_readiness_and_health_on_a_hot_standby(tmp_path) -> None:
 
 def run_once(dsn: str, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*reaper_command(), "run-once", "--dsn", dsn, "--batch-size", "50", "--strategy",
-         "index", "--sweep", "nodes_silent", *extra],
-        capture_output=True, text=True, timeout=120,
+        [
+            *reaper_command(),
+            "run-once",
+            "--dsn",
+            dsn,
+            "--batch-size",
+            "50",
+            "--strategy",
+            "index",
+            "--sweep",
+            "nodes_silent",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"PATH": "/usr/bin:/bin", "REAPER_LOG_FORMAT": "json"},
     )
 
@@ -319,11 +409,13 @@ def seed_stale_nodes(conn: psycopg.Connection[Any], n: int) -> None:
 
 def advisory_locks(conn: psycopg.Connection[Any]) -> int:
     """Advisory locks held in the test's database (other tests share the server)."""
-    return int(scalar(
-        conn,
-        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database ="
-        " (SELECT oid FROM pg_database WHERE datname = current_database())",
-    ))
+    return int(
+        scalar(
+            conn,
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database ="
+            " (SELECT oid FROM pg_database WHERE datname = current_database())",
+        )
+    )
 
 
 @pytest.mark.slow
@@ -345,10 +437,25 @@ def test_a_transaction_pooler_under_load_is_refused_on_every_run(pgbouncer, conn
         script.write_text("SELECT 1;\n")
         params = conninfo_to_dict(through)
         load = subprocess.Popen(
-            [pgbench, "-n", "-c", "4", "-T", "600", "-f", str(script), "-h",
-             str(params["host"]), "-p", str(params["port"]), "-U", "postgres",
-             str(params["dbname"])],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                pgbench,
+                "-n",
+                "-c",
+                "4",
+                "-T",
+                "600",
+                "-f",
+                str(script),
+                "-h",
+                str(params["host"]),
+                "-p",
+                str(params["port"]),
+                "-U",
+                "postgres",
+                str(params["dbname"]),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         for _ in range(10):
             proc = run_once(through)

@@ -41,7 +41,8 @@ def test_a_password_file_reaches_the_reaper_a_test_runs(seeded, monkeypatch, tmp
 def test_pgpassword_reaches_the_daemon_a_test_starts(seeded, tmp_path) -> None:
     port = free_port()
     daemon = start_reaper(
-        ["run", "--listen", f"127.0.0.1:{port}", "--interval", "1m"], tmp_path,
+        ["run", "--listen", f"127.0.0.1:{port}", "--interval", "1m"],
+        tmp_path,
         env={"REAPER_DSN": seeded},
     )
     try:

@@ -51,8 +51,16 @@ def test_run_once_logs_each_batchs_keys_and_archives_its_rows(
     config = tmp_path / "reaper.toml"
     config.write_text(CONFIG)
 
-    run = run_reaper("--log-level", "debug", "run-once", "--config", str(config),
-                     "--sweep", "events", env={"REAPER_DSN": dsn})
+    run = run_reaper(
+        "--log-level",
+        "debug",
+        "run-once",
+        "--config",
+        str(config),
+        "--sweep",
+        "events",
+        env={"REAPER_DSN": dsn},
+    )
 
     assert run.code == 0, run.stderr
     events = run.events()
@@ -69,19 +77,24 @@ def test_run_once_logs_each_batchs_keys_and_archives_its_rows(
 
     # At the default level no key is logged.
     conn.execute("INSERT INTO public.events VALUES (100, 't', now() - interval '40 days')")
-    quiet = run_reaper("run-once", "--config", str(config), "--sweep", "events",
-                       env={"REAPER_DSN": dsn})
+    quiet = run_reaper(
+        "run-once", "--config", str(config), "--sweep", "events", env={"REAPER_DSN": dsn}
+    )
     assert quiet.code == 0, quiet.stderr
     assert not [e for e in quiet.events() if e["event"] == "batch_keys"]
     lines = [json.loads(line) for line in quiet.stdout.splitlines() if line.startswith("{")]
     assert [r["row"] for r in lines] == [{"id": 100, "tenant": "t", "at": lines[0]["row"]["at"]}]
 
 
-@pytest.mark.parametrize("archive", [
-    "DROP TABLE audit.events_archive",
-    "ALTER TABLE audit.events_archive DROP COLUMN tenant",
-    "ALTER TABLE audit.events_archive ALTER COLUMN tenant TYPE varchar(20)",
-], ids=["missing", "lacks a column", "another type"])
+@pytest.mark.parametrize(
+    "archive",
+    [
+        "DROP TABLE audit.events_archive",
+        "ALTER TABLE audit.events_archive DROP COLUMN tenant",
+        "ALTER TABLE audit.events_archive ALTER COLUMN tenant TYPE varchar(20)",
+    ],
+    ids=["missing", "lacks a column", "another type"],
+)
 def test_run_once_refuses_an_archive_that_cannot_take_the_rows_before_any_sweep(
     dsn: str, conn: psycopg.Connection[Any], tmp_path: Path, archive: str
 ) -> None:
@@ -97,6 +110,5 @@ def test_run_once_refuses_an_archive_that_cannot_take_the_rows_before_any_sweep(
     assert "\n" not in line and line.startswith("reaper: sweep events: archive table "), line
     assert conn.execute("SELECT count(*) FROM public.events").fetchone() == (50,)
     # A dry run archives nothing: it counts as it would without the archive.
-    dry = run_reaper("run-once", "--dry-run", "--config", str(config),
-                     env={"REAPER_DSN": dsn})
+    dry = run_reaper("run-once", "--dry-run", "--config", str(config), env={"REAPER_DSN": dsn})
     assert dry.code == 0, dry.stderr

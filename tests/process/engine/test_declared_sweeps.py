@@ -63,25 +63,52 @@ SHAPES: list[tuple[str, dict[str, Any], set[str]]] = [
     ("one arm", {"age": "created_at", "retention": "30d"}, OLD_BY_CREATION),
     # resolved_at < c OR (resolved_at IS NULL AND created_at < c): res-young was resolved
     # 5 days ago, however old its creation.
-    ("coalesce arms", {"age": ["resolved_at", "created_at"], "retention": "30d"},
-     OLD_BY_CREATION - {"res-young"}),
-    ("rules with their own retentions", {"rule": [
-        {"age": "created_at", "where": {"kind": "a"}, "retention": "30d"},
-        {"age": "created_at", "where": {"kind": "b"}, "retention": "10d"},
-    ]}, {"a-old", "a-old-ref", "res-old", "res-young", "b-old", "b-mid"}),
-    ("IN, boolean, IS NULL and IS NOT NULL", {
-        "age": "created_at", "retention": "30d", "where": {"kind": ["a", "b"], "flag": True},
-        "is_null": ["resolved_at"], "not_null": ["note"],
-    }, {"a-old", "a-old-ref"}),
+    (
+        "coalesce arms",
+        {"age": ["resolved_at", "created_at"], "retention": "30d"},
+        OLD_BY_CREATION - {"res-young"},
+    ),
+    (
+        "rules with their own retentions",
+        {
+            "rule": [
+                {"age": "created_at", "where": {"kind": "a"}, "retention": "30d"},
+                {"age": "created_at", "where": {"kind": "b"}, "retention": "10d"},
+            ]
+        },
+        {"a-old", "a-old-ref", "res-old", "res-young", "b-old", "b-mid"},
+    ),
+    (
+        "IN, boolean, IS NULL and IS NOT NULL",
+        {
+            "age": "created_at",
+            "retention": "30d",
+            "where": {"kind": ["a", "b"], "flag": True},
+            "is_null": ["resolved_at"],
+            "not_null": ["note"],
+        },
+        {"a-old", "a-old-ref"},
+    ),
     # A NULL note matches no NOT IN: b-old stays.
-    ("NOT and NOT IN", {"age": "created_at", "retention": "30d",
-                        "where_not": {"kind": "a", "note": ["y", "z"]}}, {"c-old"}),
-    ("keep while referenced", {
-        "age": "created_at", "retention": "30d",
-        "keep_referenced": [{"table": "public.refs", "column": "item_id"}],
-    }, OLD_BY_CREATION - {"a-old-ref"}),
-    ("age when", {"age": "created_at", "age_when": {"kind": "b"}, "retention": "10d"},
-     {"b-old", "b-mid"}),
+    (
+        "NOT and NOT IN",
+        {"age": "created_at", "retention": "30d", "where_not": {"kind": "a", "note": ["y", "z"]}},
+        {"c-old"},
+    ),
+    (
+        "keep while referenced",
+        {
+            "age": "created_at",
+            "retention": "30d",
+            "keep_referenced": [{"table": "public.refs", "column": "item_id"}],
+        },
+        OLD_BY_CREATION - {"a-old-ref"},
+    ),
+    (
+        "age when",
+        {"age": "created_at", "age_when": {"kind": "b"}, "retention": "10d"},
+        {"b-old", "b-mid"},
+    ),
 ]
 
 
@@ -90,17 +117,31 @@ def items(conn: psycopg.Connection[Any]) -> set[str]:
 
 
 def items_sweep(dsn: str, body: dict[str, Any]) -> Any:
-    return build_settings({"dsn": dsn, "max_eligible_fraction": "1"}, {"sweeps": {"items": {
-        "table": "public.items", "reason": "old", **body,
-    }}})
+    return build_settings(
+        {"dsn": dsn, "max_eligible_fraction": "1"},
+        {
+            "sweeps": {
+                "items": {
+                    "table": "public.items",
+                    "reason": "old",
+                    **body,
+                }
+            }
+        },
+    )
 
 
-@pytest.mark.parametrize(("body", "gone"), [(b, g) for _, b, g in SHAPES],
-                         ids=[c for c, _, _ in SHAPES])
+@pytest.mark.parametrize(
+    ("body", "gone"), [(b, g) for _, b, g in SHAPES], ids=[c for c, _, _ in SHAPES]
+)
 @pytest.mark.parametrize("strategy", ["heap", "index"])
 def test_each_shape_deletes_exactly_its_rows(
-    dsn: str, conn: psycopg.Connection[Any], database: Database, body: dict[str, Any],
-    gone: set[str], strategy: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
+    body: dict[str, Any],
+    gone: set[str],
+    strategy: str,
 ) -> None:
     conn.execute(ITEMS)
     settings = items_sweep(dsn, {**body, "strategy": strategy})
@@ -125,10 +166,20 @@ def test_a_mixed_case_quoted_schema_and_table_are_the_ones_swept(
             (now() - interval '1 day', 'x');
         INSERT INTO audit_log.events SELECT * FROM "Audit Log"."Events";
     """)
-    settings = build_settings({"dsn": dsn, "max_eligible_fraction": "1"}, {"sweeps": {"ev": {
-        "table": "Audit Log.Events", "reason": "old", "age": "Created At",
-        "where": {"Kind": "x"}, "retention": "30d",
-    }}})
+    settings = build_settings(
+        {"dsn": dsn, "max_eligible_fraction": "1"},
+        {
+            "sweeps": {
+                "ev": {
+                    "table": "Audit Log.Events",
+                    "reason": "old",
+                    "age": "Created At",
+                    "where": {"Kind": "x"},
+                    "retention": "30d",
+                }
+            }
+        },
+    )
     (result,) = run_sweeps(database, enabled(settings, ["ev"]), settings)
     assert (result.outcome, result.rows) == ("success", 1), result.error
     assert conn.execute('SELECT count(*) FROM "Audit Log"."Events"').fetchone() == (2,)
@@ -142,11 +193,20 @@ def test_the_compiled_predicate_names_only_pg_catalog_operators_and_quoted_names
     conn: psycopg.Connection[Any],
 ) -> None:
     predicate = compile_declaration(
-        "public", "items",
-        [Rule(("resolved_at", "created_at"), (Filter("kind", "eq", ("b",)),),
-              (Filter("flag", "eq", (True,)), Filter("kind", "ne", ("a", "b")),
-               Filter("note", "null"))),
-         Rule(("created_at",))],
+        "public",
+        "items",
+        [
+            Rule(
+                ("resolved_at", "created_at"),
+                (Filter("kind", "eq", ("b",)),),
+                (
+                    Filter("flag", "eq", (True,)),
+                    Filter("kind", "ne", ("a", "b")),
+                    Filter("note", "null"),
+                ),
+            ),
+            Rule(("created_at",)),
+        ],
         [Reference("public", "refs", "item_id", "id")],
     )
     text = predicate.where.as_string(conn)
@@ -185,8 +245,7 @@ def mallory(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[str]:
     role = f"mallory_{uuid.uuid4().hex[:8]}"
     conn.execute(SIDE_EFFECTS)
     conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(role)))
-    conn.execute(sql.SQL("GRANT CREATE, USAGE ON SCHEMA public TO {}").format(
-        sql.Identifier(role)))
+    conn.execute(sql.SQL("GRANT CREATE, USAGE ON SCHEMA public TO {}").format(sql.Identifier(role)))
     try:
         yield role
     finally:
@@ -244,10 +303,20 @@ def test_operators_and_functions_of_another_role_are_never_called(
     conn.execute(STAMPED)
     conn.execute("TRUNCATE public.side_effects")
     as_role(conn, mallory, HOSTILE)
-    settings = build_settings({"dsn": dsn, "max_eligible_fraction": "1"}, {"sweeps": {"st": {
-        "table": "public.stamped", "reason": "old", "age": "at", "retention": "30d",
-        "where": {"kind": ["a", "b"]},
-    }}})
+    settings = build_settings(
+        {"dsn": dsn, "max_eligible_fraction": "1"},
+        {
+            "sweeps": {
+                "st": {
+                    "table": "public.stamped",
+                    "reason": "old",
+                    "age": "at",
+                    "retention": "30d",
+                    "where": {"kind": ["a", "b"]},
+                }
+            }
+        },
+    )
     from reaper.commands import status
 
     (row,) = status.sweep_status(database, enabled(settings, ["st"]), settings)
@@ -257,7 +326,8 @@ def test_operators_and_functions_of_another_role_are_never_called(
     (result,) = run_sweeps(database, enabled(settings, ["st"]), settings)
     assert (result.outcome, result.rows) == ("success", 2), result.error
     assert {r[0] for r in conn.execute("SELECT key FROM public.stamped")} == {
-        "stay-c", "stay-young"
+        "stay-c",
+        "stay-young",
     }
     assert side_effects(conn) == []
 
@@ -266,11 +336,10 @@ def test_operators_and_functions_of_another_role_are_never_called(
 NO_SUCH_COLUMN = [
     # Attribute notation: m.evil_ts would call public.evil_ts(m); an unqualified name is a
     # column or nothing.
-    ("attribute notation", {"age": "evil_ts"}, "evil_ts\\\" does not exist"),
+    ("attribute notation", {"age": "evil_ts"}, 'evil_ts\\" does not exist'),
     # The table's own name unqualified is a whole-row reference: no pg_catalog.< takes it.
     ("whole row", {"age": "members"}, "operator does not exist"),
-    ("text of a call", {"age": "created_at", "where": {"evil_ts(members)": 1}},
-     "does not exist"),
+    ("text of a call", {"age": "created_at", "where": {"evil_ts(members)": 1}}, "does not exist"),
 ]
 MEMBERS = """
 CREATE TYPE public.mood AS ENUM ('happy', 'sad');
@@ -294,12 +363,11 @@ CREATE OPERATOR public.= (FUNCTION = public.mood_eq, LEFTARG = public.mood, RIGH
 
 
 def _members_config(tmp_path: Path, body: dict[str, Any]) -> Path:
-    lines = ['[sweeps.m]', 'table = "public.members"', 'reason = "old"', 'retention = "30d"']
+    lines = ["[sweeps.m]", 'table = "public.members"', 'reason = "old"', 'retention = "30d"']
     for key, value in body.items():
         if isinstance(value, dict):
             inner = ", ".join(
-                f'"{k}" = {v if isinstance(v, int) else json.dumps(v)}'
-                for k, v in value.items()
+                f'"{k}" = {v if isinstance(v, int) else json.dumps(v)}' for k, v in value.items()
             )
             lines.append(f"{key} = {{ {inner} }}")
         else:
@@ -309,18 +377,24 @@ def _members_config(tmp_path: Path, body: dict[str, Any]) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("body", "words"), [(b, w) for _, b, w in NO_SUCH_COLUMN],
-                         ids=[c for c, _, _ in NO_SUCH_COLUMN])
+@pytest.mark.parametrize(
+    ("body", "words"), [(b, w) for _, b, w in NO_SUCH_COLUMN], ids=[c for c, _, _ in NO_SUCH_COLUMN]
+)
 def test_a_name_that_is_no_column_fails_the_sweep_and_runs_nothing(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path, mallory: str,
-    body: dict[str, Any], words: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
+    mallory: str,
+    body: dict[str, Any],
+    words: str,
 ) -> None:
     conn.execute(MEMBERS)
     as_role(conn, mallory, MEMBER_TRAPS)
     config = _members_config(tmp_path, body)
     for args in (("run-once", "--dry-run"), ("run-once",), ("status",)):
-        run = run_reaper(*args, "--json", "--sweep", "m", "--config", str(config),
-                         env={"REAPER_DSN": dsn})
+        run = run_reaper(
+            *args, "--json", "--sweep", "m", "--config", str(config), env={"REAPER_DSN": dsn}
+        )
         assert run.code == 1, (args, run.stderr)
         assert words in run.stdout + run.stderr, (args, run.stdout, run.stderr)
     assert side_effects(conn) == []
@@ -345,21 +419,35 @@ USER_TYPE_DECLARATIONS = [
     # A composite column meets pg_catalog.< through the user's implicit cast.
     ("implicit cast of a composite", {"age": "c"}, "column c is of type public.wrap"),
     # An enum compared with a text literal, where the user's = (mood, text) waits.
-    ("enum literal", {"age": "created_at", "where": {"mood": "happy"}},
-     "column mood is of type public.mood"),
+    (
+        "enum literal",
+        {"age": "created_at", "where": {"mood": "happy"}},
+        "column mood is of type public.mood",
+    ),
     # A view runs its owner's code for every row it is read for.
-    ("a view as the referencing table", {
-        "age": "created_at",
-        "keep_referenced": {"table": "public.member_refs", "column": "key", "key": "key"},
-    }, "table member_refs is not a table"),
+    (
+        "a view as the referencing table",
+        {
+            "age": "created_at",
+            "keep_referenced": {"table": "public.member_refs", "column": "key", "key": "key"},
+        },
+        "table member_refs is not a table",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("body", "named"), [(b, n) for _, b, n in USER_TYPE_DECLARATIONS],
-                         ids=[c for c, _, _ in USER_TYPE_DECLARATIONS])
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [(b, n) for _, b, n in USER_TYPE_DECLARATIONS],
+    ids=[c for c, _, _ in USER_TYPE_DECLARATIONS],
+)
 def test_columns_of_user_types_and_views_are_refused_before_any_statement(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path, mallory: str,
-    body: dict[str, Any], named: str,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
+    mallory: str,
+    body: dict[str, Any],
+    named: str,
 ) -> None:
     conn.execute(MEMBERS)
     as_role(conn, mallory, MEMBER_TRAPS)
@@ -370,8 +458,7 @@ def test_columns_of_user_types_and_views_are_refused_before_any_statement(
     conn.execute("TRUNCATE public.side_effects")
     config = _members_config(tmp_path, body)
     for args in (("run-once", "--dry-run"), ("run-once",), ("status",)):
-        run = run_reaper(*args, "--sweep", "m", "--config", str(config),
-                         env={"REAPER_DSN": dsn})
+        run = run_reaper(*args, "--sweep", "m", "--config", str(config), env={"REAPER_DSN": dsn})
         assert run.code == 2, (args, run.stderr)
         assert len(run.stderr_lines) == 1 and named in run.stderr, run.stderr
     assert side_effects(conn) == []
@@ -385,12 +472,19 @@ LEGACY = [
     ("attribute notation", "nodes.evil_ts < %(cutoff)s"),
     ("whole row", "public.is_old(nodes) AND enrolled_at < %(cutoff)s"),
     ("enum literal", "public.f('happy') AND enrolled_at < %(cutoff)s"),
-    ("column definition list", "EXISTS (SELECT 1 FROM json_to_record('{}') AS r(a public.d))"
-                               " AND enrolled_at < %(cutoff)s"),
-    ("SQL/JSON", "JSON_EXISTS(jsonb '{}', '$.a' PASSING peer_id AS x) AND enrolled_at < "
-                 "%(cutoff)s"),
-    ("temporary files", "enrolled_at < %(cutoff)s AND (SELECT count(*) FROM "
-                        "generate_series(1, 100000000) a ORDER BY 1 LIMIT 1) > 0"),
+    (
+        "column definition list",
+        "EXISTS (SELECT 1 FROM json_to_record('{}') AS r(a public.d)) AND enrolled_at < %(cutoff)s",
+    ),
+    (
+        "SQL/JSON",
+        "JSON_EXISTS(jsonb '{}', '$.a' PASSING peer_id AS x) AND enrolled_at < %(cutoff)s",
+    ),
+    (
+        "temporary files",
+        "enrolled_at < %(cutoff)s AND (SELECT count(*) FROM "
+        "generate_series(1, 100000000) a ORDER BY 1 LIMIT 1) > 0",
+    ),
 ]
 
 
@@ -420,21 +514,29 @@ def test_a_declaration_has_no_key_for_code(tmp_path: Path, key: str) -> None:
         '[sweeps.members]\ntable = "public.nodes"\nreason = "stale"\nage = "enrolled_at"\n'
         f'retention = "30d"\n{key} = "x"\n'
     )
-    run = run_reaper("run-once", "--config", str(config),
-                     env={"REAPER_DSN": "postgresql://x@127.0.0.1:1/x"})
+    run = run_reaper(
+        "run-once", "--config", str(config), env={"REAPER_DSN": "postgresql://x@127.0.0.1:1/x"}
+    )
     assert run.code == 2 and len(run.stderr_lines) == 1, run.stderr
     assert f"unknown key(s) {key}" in run.stderr
 
 
-@pytest.mark.parametrize("table", ["pg_catalog.pg_class", "information_schema.tables",
-                                   "pg_toast.pg_toast_2619", "pg_temp_1.t"])
+@pytest.mark.parametrize(
+    "table",
+    ["pg_catalog.pg_class", "information_schema.tables", "pg_toast.pg_toast_2619", "pg_temp_1.t"],
+)
 def test_a_catalog_table_is_never_a_target(tmp_path: Path, table: str) -> None:
     config = tmp_path / "reaper.toml"
     config.write_text(
         f'[sweeps.cat]\ntable = "{table}"\nreason = "old"\nage = "x"\nretention = "1d"\n'
     )
-    run = run_reaper("run-once", "--dry-run", "--config", str(config),
-                     env={"REAPER_DSN": "postgresql://x@127.0.0.1:1/x"})
+    run = run_reaper(
+        "run-once",
+        "--dry-run",
+        "--config",
+        str(config),
+        env={"REAPER_DSN": "postgresql://x@127.0.0.1:1/x"},
+    )
     assert run.code == 2 and len(run.stderr_lines) == 1, run.stderr
     assert f"[sweeps.cat] table: {table} is a table of the system catalog" in run.stderr
 
@@ -462,10 +564,20 @@ def test_a_dry_run_on_a_table_with_a_policy_deletes_nothing(
     reaper_dsn = apply_grants(dsn)
     conn.execute(GUARDED)
     config = tmp_path / "reaper.toml"
-    config.write_text('[sweeps.g]\ntable = "public.guarded"\nreason = "old"\n'
-                      'age = "created_at"\nretention = "30d"\nmax_eligible_fraction = 1\n')
-    run = run_reaper("run-once", "--dry-run", "--json", "--config", str(config),
-                     "--sweep", "g", env={"REAPER_DSN": reaper_dsn})
+    config.write_text(
+        '[sweeps.g]\ntable = "public.guarded"\nreason = "old"\n'
+        'age = "created_at"\nretention = "30d"\nmax_eligible_fraction = 1\n'
+    )
+    run = run_reaper(
+        "run-once",
+        "--dry-run",
+        "--json",
+        "--config",
+        str(config),
+        "--sweep",
+        "g",
+        env={"REAPER_DSN": reaper_dsn},
+    )
     assert run.code == 1, run.stderr
     (result,) = run.json()
     assert result["error_type"] == "WriteInRead", result
@@ -479,16 +591,24 @@ def test_a_policy_function_cannot_write_during_a_dry_run(
     reaper_dsn = apply_grants(dsn)
     conn.execute(GUARDED)
     config = tmp_path / "reaper.toml"
-    config.write_text('[sweeps.g]\ntable = "public.guarded"\nreason = "old"\n'
-                      'age = "created_at"\nretention = "30d"\n')
-    run_reaper("run-once", "--dry-run", "--config", str(config), "--sweep", "g",
-               env={"REAPER_DSN": reaper_dsn})
+    config.write_text(
+        '[sweeps.g]\ntable = "public.guarded"\nreason = "old"\n'
+        'age = "created_at"\nretention = "30d"\n'
+    )
+    run_reaper(
+        "run-once",
+        "--dry-run",
+        "--config",
+        str(config),
+        "--sweep",
+        "g",
+        env={"REAPER_DSN": reaper_dsn},
+    )
     assert conn.execute("SELECT count(*) FROM public.secrets").fetchone() == (10,)
 
 
 def test_a_superuser_is_warned_at_start_and_fails_check(dsn: str, tmp_path: Path) -> None:
-    run = run_reaper("run-once", "--dry-run", "--sweep", "router_leases",
-                     env={"REAPER_DSN": dsn})
+    run = run_reaper("run-once", "--dry-run", "--sweep", "router_leases", env={"REAPER_DSN": dsn})
     assert run.code == 0, run.stderr
     warnings = [e for e in run.events() if e.get("event") == "superuser_role"]
     assert len(warnings) == 1 and warnings[0]["level"] == "warning", run.stderr
@@ -498,8 +618,9 @@ def test_a_superuser_is_warned_at_start_and_fails_check(dsn: str, tmp_path: Path
     assert role[0]["status"] == "fail" and "superuser" in role[0]["detail"]
     # The role of grants.sql is no superuser: no warning.
     reaper_dsn = apply_grants(dsn)
-    quiet = run_reaper("run-once", "--dry-run", "--sweep", "router_leases",
-                       env={"REAPER_DSN": reaper_dsn})
+    quiet = run_reaper(
+        "run-once", "--dry-run", "--sweep", "router_leases", env={"REAPER_DSN": reaper_dsn}
+    )
     assert quiet.code == 0, quiet.stderr
     assert not [e for e in quiet.events() if e.get("event") == "superuser_role"]
 
@@ -540,23 +661,25 @@ def test_the_token_example_s_former_predicates_are_refused_with_their_declaratio
     nowhere = {"REAPER_DSN": "postgresql://x@127.0.0.1:1/x"}
     (tmp_path / "reaper.toml").write_text(OLD_TOKEN_EXAMPLE)
     run = run_reaper("run-once", "--config", "reaper.toml", env=nowhere, cwd=tmp_path)
-    assert run.code == 2 and run.stderr_lines == [MIGRATION.format(
-        name="worker_tokens",
-        new='age = "updated_at", age_when = { token_type = "worker" }, retention = "30d"',
-    )], run.stderr
-    machine = OLD_TOKEN_EXAMPLE[OLD_TOKEN_EXAMPLE.index("[sweeps.machine_tokens]"):]
+    assert run.code == 2 and run.stderr_lines == [
+        MIGRATION.format(
+            name="worker_tokens",
+            new='age = "updated_at", age_when = { token_type = "worker" }, retention = "30d"',
+        )
+    ], run.stderr
+    machine = OLD_TOKEN_EXAMPLE[OLD_TOKEN_EXAMPLE.index("[sweeps.machine_tokens]") :]
     (tmp_path / "reaper.toml").write_text(machine)
     run = run_reaper("run-once", "--config", "reaper.toml", env=nowhere, cwd=tmp_path)
-    assert run.code == 2 and run.stderr_lines == [MIGRATION.format(
-        name="machine_tokens",
-        new='age = "created_at", age_when = { token_type = "machine", active = false }, '
+    assert run.code == 2 and run.stderr_lines == [
+        MIGRATION.format(
+            name="machine_tokens",
+            new='age = "created_at", age_when = { token_type = "machine", active = false }, '
             'retention = "90d"',
-    )], run.stderr
+        )
+    ], run.stderr
 
 
-def test_the_documented_dry_run_of_the_example(
-    dsn: str, conn: psycopg.Connection[Any]
-) -> None:
+def test_the_documented_dry_run_of_the_example(dsn: str, conn: psycopg.Connection[Any]) -> None:
     """`reaper run-once --config examples/token-table.toml --dry-run --sweep worker_tokens`,
     as docs/custom-sweeps.md shows it, counts and deletes nothing."""
     root = Path(__file__).resolve().parents[3]
@@ -566,8 +689,17 @@ def test_the_documented_dry_run_of_the_example(
             (gen_random_uuid(), 'stale', 'worker', 1, now() - interval '31 days'),
             (gen_random_uuid(), 'fresh', 'worker', 1, now()),
             (gen_random_uuid(), 'other', 'machine', 1, now() - interval '31 days')""")
-    run = run_reaper("run-once", "--config", "examples/token-table.toml", "--dry-run",
-                     "--sweep", "worker_tokens", "--json", env={"REAPER_DSN": dsn}, cwd=root)
+    run = run_reaper(
+        "run-once",
+        "--config",
+        "examples/token-table.toml",
+        "--dry-run",
+        "--sweep",
+        "worker_tokens",
+        "--json",
+        env={"REAPER_DSN": dsn},
+        cwd=root,
+    )
     assert run.code == 0, run.stderr
     assert run.json()[0]["rows"] == 1
     assert conn.execute("SELECT count(*) FROM token").fetchone() == (3,)

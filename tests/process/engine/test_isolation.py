@@ -116,20 +116,17 @@ def limited_role(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[str]:
         conn.execute(sql.SQL("DROP ROLE {}").format(ident))
 
 
-def test_missing_delete_privilege_fails_only_its_sweep(
-    dsn, conn, limited_role, tmp_path
-) -> None:
+def test_missing_delete_privilege_fails_only_its_sweep(dsn, conn, limited_role, tmp_path) -> None:
     demo.seed(dsn, small_sizes())
     before = census(conn)
     metrics_file = tmp_path / "reaper.prom"
     run = run_reaper(
-        "run-once", "--json", "--metrics-file", str(metrics_file),
+        "run-once",
+        "--json",
+        "--metrics-file",
+        str(metrics_file),
         env={"REAPER_DSN": limited_role},
     )
-    check_isolated_failure(
-        run, metrics_file, {"router_leases"}, ("routers", "permission denied")
-    )
+    check_isolated_failure(run, metrics_file, {"router_leases"}, ("routers", "permission denied"))
     check_swept(dsn, set(KEYS) - {"routers"}, before)
     assert census(conn, ["routers"])["routers"] == before["routers"]
-
-

@@ -26,13 +26,6 @@ from tests.support.pacing_db import counts, seed_nodes, throttled
 pytestmark = pytest.mark.fresh_db
 
 
-
-
-
-
-
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("strategy", "parallel"), [("index", 1), ("heap", 3)])
 def test_paused_standby_stops_the_sweep_until_it_replays_again(
@@ -51,9 +44,17 @@ def test_paused_standby_stops_the_sweep_until_it_replays_again(
             # Enough batches that the sweep outlasts max_replica_lag by far (1,500 of them).
             seed_nodes(conn, garbage=garbage, keep=1_000)
         replica.wait_streaming(pair.primary)
-        settings = build_settings({"dsn": dsn, "strategy": strategy, "batch_size": 200,
-                                   "parallel": parallel, "max_replica_lag": "1s",
-                                   "busy_share": 1, "max_eligible_fraction": 1})
+        settings = build_settings(
+            {
+                "dsn": dsn,
+                "strategy": strategy,
+                "batch_size": 200,
+                "parallel": parallel,
+                "max_replica_lag": "1s",
+                "busy_share": 1,
+                "max_eligible_fraction": 1,
+            }
+        )
         registry = CollectorRegistry()
         metrics = Metrics(BUILTIN_SWEEPS, registry)
         assert throttled(registry, "replica_lag") == 0.0  # the label set exists from the start
@@ -61,8 +62,10 @@ def test_paused_standby_stops_the_sweep_until_it_replays_again(
         results: list[SweepResult] = []
         with Database(connection_settings(settings)) as db:
             worker = threading.Thread(
-                target=lambda: results.append(run_sweep(
-                    db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)))
+                target=lambda: results.append(
+                    run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
+                )
+            )
             worker.start()
             # The standby falls behind: within a batch of 1 s the sweep waits.
             deadline = time.monotonic() + 60
@@ -103,9 +106,16 @@ def test_paused_run_ends_at_its_budget_and_says_why() -> None:
         # The run dates the standby's lag from its own first sample (it has no earlier WAL
         # positions): the limit must be far below the run's length, which is 0.5 s on a
         # fast machine (300 batches of 200 rows).
-        settings = build_settings({"dsn": dsn, "strategy": "index", "batch_size": 200,
-                                   "max_replica_lag": "100ms", "max_seconds_per_run": "4s",
-                                   "max_eligible_fraction": 1})
+        settings = build_settings(
+            {
+                "dsn": dsn,
+                "strategy": "index",
+                "batch_size": 200,
+                "max_replica_lag": "100ms",
+                "max_seconds_per_run": "4s",
+                "max_eligible_fraction": 1,
+            }
+        )
         with Database(connection_settings(settings)) as db:
             t0 = time.monotonic()
             result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings)
@@ -114,5 +124,3 @@ def test_paused_run_ends_at_its_budget_and_says_why() -> None:
         assert result.stopped_by == "replica_lag"
         assert 0 < result.rows < 60_000
         assert 3.5 < took < 10  # the budget held
-
-

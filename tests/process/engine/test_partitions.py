@@ -34,22 +34,6 @@ pytestmark = pytest.mark.fresh_db
 # 180 days: 2025-12-03 12:00 UTC, inside the December partition (the boundary).
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 @pytest.fixture
 def db(dsn: str) -> Iterator[Database]:
     settings = build_settings({"dsn": dsn})
@@ -80,13 +64,18 @@ def test_dry_run_lists_the_partitions_with_estimated_rows_and_changes_nothing(
 
     config = tmp_path / "reaper.toml"
     config.write_text(
-        "[sweeps.events]\ntable = \"public.events\"\nreason = \"expired\"\n"
-        "age = \"created_at\"\nretention = \"180d\"\n"
+        '[sweeps.events]\ntable = "public.events"\nreason = "expired"\n'
+        'age = "created_at"\nretention = "180d"\n'
     )
-    run = run_reaper("run-once", "--dry-run", "--sweep", "events", "--config", str(config),
-                     env={"REAPER_DSN": dsn})
+    run = run_reaper(
+        "run-once",
+        "--dry-run",
+        "--sweep",
+        "events",
+        "--config",
+        str(config),
+        env={"REAPER_DSN": dsn},
+    )
     assert run.code == 0, run.stderr
     assert "would drop partition public.events_2025_06 (~5 rows, estimated)" in run.stdout
     assert keys(conn) == before_keys and partitions(conn) == before_partitions
-
-

@@ -30,19 +30,10 @@ from tests.support.relation_kinds import (
 pytestmark = pytest.mark.fresh_db
 
 
-
-
-
-
-
-
-
-
-
-
-
 def test_a_view_is_refused(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path,
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     conn.execute(
@@ -54,13 +45,22 @@ def test_a_view_is_refused(
     assert_refused(capsys, dsn, config, "events", "is a view")
     # The daemon refuses to start too (it would otherwise run until stopped).
     proc = subprocess.run(
-        [sys.executable, "-m", "reaper", "run", "--listen", "127.0.0.1:0", "--config",
-         str(config), "--dsn", dsn],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "reaper",
+            "run",
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            str(config),
+            "--dsn",
+            dsn,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().splitlines()[-1].startswith(
-        "reaper: sweep events: table events")
+    assert proc.stderr.strip().splitlines()[-1].startswith("reaper: sweep events: table events")
     assert ages(conn, "events_base") == (10, 10)
-
-

@@ -58,24 +58,46 @@ def faked_server() -> Iterator[tuple[str, Path]]:
         shutil.chown(root, "postgres")
         shutil.chown(offset, "postgres")
     port = free_port()
-    subprocess.run(_as_postgres(initdb, "-D", str(data), "-U", "postgres", "--auth=trust"),
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        _as_postgres(initdb, "-D", str(data), "-U", "postgres", "--auth=trust"),
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     faked = [
-        "env", f"LD_PRELOAD={LIBFAKETIME}", f"FAKETIME_TIMESTAMP_FILE={offset}",
+        "env",
+        f"LD_PRELOAD={LIBFAKETIME}",
+        f"FAKETIME_TIMESTAMP_FILE={offset}",
         "FAKETIME_NO_CACHE=1",
         # Only the wall clock moves: PostgreSQL's timeouts and waits run on the monotonic one.
         "FAKETIME_DONT_FAKE_MONOTONIC=1",
     ]
     subprocess.run(
-        _as_postgres(*faked, pg_ctl, "-D", str(data), "-w", "-l", str(root / "log"), "-o",
-                     f"-p {port} -k {root} -c listen_addresses=127.0.0.1", "start"),
-        check=True, capture_output=True, timeout=120,
+        _as_postgres(
+            *faked,
+            pg_ctl,
+            "-D",
+            str(data),
+            "-w",
+            "-l",
+            str(root / "log"),
+            "-o",
+            f"-p {port} -k {root} -c listen_addresses=127.0.0.1",
+            "start",
+        ),
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     try:
         yield f"postgresql://postgres@127.0.0.1:{port}/postgres", offset
     finally:
-        subprocess.run(_as_postgres(pg_ctl, "-D", str(data), "-m", "immediate", "stop"),
-                       capture_output=True, timeout=60, check=False)
+        subprocess.run(
+            _as_postgres(pg_ctl, "-D", str(data), "-m", "immediate", "stop"),
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -92,15 +114,18 @@ def _seed(conn: psycopg.Connection[Any], now: datetime) -> None:
         for i in range(LIVE_MEMBERS):
             add_node(conn, f"keep-member-{i}", enrolled_at=now - timedelta(minutes=i % 30))
         for i in range(SESSION_MEMBERS):
-            add_node(conn, f"keep-session-{i}", enrolled_at=now - timedelta(days=1),
-                     expires_at=now + timedelta(hours=1))
+            add_node(
+                conn,
+                f"keep-session-{i}",
+                enrolled_at=now - timedelta(days=1),
+                expires_at=now + timedelta(hours=1),
+            )
         for i in range(OLD_MEMBERS):
             add_node(conn, f"garbage-member-{i}", enrolled_at=now - timedelta(days=40))
         for i in range(ROUTERS):
             add_router(conn, f"keep-router-{i}", lease_expires_at=now + timedelta(seconds=30))
         for i in range(OLD_ROUTERS):
-            add_router(conn, f"garbage-router-{i}",
-                       lease_expires_at=now - timedelta(days=40))
+            add_router(conn, f"garbage-router-{i}", lease_expires_at=now - timedelta(days=40))
 
 
 def test_a_database_clock_60_days_ahead_deletes_nothing_until_it_is_back(
@@ -135,15 +160,23 @@ def test_a_database_clock_60_days_ahead_deletes_nothing_until_it_is_back(
         dry = run_reaper("run-once", "--dry-run", env={"REAPER_DSN": dsn})
         shown = " ".join(dry.stdout.split())
         assert dry.code == 0, dry.stdout + dry.stderr
-        assert "nodes_silent: a real run would be refused: sweep nodes_silent: the database " \
-            "clock (" in shown, shown
+        assert (
+            "nodes_silent: a real run would be refused: sweep nodes_silent: the database "
+            "clock (" in shown
+        ), shown
         assert "60d ahead of reaper's host clock" in shown
         assert {t: keys(conn, t) for t in ("nodes", "routers")} == before
 
         # The operator's override lets the skewed clock through (shown on one sweep only,
         # with a table that has no live row to lose).
-        forced = run_reaper("run-once", "--sweep", "bootstrap_tokens", "--max-clock-skew", "0",
-                            env={"REAPER_DSN": dsn})
+        forced = run_reaper(
+            "run-once",
+            "--sweep",
+            "bootstrap_tokens",
+            "--max-clock-skew",
+            "0",
+            env={"REAPER_DSN": dsn},
+        )
         assert forced.code == 0, forced.stdout + forced.stderr
 
         offset.write_text("+0\n")
@@ -159,8 +192,16 @@ def test_a_database_clock_60_days_ahead_deletes_nothing_until_it_is_back(
         # interlock lets through (87% of nodes, under its 95%; routers, under its 1,000-row
         # floor).
         offset.write_text("+60d\n")
-        unchecked = run_reaper("run-once", "--sweep", "nodes_silent", "--sweep", "router_leases",
-                               "--max-clock-skew", "0", env={"REAPER_DSN": dsn})
+        unchecked = run_reaper(
+            "run-once",
+            "--sweep",
+            "nodes_silent",
+            "--sweep",
+            "router_leases",
+            "--max-clock-skew",
+            "0",
+            env={"REAPER_DSN": dsn},
+        )
         assert unchecked.code == 0, unchecked.stdout + unchecked.stderr
         assert keys(conn, "routers") == set()
         assert {k for k in keys(conn, "nodes") if k.startswith("keep-member-")} == set()

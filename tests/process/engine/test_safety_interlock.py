@@ -19,17 +19,18 @@ from tests.support.safety_interlock import BIG, HALVES, _big, _count, _seed
 pytestmark = pytest.mark.fresh_db
 
 
-
-
-
-
 @pytest.mark.parametrize(("strategy"), ["auto", "index", "heap"])
 def test_a_run_that_would_empty_the_table_stops_before_its_first_delete(
     dsn: str, conn: psycopg.Connection[Any], strategy: str
 ) -> None:
     _seed(conn, garbage=3000, keep=0)
     run = run_reaper(
-        "run-once", "--sweep", "nodes_silent", "--strategy", strategy, "--json",
+        "run-once",
+        "--sweep",
+        "nodes_silent",
+        "--strategy",
+        strategy,
+        "--json",
         env={"REAPER_DSN": dsn},
     )
     assert run.code == 1, run.stderr
@@ -64,9 +65,7 @@ def test_a_small_table_is_not_guarded(dsn: str, conn: psycopg.Connection[Any]) -
     assert _count(conn, "garbage-") == 0
 
 
-def test_a_sweep_opts_in_by_config(
-    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
-) -> None:
+def test_a_sweep_opts_in_by_config(dsn: str, conn: psycopg.Connection[Any], tmp_path: Path) -> None:
     _seed(conn, garbage=3000, keep=0)
     config = tmp_path / "reaper.toml"
     config.write_text("[sweeps.nodes_silent]\nmax_eligible_fraction = 1\n")
@@ -80,8 +79,10 @@ def test_a_sweep_opts_in_by_config(
 def test_the_global_setting_opts_in(dsn: str, conn: psycopg.Connection[Any]) -> None:
     _seed(conn, garbage=3000, keep=0)
     run = run_reaper(
-        "run-once", "--sweep", "nodes_silent", env={"REAPER_DSN": dsn,
-                                                  "REAPER_MAX_ELIGIBLE_FRACTION": "1"},
+        "run-once",
+        "--sweep",
+        "nodes_silent",
+        env={"REAPER_DSN": dsn, "REAPER_MAX_ELIGIBLE_FRACTION": "1"},
     )
     assert run.code == 0, run.stderr
     assert _count(conn, "garbage-") == 0
@@ -101,15 +102,24 @@ def test_a_dry_run_counts_and_says_a_real_run_would_be_refused(
     assert "max_eligible_fraction 0.95" in result["refusal"]
     # The table says it too: outcome refused, and one line of figures under it, at 80
     # columns; with the opt-in, no refusal.
-    table = run_reaper("run-once", "--dry-run", "--sweep", "nodes_silent",
-                       env={"REAPER_DSN": dsn, "COLUMNS": "80"})
+    table = run_reaper(
+        "run-once", "--dry-run", "--sweep", "nodes_silent", env={"REAPER_DSN": dsn, "COLUMNS": "80"}
+    )
     assert table.code == 0, table.stderr
     (row,) = [x for x in table.stdout.splitlines() if x.strip().startswith("nodes_silent ")]
     assert row.split()[-1] == "refused", row
     lines = [x for x in table.stdout.splitlines() if x.startswith("nodes_silent:")]
     assert lines == ["nodes_silent: 3,000 of 3,000 rows eligible (100.0%, counted)"], lines
-    opted = run_reaper("run-once", "--dry-run", "--sweep", "nodes_silent", "--json",
-                       "--max-eligible-fraction", "1", env={"REAPER_DSN": dsn})
+    opted = run_reaper(
+        "run-once",
+        "--dry-run",
+        "--sweep",
+        "nodes_silent",
+        "--json",
+        "--max-eligible-fraction",
+        "1",
+        env={"REAPER_DSN": dsn},
+    )
     assert opted.json()[0]["refusal"] is None and opted.json()[0]["rows"] == 3000
     assert opted.json()[0]["outcome"] == "success"
     assert _count(conn, "garbage-") == 3000  # nothing deleted
@@ -123,8 +133,7 @@ def test_a_dry_run_judges_a_sweep_after_the_ones_before_it_as_a_run_would(
     conn.execute(BIG)
     config = tmp_path / "reaper.toml"
     config.write_text(HALVES)
-    args = ("run-once", "--sweep", "half_a", "--sweep", "half_b", "--json", "--config",
-            str(config))
+    args = ("run-once", "--sweep", "half_a", "--sweep", "half_b", "--json", "--config", str(config))
     dry = run_reaper(*args, "--dry-run", env={"REAPER_DSN": dsn})
     assert dry.code == 0, dry.stderr
     by_name = {r["sweep"]: r for r in dry.json()}
@@ -136,8 +145,9 @@ def test_a_dry_run_judges_a_sweep_after_the_ones_before_it_as_a_run_would(
     assert "950 rows that the sweeps before it would delete from big" in refusal
     assert "100.0% would be gone" in refusal
     # Under the table, the figures add up: its 950 and half_a's 950 are the table's 1,900.
-    table = run_reaper(*[a for a in args if a != "--json"], "--dry-run",
-                       env={"REAPER_DSN": dsn, "COLUMNS": "80"})
+    table = run_reaper(
+        *[a for a in args if a != "--json"], "--dry-run", env={"REAPER_DSN": dsn, "COLUMNS": "80"}
+    )
     (line,) = [x for x in table.stdout.splitlines() if x.startswith("half_b:")]
     assert line == "half_b: 950 + 950 earlier = 1,900 of 1,900 rows (100.0%, counted)", line
     assert _big(conn) == 1900
@@ -159,10 +169,6 @@ def test_the_setting_is_validated(dsn: str, value: str) -> None:
 # -- the table's window: splitting the work over sweeps or runs does not get past it ---------
 
 
-
-
-
-
 def test_halves_in_one_invocation_are_judged_together(
     dsn: str, conn: psycopg.Connection[Any], tmp_path: Path
 ) -> None:
@@ -173,8 +179,15 @@ def test_halves_in_one_invocation_are_judged_together(
     config = tmp_path / "reaper.toml"
     config.write_text(HALVES)
     run = run_reaper(
-        "run-once", "--sweep", "half_a", "--sweep", "half_b", "--json", "--config",
-        str(config), env={"REAPER_DSN": dsn},
+        "run-once",
+        "--sweep",
+        "half_a",
+        "--sweep",
+        "half_b",
+        "--json",
+        "--config",
+        str(config),
+        env={"REAPER_DSN": dsn},
     )
     assert run.code == 1, run.stderr
     by_name = {r["sweep"]: r for r in run.json()}
@@ -186,8 +199,9 @@ def test_halves_in_one_invocation_are_judged_together(
     assert "max_eligible_fraction 0.95" in error and "\n" not in error
     assert _big(conn) == 950
     # A new invocation is a new window: 950 rows, below the floor, may go.
-    again = run_reaper("run-once", "--sweep", "half_b", "--config", str(config),
-                       env={"REAPER_DSN": dsn})
+    again = run_reaper(
+        "run-once", "--sweep", "half_b", "--config", str(config), env={"REAPER_DSN": dsn}
+    )
     assert again.code == 0, again.stderr
     assert _big(conn) == 0
 
@@ -220,8 +234,16 @@ def test_a_dry_run_projects_the_window_of_sweeps_that_share_a_table(
     conn.execute(BIG)
     config = tmp_path / "reaper.toml"
     config.write_text(DISJOINT + f"max_eligible_fraction = {fraction}\n")
-    args = ("run-once", "--sweep", "first_half", "--sweep", "most_of_the_rest", "--json",
-            "--config", str(config))
+    args = (
+        "run-once",
+        "--sweep",
+        "first_half",
+        "--sweep",
+        "most_of_the_rest",
+        "--json",
+        "--config",
+        str(config),
+    )
     dry = run_reaper(*args, "--dry-run", env={"REAPER_DSN": dsn})
     assert dry.code == 0, dry.stderr
     by_name = {r["sweep"]: r for r in dry.json()}
@@ -240,8 +262,16 @@ def test_the_opt_in_lets_the_halves_empty_the_table(
     conn.execute(BIG)
     config = tmp_path / "reaper.toml"
     config.write_text(HALVES + "max_eligible_fraction = 1\n")
-    run = run_reaper("run-once", "--sweep", "half_a", "--sweep", "half_b", "--config",
-                     str(config), env={"REAPER_DSN": dsn})
+    run = run_reaper(
+        "run-once",
+        "--sweep",
+        "half_a",
+        "--sweep",
+        "half_b",
+        "--config",
+        str(config),
+        env={"REAPER_DSN": dsn},
+    )
     assert run.code == 0, run.stderr
     assert _big(conn) == 0
 
@@ -262,10 +292,11 @@ def test_a_real_run_never_leaves_less_than_the_threshold_allows_and_the_dry_run_
     assert dry.code == 0, dry.stderr
     would_refuse = {r["sweep"] for r in dry.json() if r["refusal"]}
     real = run_reaper(*args, env={"REAPER_DSN": dsn}, timeout=300)
-    refused = {r["sweep"] for r in real.json()
-               if r["outcome"] == "failure" and "max_eligible_fraction" in (r["error"] or "")}
+    refused = {
+        r["sweep"]
+        for r in real.json()
+        if r["outcome"] == "failure" and "max_eligible_fraction" in (r["error"] or "")
+    }
     assert refused and refused == would_refuse, (dry.stdout, real.stdout)
     after = int(conn.execute("SELECT count(*) FROM nodes").fetchone()[0])  # type: ignore[index]
     assert after / before > 1 - 0.95, f"{before:,} nodes, {after:,} left"
-
-

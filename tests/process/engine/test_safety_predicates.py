@@ -81,10 +81,14 @@ REFUSED_SHAPES = [
     # The column side must be a row's own value: anything else can shift it to any age.
     ("least(enrolled_at, '-infinity') < %(cutoff)s", "`'-infinity'` can shift a row's age"),
     ("enrolled_at - interval '100 years' < %(cutoff)s", "can shift a row's age"),
-    ("(CASE WHEN peer_id <> '' THEN '-infinity'::timestamptz ELSE enrolled_at END)"
-     " < %(cutoff)s", "can shift a row's age"),
-    ("(CASE WHEN banned THEN enrolled_at ELSE '-infinity' END) < %(cutoff)s",
-     "can shift a row's age"),
+    (
+        "(CASE WHEN peer_id <> '' THEN '-infinity'::timestamptz ELSE enrolled_at END) < %(cutoff)s",
+        "can shift a row's age",
+    ),
+    (
+        "(CASE WHEN banned THEN enrolled_at ELSE '-infinity' END) < %(cutoff)s",
+        "can shift a row's age",
+    ),
     ("coalesce(expires_at, '-infinity') < %(cutoff)s", "`'-infinity'` can shift"),
     ("coalesce(expires_at, least(enrolled_at, now())) < %(cutoff)s", "`now()` can shift"),
     ("greatest(expires_at, enrolled_at + interval '1 day') < %(cutoff)s", "can shift"),
@@ -99,16 +103,22 @@ REFUSED_BY_CATALOG = [
     # (predicate, the object the message names)
     ("enrolled_at < %(cutoff)s AND NOT innocent(peer_id)", "function innocent(text)"),
     ("enrolled_at < %(cutoff)s AND NOT public.innocent(peer_id)", "public.innocent"),
-    ("enrolled_at < %(cutoff)s AND is_old(enrolled_at) < now()",
-     "function is_old(timestamp with time zone)"),
+    (
+        "enrolled_at < %(cutoff)s AND is_old(enrolled_at) < now()",
+        "function is_old(timestamp with time zone)",
+    ),
     ("enrolled_at < %(cutoff)s AND peer_id === 'garbage-old'", "operator ===(text,text)"),
     ("enrolled_at < %(cutoff)s AND upper(peer_id) <> ''", "function public.upper(text)"),
     ("enrolled_at < %(cutoff)s AND peer_id::peer IS NOT NULL", "type peer"),
     ("enrolled_at < %(cutoff)s AND random() < 2", "is volatile"),
-    ("enrolled_at < %(cutoff)s AND clock_timestamp() > enrolled_at",
-     "function clock_timestamp(), which is volatile"),
-    ("enrolled_at < %(cutoff)s AND peer_id NOT IN (SELECT peer_id FROM banned_peers)",
-     "relation \"banned_peers\""),
+    (
+        "enrolled_at < %(cutoff)s AND clock_timestamp() > enrolled_at",
+        "function clock_timestamp(), which is volatile",
+    ),
+    (
+        "enrolled_at < %(cutoff)s AND peer_id NOT IN (SELECT peer_id FROM banned_peers)",
+        'relation "banned_peers"',
+    ),
 ]
 
 USER_TYPE_PREDICATES = [
@@ -122,8 +132,7 @@ USER_TYPE_PREDICATES = [
     ("created_at < %(cutoff)s AND w IS NOT NULL", "column w.c"),
     ("created_at < %(cutoff)s AND w::text <> ''", "column w.c"),
     ("created_at < %(cutoff)s AND EXISTS (SELECT FROM w w2 WHERE w2.c < now())", "column w.c"),
-    ("created_at < %(cutoff)s AND EXISTS (SELECT * FROM w w2 WHERE w2.id = w.id)",
-     "column w.c"),
+    ("created_at < %(cutoff)s AND EXISTS (SELECT * FROM w w2 WHERE w2.id = w.id)", "column w.c"),
     ("created_at < %(cutoff)s AND created_at::stamp IS NOT NULL", "type stamp"),
 ]
 
@@ -134,10 +143,19 @@ FORMER = [p for p, _ in REFUSED_SHAPES + REFUSED_BY_CATALOG + USER_TYPE_PREDICAT
 @pytest.mark.parametrize("predicate", FORMER)
 def test_every_former_predicate_is_refused_at_load(predicate: str) -> None:
     with pytest.raises(ConfigError) as exc:
-        load_config({}, {"sweeps": {"members": {
-            "table": "public.nodes", "reason": "stale", "predicate": predicate,
-            "retention": "30d",
-        }}})
+        load_config(
+            {},
+            {
+                "sweeps": {
+                    "members": {
+                        "table": "public.nodes",
+                        "reason": "stale",
+                        "predicate": predicate,
+                        "retention": "30d",
+                    }
+                }
+            },
+        )
     assert str(exc.value).startswith(f"config file: {SQL_TEXT}; ")
     assert "\n" not in str(exc.value)
 
@@ -162,8 +180,15 @@ def test_o01_cli_refuses_sql_text_in_every_command(
 
 def test_the_daemon_refuses_to_start(dsn: str, tmp_path: Path) -> None:
     config = _config(tmp_path, "enrolled_at < %(cutoff)s AND NOT innocent(peer_id)")
-    run = run_reaper("run", "--config", str(config), "--listen", "127.0.0.1:0",
-                     env={"REAPER_DSN": dsn}, timeout=60)
+    run = run_reaper(
+        "run",
+        "--config",
+        str(config),
+        "--listen",
+        "127.0.0.1:0",
+        env={"REAPER_DSN": dsn},
+        timeout=60,
+    )
     assert run.code == 2, run.stderr
     assert SQL_TEXT in run.stderr
 
@@ -188,18 +213,31 @@ def _bounded(node: Any) -> bool:
     OR of branches that each do."""
     for branch in _branches(node):
         parts = _conjuncts(branch)
-        if any(isinstance(p, ast.A_Expr) and [n.sval for n in p.name] == ["pg_catalog", "<"]
-               and isinstance(p.rexpr, ast.ParamRef) for p in parts):
+        if any(
+            isinstance(p, ast.A_Expr)
+            and [n.sval for n in p.name] == ["pg_catalog", "<"]
+            and isinstance(p.rexpr, ast.ParamRef)
+            for p in parts
+        ):
             continue
-        if any(isinstance(p, ast.BoolExpr) and p.boolop == BoolExprType.OR_EXPR
-               and _bounded(p) for p in parts):
+        if any(
+            isinstance(p, ast.BoolExpr) and p.boolop == BoolExprType.OR_EXPR and _bounded(p)
+            for p in parts
+        ):
             continue
         return False
     return True
 
 
-FILTERS = [(), (Filter("kind", "eq", ("a", "b")), Filter("flag", "ne", (True,)),
-                Filter("note", "null"), Filter("x", "not_null"))]
+FILTERS = [
+    (),
+    (
+        Filter("kind", "eq", ("a", "b")),
+        Filter("flag", "ne", (True,)),
+        Filter("note", "null"),
+        Filter("x", "not_null"),
+    ),
+]
 AGES = [("a",), ("a", "b"), ("a", "b", "c")]
 
 

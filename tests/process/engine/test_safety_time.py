@@ -35,7 +35,11 @@ def test_c21_cli_timestamp_column_seoul_database(dsn: str, conn: psycopg.Connect
         " ('garbage-expired-2h-ago', 'a', (now() AT TIME ZONE 'UTC') - interval '2 hours')"
     )
     run = run_reaper(
-        "run-once", "--sweep", "router_leases", "--node-retention", "1h",
+        "run-once",
+        "--sweep",
+        "router_leases",
+        "--node-retention",
+        "1h",
         env={"REAPER_DSN": dsn, "TZ": "Pacific/Kiritimati"},
     )
     assert run.code == 0, run.stderr
@@ -56,10 +60,15 @@ def test_b01_cli_sydney_in_the_dsn(dsn: str, conn: psycopg.Connection[Any]) -> N
     sydney = (
         f"postgresql://{p['user']}@/{p['dbname']}?host={quote(p['host'])}"
         + (f"&port={p['port']}" if p.get("port") else "")
-        + "&options=" + quote("-c TimeZone=Australia/Sydney")
+        + "&options="
+        + quote("-c TimeZone=Australia/Sydney")
     )
     run = run_reaper(
-        "run-once", "--sweep", "router_leases", "--node-retention", "60d",
+        "run-once",
+        "--sweep",
+        "router_leases",
+        "--node-retention",
+        "60d",
         env={"REAPER_DSN": sydney, "PGTZ": "Australia/Sydney", "TZ": "Australia/Sydney"},
     )
     assert run.code == 0, run.stderr
@@ -78,7 +87,10 @@ def test_timestamp_time_zone_is_validated(
     dsn: str, value: str, code: int, message: str | None
 ) -> None:
     run = run_reaper(
-        "run-once", "--dry-run", "--sweep", "router_leases",
+        "run-once",
+        "--dry-run",
+        "--sweep",
+        "router_leases",
         env={"REAPER_DSN": dsn, "REAPER_TIMESTAMP_TIME_ZONE": value},
     )
     assert run.code == code, run.stderr
@@ -148,5 +160,3 @@ def test_run_deletes_minus_infinity_keeps_infinity(dsn: str, conn: psycopg.Conne
     assert run.code == 0, run.stderr
     assert keys(conn, "nodes") == {"keep-infinity", "keep-fresh"}
     assert keys(conn, "routers") == {"keep-infinity"}
-
-

@@ -36,7 +36,8 @@ pytestmark = pytest.mark.slow
 
 def deleted_counter(registry: CollectorRegistry) -> float:
     value = registry.get_sample_value(
-        "reaper_deleted_rows_total", {"table": "nodes", "reason": "silent"})
+        "reaper_deleted_rows_total", {"table": "nodes", "reason": "silent"}
+    )
     return value or 0.0
 
 
@@ -80,14 +81,21 @@ def test_a_failover_to_a_standby_that_missed_batches_leaves_the_counter_exact(
             stream_through(pair, proxy)
             registry = CollectorRegistry()
             metrics = Metrics(BUILTIN_SWEEPS, registry)
-            values = {"dsn": dsn, "strategy": "index", "batch_size": 100,
-                      "max_replica_lag": "0", "busy_share": 1, "max_eligible_fraction": 1}
+            values = {
+                "dsn": dsn,
+                "strategy": "index",
+                "batch_size": 100,
+                "max_replica_lag": "0",
+                "busy_share": 1,
+                "max_eligible_fraction": 1,
+            }
             sweep = sweeps_of(build_settings(values))["nodes_silent"]
             settings = build_settings(values)
             with Database(connection_settings(settings)) as db:
                 # The standby receives everything: every deleted row counted.
-                result = runner.run_sweep(db, sweep, settings, metrics=metrics,
-                                          budget=Budget(max_rows=1_000))
+                result = runner.run_sweep(
+                    db, sweep, settings, metrics=metrics, budget=Budget(max_rows=1_000)
+                )
                 assert result.outcome == "success" and result.rows == 1_000
                 assert deleted_counter(registry) == 1_000
                 # The standby's link goes silent: the primary commits the rest, which the
@@ -105,9 +113,11 @@ def test_a_failover_to_a_standby_that_missed_batches_leaves_the_counter_exact(
             # the link went silent are back there, exactly those the counter left out.
             root = Path(pair.root)
             replica._Runner(replica.pg_bin())(  # type: ignore[arg-type]
-                "pg_ctl", "-D", str(root / "primary"), "-m", "immediate", "-w", "stop")
+                "pg_ctl", "-D", str(root / "primary"), "-m", "immediate", "-w", "stop"
+            )
             replica._Runner(replica.pg_bin())(  # type: ignore[arg-type]
-                "pg_ctl", "-D", str(root / "standby"), "-w", "promote")
+                "pg_ctl", "-D", str(root / "standby"), "-w", "promote"
+            )
             promoted = psycopg.conninfo.make_conninfo(pair.standby, dbname=dbname)
             assert 3_000 - garbage_left(promoted) == deleted_counter(registry) == 1_000
         finally:

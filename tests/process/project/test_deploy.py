@@ -43,26 +43,6 @@ UNITS = ("reaper.service", "reaper-once.service", "reaper-once.timer")
 MAX_EXPOSURE = 2.0
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # --- systemd -------------------------------------------------------------------------------
 
 
@@ -106,8 +86,6 @@ def test_kubernetes_copies_are_generated_from_their_sources() -> None:
 # --- Prometheus rules ----------------------------------------------------------------------
 
 
-
-
 def test_promtool_check_rules() -> None:
     promtool = tool("promtool", "Debian package prometheus")
     proc = run(promtool, "check", "rules", RULES)
@@ -124,7 +102,6 @@ def test_promtool_rule_unit_tests() -> None:
 
 
 # --- Kubernetes ----------------------------------------------------------------------------
-
 
 
 def test_kustomizations_cover_every_manifest() -> None:
@@ -295,6 +272,7 @@ def test_one_reaper_per_database_builds_apart() -> None:
     for kind in ("Deployment", "Service", "ServiceMonitor"):
         assert names[kind] == sorted(f"reaper-{db}" for db in DATABASES), kind
     for db in DATABASES:
+
         def named(kind: str, db: str = db) -> dict[str, Any]:
             return next(d for d in by_kind[kind] if d["metadata"]["name"] == f"reaper-{db}")
 
@@ -320,4 +298,3 @@ def test_one_reaper_per_database_builds_apart() -> None:
         # job = the Service's app.kubernetes.io/name, "reaper", as the rules expect.
         assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == "reaper"
         assert monitor["spec"]["targetLabels"] == ["app.kubernetes.io/instance"]
-

@@ -24,12 +24,12 @@ def dashboard() -> dict[str, Any]:
 def test_the_json_and_the_configmap_are_generated() -> None:
     for script in ("deploy/grafana/build.py", "deploy/generate.py"):
         proc = subprocess.run(
-            [sys.executable, str(ROOT / script), "--check"], capture_output=True, text=True,
+            [sys.executable, str(ROOT / script), "--check"],
+            capture_output=True,
+            text=True,
             check=False,
         )
         assert proc.returncode == 0, proc.stderr
     (doc,) = [d for d in yaml.safe_load_all(CONFIGMAP.read_text()) if d]
     assert doc["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(doc["data"]["reaper.json"]) == dashboard()
-
-

@@ -39,7 +39,11 @@ def demo_server(pg_server: str, tmp_path: Path) -> Iterator[tuple[subprocess.Pop
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "reaper.dev.demo", "--serve"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     out = []
     try:
@@ -64,15 +68,19 @@ def shell(command: str, env_file: str, timeout: float = 120) -> subprocess.Compl
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REAPER_", "PG"))}
     return subprocess.run(
         ["bash", "-c", f"source {env_file} && {command}"],
-        cwd=ROOT, env={**env, **credentials(), "COLUMNS": "80"},
-        capture_output=True, text=True, timeout=timeout, check=False,
+        cwd=ROOT,
+        env={**env, **credentials(), "COLUMNS": "80"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
 def test_the_printed_next_commands_work(demo_server, tmp_path: Path) -> None:
     proc, out = demo_server
     assert "Ctrl-C stops it" in out
-    commands = printed_commands(out[out.index("In another terminal:"):])
+    commands = printed_commands(out[out.index("In another terminal:") :])
     source, *rest = commands
     env_file = source.removeprefix("source ")
     assert (ROOT / env_file).exists() or Path(env_file).exists(), env_file
@@ -83,10 +91,14 @@ def test_the_printed_next_commands_work(demo_server, tmp_path: Path) -> None:
             continue
         done = shell(command, env_file)
         # The demo's server has one role, a superuser: check fails that finding alone.
-        superuser_only = " check" in command and "1 failed" in done.stdout \
-            and "superuser" in done.stdout
+        superuser_only = (
+            " check" in command and "1 failed" in done.stdout and "superuser" in done.stdout
+        )
         assert done.returncode == (1 if superuser_only else 0), (
-            command, done.stdout[-2000:], done.stderr[-2000:])
+            command,
+            done.stdout[-2000:],
+            done.stderr[-2000:],
+        )
         assert all(len(line) <= 80 for line in done.stdout.splitlines()), command
     # The daemon and the scrape, on a free port instead of the printed one (tests run at once).
     port = free_port()
@@ -94,10 +106,13 @@ def test_the_printed_next_commands_work(demo_server, tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REAPER_", "PG"))}
     run = subprocess.Popen(
         ["bash", "-c", f"source {env_file} && exec {daemon}"],
-        cwd=ROOT, env={**env, **credentials()},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+        env={**env, **credentials()},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
+
         def deleted() -> float:
             try:
                 _, body = http_get(port, "/metrics")
@@ -121,8 +136,10 @@ def test_the_env_file_is_private_and_sourceable(tmp_path: Path) -> None:
     path = demo.write_env_file(tmp_path, dsn)
     assert path.stat().st_mode & 0o777 == 0o600
     done = subprocess.run(
-        ["bash", "-c", f"source {path} && printf %s \"$REAPER_DSN\""],
-        capture_output=True, text=True, check=True,
+        ["bash", "-c", f'source {path} && printf %s "$REAPER_DSN"'],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert done.stdout == dsn
 
@@ -143,8 +160,13 @@ def reaper_lines(stderr: str) -> list[str]:
 
 @pytest.mark.parametrize(
     "args",
-    [["run-once"], ["run-once", "--dry-run"], ["status"], ["indexes", "ensure"],
-     ["indexes", "ensure", "--dry-run"]],
+    [
+        ["run-once"],
+        ["run-once", "--dry-run"],
+        ["status"],
+        ["indexes", "ensure"],
+        ["indexes", "ensure", "--dry-run"],
+    ],
 )
 def test_a_database_without_the_tables_is_named_once(empty_db, args) -> None:
     name = str(conninfo_to_dict(empty_db)["dbname"])
@@ -152,15 +174,20 @@ def test_a_database_without_the_tables_is_named_once(empty_db, args) -> None:
     assert run.code == 1
     lines = reaper_lines(run.stderr)
     assert len(lines) == 1, run.stderr
-    assert f"/{name}, has no table bootstrap_tokens, enrollment_requests, nodes, routers" \
-        in lines[0]
+    assert (
+        f"/{name}, has no table bootstrap_tokens, enrollment_requests, nodes, routers" in lines[0]
+    )
     assert "sweep_failed" not in run.stderr and "does not exist" not in run.stdout
 
 
 def test_without_a_dsn_the_error_says_libpq_chose_the_database(empty_db) -> None:
     params = conninfo_to_dict(empty_db)
-    env = {"PGHOST": str(params.get("host", "")), "PGPORT": str(params.get("port", "")),
-           "PGUSER": str(params.get("user", "")), "PGDATABASE": str(params["dbname"])}
+    env = {
+        "PGHOST": str(params.get("host", "")),
+        "PGPORT": str(params.get("port", "")),
+        "PGUSER": str(params.get("user", "")),
+        "PGDATABASE": str(params["dbname"]),
+    }
     run = run_reaper("run-once", env={k: v for k, v in env.items() if v})
     (line,) = reaper_lines(run.stderr)
     assert f"/{params['dbname']} (no --dsn or REAPER_DSN: libpq chose it" in line
@@ -175,8 +202,9 @@ def test_some_tables_missing_are_named_once_and_the_others_swept(dsn, conn) -> N
     (event,) = [e for e in run.events() if e["event"] == "tables_missing"]
     assert event["tables"] == ["nodes"]
     assert event["database"].endswith("/" + str(conninfo_to_dict(dsn)["dbname"]))
-    assert conn.execute("SELECT count(*) FROM routers WHERE router_id LIKE 'garbage-%'"
-                        ).fetchone() == (0,)
+    assert conn.execute(
+        "SELECT count(*) FROM routers WHERE router_id LIKE 'garbage-%'"
+    ).fetchone() == (0,)
 
 
 # Typos get a suggestion; an option on the wrong side of the command says where it goes.
@@ -185,12 +213,16 @@ def test_some_tables_missing_are_named_once_and_the_others_swept(dsn, conn) -> N
 @pytest.mark.parametrize(
     ("toml", "expected"),
     [
-        ('node_retension = "10d"\n', "unknown setting 'node_retension'; did you mean "
-         "'node_retention'?"),
+        (
+            'node_retension = "10d"\n',
+            "unknown setting 'node_retension'; did you mean 'node_retention'?",
+        ),
         ('node-retension = "10d"\n', "did you mean 'node_retention'?"),
         ("batchsize = 5\n", "did you mean 'batch_size'?"),
-        ('[sweeps.nodes_silent]\nretension = "10d"\n', "[sweeps.nodes_silent] has unknown "
-         "key(s) retension; did you mean 'retention'?"),
+        (
+            '[sweeps.nodes_silent]\nretension = "10d"\n',
+            "[sweeps.nodes_silent] has unknown key(s) retension; did you mean 'retention'?",
+        ),
         ("[sweeps.nodes_silent]\nenable = false\n", "did you mean 'enabled'?"),
         ("zzz = 1\n", "unknown setting 'zzz'; known settings: backlog_limit, batch_size"),
     ],
@@ -208,10 +240,14 @@ def test_a_toml_typo_gets_a_suggestion(tmp_path: Path, toml: str, expected: str)
     [
         (["run-once", "--log-level", "debug"], "'reaper --log-level debug run-once'"),
         (["status", "--log-format=json"], "'reaper --log-format=json status'"),
-        (["indexes", "ensure", "--log-level", "debug"],
-         "'reaper --log-level debug indexes ensure'"),
-        (["--dry-run", "run-once"],
-         "--dry-run goes after the command: 'reaper run-once --dry-run'"),
+        (
+            ["indexes", "ensure", "--log-level", "debug"],
+            "'reaper --log-level debug indexes ensure'",
+        ),
+        (
+            ["--dry-run", "run-once"],
+            "--dry-run goes after the command: 'reaper run-once --dry-run'",
+        ),
         (["--batch-size", "5", "run-once"], "'reaper run-once --batch-size 5'"),
     ],
 )
@@ -225,8 +261,13 @@ def on_a_terminal(*args: str, env: dict[str, str]) -> str:
     """Run ``reaper`` with stdout and stderr on a pseudo-terminal; return what it printed."""
     main, child = pty.openpty()
     base = {k: v for k, v in os.environ.items() if not k.startswith(("REAPER_", "PG"))}
-    proc = subprocess.Popen([reaper_executable(), *args], stdin=subprocess.DEVNULL,
-                            stdout=child, stderr=child, env={**base, **credentials(), **env})
+    proc = subprocess.Popen(
+        [reaper_executable(), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=child,
+        stderr=child,
+        env={**base, **credentials(), **env},
+    )
     os.close(child)
     out = b""
     deadline = time.monotonic() + 60

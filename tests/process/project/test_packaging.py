@@ -70,7 +70,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp / "dist"
     proc = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(src)],
-        capture_output=True, text=True, check=False, timeout=300,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     (built,) = out.glob("reaper-*.whl")
@@ -83,9 +86,21 @@ def install(wheel: Path, where: Path) -> Path:
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
     subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-         "--no-deps", "--no-index", str(wheel)],
-        check=True, capture_output=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
     )
     # reaper's dependencies (pglast, psycopg, ...) come from this environment's site-packages,
     # listed after the fresh one's: `import reaper` still finds the installed wheel first, and
@@ -93,7 +108,9 @@ def install(wheel: Path, where: Path) -> Path:
     purelib = Path(
         subprocess.run(
             [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout.strip()
     )
     (purelib / "outer-deps.pth").write_text(
@@ -107,8 +124,12 @@ def install_and_probe(wheel: Path, where: Path) -> dict[str, object]:
     """Install ``wheel`` alone into a fresh venv under ``where``; what the probe saw there."""
     python = install(wheel, where)
     proc = subprocess.run(
-        [str(python), "-I", "-c", PROBE], cwd=where, capture_output=True, text=True,
-        check=True, timeout=60,
+        [str(python), "-I", "-c", PROBE],
+        cwd=where,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     result: dict[str, object] = json.loads(proc.stdout)
     return result
@@ -147,9 +168,9 @@ def test_the_wheel_ships_every_module(wheel: Path) -> None:
     package missing from that list would be missing from the wheel."""
     with zipfile.ZipFile(wheel) as z:
         shipped = {n for n in z.namelist() if n.endswith(".py")}
-    source = {
-        p.relative_to(SOURCE).as_posix() for p in (SOURCE / "reaper").rglob("*.py")
-    } | {"reaper/sql/__init__.py"}
+    source = {p.relative_to(SOURCE).as_posix() for p in (SOURCE / "reaper").rglob("*.py")} | {
+        "reaper/sql/__init__.py"
+    }
     assert source - shipped == set()
 
 
@@ -164,19 +185,34 @@ def test_the_installed_command_finds_its_sql_from_another_directory(
     reaper = python.parent / "reaper"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REAPER_", "PYTHON"))}
     help_ = subprocess.run(
-        [str(reaper), "--help"], cwd=elsewhere, capture_output=True, text=True, env=env,
-        check=False, timeout=60,
+        [str(reaper), "--help"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=60,
     )
     assert help_.returncode == 0, help_.stderr
     assert "run-once" in help_.stdout
     where = subprocess.run(
-        [str(python), "-c", "import reaper.sql; print(reaper.sql.__file__)"], cwd=elsewhere,
-        capture_output=True, text=True, env=env, check=True, timeout=60,
+        [str(python), "-c", "import reaper.sql; print(reaper.sql.__file__)"],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+        timeout=60,
     ).stdout.strip()
     assert Path(where).is_relative_to(tmp_path / "venv"), where
     run = subprocess.run(
         [str(reaper), "run-once", "--dry-run", "--json", "--dsn", dsn],
-        cwd=elsewhere, capture_output=True, text=True, env=env, check=False, timeout=120,
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     results = json.loads(run.stdout)

@@ -22,5 +22,3 @@ def test_an_error_with_brackets_is_printed_as_it_is(capsys) -> None:
     out = capsys.readouterr().out
     assert error in out
     assert "custom[x]" in out
-
-

@@ -30,8 +30,13 @@ def rendered(monkeypatch, width: int, *, wide: bool = False, long: str = "x") ->
         render.Column("fix", optional=True),
     ]
     rows = [
-        [name, f"public.{name}_table", f"{i * 12345:,}", f"{long} detail of {name}",
-         f"GRANT DELETE ON {name} TO reaper"]
+        [
+            name,
+            f"public.{name}_table",
+            f"{i * 12345:,}",
+            f"{long} detail of {name}",
+            f"GRANT DELETE ON {name} TO reaper",
+        ]
         for i, name in enumerate(SWEEPS)
     ]
     dropped = render.print_table("t", columns, rows, wide=wide, console=console)
@@ -67,30 +72,45 @@ def test_columns_left_out_are_named_and_wide_shows_them(monkeypatch) -> None:
 # The real commands, on the demo's rows, at 80 columns.
 
 
-
-
 def _drawn_width(table) -> int:
     """The widest line of ``table`` drawn unwrapped, its title and blank right edge aside."""
     out = io.StringIO()
-    Console(file=out, width=100_000, color_system=None, markup=False, emoji=False,
-            highlight=False).print(table)
+    Console(
+        file=out, width=100_000, color_system=None, markup=False, emoji=False, highlight=False
+    ).print(table)
     return max((len(line.rstrip()) for line in out.getvalue().splitlines()[1:]), default=0)
 
 
-@pytest.mark.parametrize("long", ["", "x", "short", "a long sentence that explains " * 4,
-                                  "wide \u6f22\u5b57 cells", "two\nlines"])
+@pytest.mark.parametrize(
+    "long",
+    [
+        "",
+        "x",
+        "short",
+        "a long sentence that explains " * 4,
+        "wide \u6f22\u5b57 cells",
+        "two\nlines",
+    ],
+)
 @pytest.mark.parametrize("keep", [(0,), (0, 2), (0, 1, 2), (0, 2, 4), (1, 3), (0, 1, 2, 3, 4)])
 def test_a_tables_measured_width_is_its_drawn_width(long: str, keep: tuple[int, ...]) -> None:
     # print_table measures each column alone to choose its columns: the width it adds up is
     # the width of the table it draws.
     columns = [
-        render.Column("sweep"), render.Column("table", optional=True),
-        render.Column("rows", right=True), render.Column("detail", optional=True),
+        render.Column("sweep"),
+        render.Column("table", optional=True),
+        render.Column("rows", right=True),
+        render.Column("detail", optional=True),
         render.Column("outcome"),
     ]
     rows = [
-        [name, f"public.{name}", f"{i * 12345:,}", f"{long} {name}"[: 7 * i],
-         Text("success" if i % 2 else long, style="green")]
+        [
+            name,
+            f"public.{name}",
+            f"{i * 12345:,}",
+            f"{long} {name}"[: 7 * i],
+            Text("success" if i % 2 else long, style="green"),
+        ]
         for i, name in enumerate(SWEEPS)
     ]
 

@@ -16,8 +16,15 @@ import pytest
 import reaper
 
 ROOT = Path(reaper.__file__).parent
-HEAVY = {"pglast", "rich", "psycopg", "psycopg_pool", "prometheus_client", "apscheduler",
-         "structlog"}
+HEAVY = {
+    "pglast",
+    "rich",
+    "psycopg",
+    "psycopg_pool",
+    "prometheus_client",
+    "apscheduler",
+    "structlog",
+}
 
 
 def _path(module: str) -> Path | None:
@@ -103,8 +110,13 @@ def test_the_reading_skips_functions_and_type_checking_blocks() -> None:
         "class C:\n    import psycopg\n"
         "try:\n    import structlog\nexcept ImportError:\n    pass\n"
     ).body
-    assert _executed_imports(body) == {"typing", "typing.TYPE_CHECKING", "json", "psycopg",
-                                       "structlog"}
+    assert _executed_imports(body) == {
+        "typing",
+        "typing.TYPE_CHECKING",
+        "json",
+        "psycopg",
+        "structlog",
+    }
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,10 @@ def sweeps(toml: dict[str, object]) -> dict[str, Sweep]:
 CONFIG = {
     "schedule_time_zone": "Europe/Berlin",
     "window": "01:00-05:00",
-    "sweeps": {"router_leases": {"schedule": "0 3 * * *"},
-               "nodes_silent": {"window": "22:00-23:00"}},
+    "sweeps": {
+        "router_leases": {"schedule": "0 3 * * *"},
+        "nodes_silent": {"window": "22:00-23:00"},
+    },
 }
 
 
@@ -68,8 +70,9 @@ def test_the_table_shows_the_next_run_and_the_window(monkeypatch, with_window: b
     by = sweeps(CONFIG if with_window else {})
     rows = [status_at(s, noon) for s in by.values()]
     out = io.StringIO()
-    monkeypatch.setattr(render, "make_console",
-                        lambda: Console(file=out, width=200, color_system=None))
+    monkeypatch.setattr(
+        render, "make_console", lambda: Console(file=out, width=200, color_system=None)
+    )
     render.print_status(rows)
     text = out.getvalue()
     assert "next run" in text

@@ -34,15 +34,36 @@ UNREACHABLE = "postgresql://postgres@127.0.0.1:1/postgres"
 
 # Wrong values by kind (a setting's metavar), as TOML source and as flag/variable text.
 TOML_BAD_EVERY = [
-    "2024-01-01", "2024-01-01T00:00:00Z", "2024-01-01T00:00:00", "07:30:00", "[1, 2]",
-    '["30d"]', '{ host = "x" }', "nan", "inf", "-inf", '"a\\u0007b"', '"x\\ny"',
+    "2024-01-01",
+    "2024-01-01T00:00:00Z",
+    "2024-01-01T00:00:00",
+    "07:30:00",
+    "[1, 2]",
+    '["30d"]',
+    '{ host = "x" }',
+    "nan",
+    "inf",
+    "-inf",
+    '"a\\u0007b"',
+    '"x\\ny"',
 ]
 TOML_BAD = {
     "ROWS": ["2.7", "-5", "1e3", "10000000000000", '"many"', "true", "0.0001"],
     "DURATION": ["-1", '"-1h"', '"5"', '"1000000d"', "true", "5", '"1e400d"'],
     "FRACTION": ["1.5", "-0.1", '"half"', "true"],
-    "BYTES": ["-5", "2.5", '"16 parsecs"', '"-1MB"', "true", "false", '"2TB"', '"0.5"',
-              '"1.5"', '"1TiB"', '"1100GB"'],
+    "BYTES": [
+        "-5",
+        "2.5",
+        '"16 parsecs"',
+        '"-1MB"',
+        "true",
+        "false",
+        '"2TB"',
+        '"0.5"',
+        '"1.5"',
+        '"1TiB"',
+        '"1100GB"',
+    ],
     "SHARE": ["0", "1.5", "-0.1", '"half"', "true"],
     "CONNECTIONS": ["0", "17", "2.5", "-1", '"two"', "true"],
     "DSN": ["5", "true", "1.5", '""', '"  "'],
@@ -51,12 +72,40 @@ TOML_BAD = {
     "drop|detach|off": ['"truncate"', "0", "false", '"delete"', "1", "true"],
     "FILE": ["5", "true"],
     "ZONE": ['"+09"', '"Mars/Base"', "9"],
-    "CRON": ['"0 3 * *"', '"61 * * * *"', '"0 25 * * *"', '"0 0 30 2 *"', '"0 3 * * 0"',
-             '"0 3 * * 1-5"', '"0 3 * * */2"', '"@daily"', '"x * * * *"', "3", "true"],
-    "WINDOW": ['"01:00"', '"25:00-05:00"', '"01:00-01:00"', '"1-5"', '"01:00-05:00 Mars"',
-               '"01:60-02:00"', '"1:00-5:00"', "5", "true"],
-    "SCHEMA": ["5", "true", '""', '"pg_catalog"', '"information_schema"', '"pg_toast"',
-               '"a\\nb"', '"' + "x" * 64 + '"'],
+    "CRON": [
+        '"0 3 * *"',
+        '"61 * * * *"',
+        '"0 25 * * *"',
+        '"0 0 30 2 *"',
+        '"0 3 * * 0"',
+        '"0 3 * * 1-5"',
+        '"0 3 * * */2"',
+        '"@daily"',
+        '"x * * * *"',
+        "3",
+        "true",
+    ],
+    "WINDOW": [
+        '"01:00"',
+        '"25:00-05:00"',
+        '"01:00-01:00"',
+        '"1-5"',
+        '"01:00-05:00 Mars"',
+        '"01:60-02:00"',
+        '"1:00-5:00"',
+        "5",
+        "true",
+    ],
+    "SCHEMA": [
+        "5",
+        "true",
+        '""',
+        '"pg_catalog"',
+        '"information_schema"',
+        '"pg_toast"',
+        '"a\\nb"',
+        '"' + "x" * 64 + '"',
+    ],
     None: ['"maybe"', "2", "1.5"],
 }
 TEXT_BAD_EVERY = ["a\x07b", "x\ny", "\x1b[31mred", "\udcff\udcfe"]
@@ -64,8 +113,20 @@ TEXT_BAD = {
     "ROWS": ["2.7", "-5", "nan", "inf", "1e3", "9" * 5000, "many", "0x10"],
     "DURATION": ["5", "-1h", "nan", "inf", "2024-01-01", "9" * 400 + "d", "1h 30m"],
     "FRACTION": ["1.5", "nan", "inf", "-0.1", "half"],
-    "BYTES": ["-5", "nan", "inf", "16 parsecs", "1e9", "2TB", "0.5", "MB", "1.5", "1.5B",
-              "1TiB", "1100GB"],
+    "BYTES": [
+        "-5",
+        "nan",
+        "inf",
+        "16 parsecs",
+        "1e9",
+        "2TB",
+        "0.5",
+        "MB",
+        "1.5",
+        "1.5B",
+        "1TiB",
+        "1100GB",
+    ],
     "SHARE": ["0", "1.5", "nan", "inf", "-0.1", "half"],
     "CONNECTIONS": ["0", "17", "2.5", "-1", "two", "1e1", "inf"],
     "DSN": ["", "  "],
@@ -74,8 +135,17 @@ TEXT_BAD = {
     "drop|detach|off": ["truncate", "DROP TABLE", "delete", "DROP"],
     "FILE": [],
     "ZONE": ["+09", "Mars/Base", "UTC+1"],
-    "CRON": ["0 3 * *", "0 3 * * * *", "60 * * * *", "0 0 31 4 *", "0 3 * * 7", "daily",
-             "0 3 * * mon-fri/x", "0 3 * jan-mar/2 *", "0 3 * * mon#2"],
+    "CRON": [
+        "0 3 * *",
+        "0 3 * * * *",
+        "60 * * * *",
+        "0 0 31 4 *",
+        "0 3 * * 7",
+        "daily",
+        "0 3 * * mon-fri/x",
+        "0 3 * jan-mar/2 *",
+        "0 3 * * mon#2",
+    ],
     "WINDOW": ["01:00", "01:00-24:00", "05:00-05:00", "01:00 - ", "1am-5am", "-01:00-05:00"],
     "SCHEMA": ["pg_catalog", "information_schema", "pg_temp_3", "x" * 64],
     None: ["maybe", "2"],
@@ -84,7 +154,8 @@ TEXT_BAD = {
 # what 0 means ("0: no limit"), and a threshold of 0 rows. Every other count or duration
 # refuses 0.
 OPTIONAL_ZERO = {
-    f.name for f in SETTING_FIELDS
+    f.name
+    for f in SETTING_FIELDS
     if getattr(Settings(), f.name) is None or "0:" in f.metadata["help"]
 } | {"seq_scan_max_rows"}
 
@@ -143,8 +214,9 @@ def test_every_wrong_toml_value_names_the_key_and_the_fix(kind: object) -> None:
         explicit = {} if name == "dsn" else {"dsn": UNREACHABLE}
         for toml_value in [*TOML_BAD_EVERY, *TOML_BAD.get(kind, [])]:
             with pytest.raises(ConfigError) as exc:
-                build_settings(explicit, tomllib.loads(f"{name} = {toml_value}\n"),
-                               source="reaper.toml")
+                build_settings(
+                    explicit, tomllib.loads(f"{name} = {toml_value}\n"), source="reaper.toml"
+                )
             line = str(exc.value)
             assert "\n" not in line and f"key {name}" in line, (toml_value, line)
             assert "expected" in line or "e.g." in line, (toml_value, line)
@@ -174,7 +246,9 @@ def test_every_wrong_text_names_the_flag_or_variable_and_the_fix(kind: object) -
 
 @pytest.mark.parametrize("kind", KINDS, ids=str)
 def test_a_bad_toml_value_is_one_line_and_exit_2(
-    kind: object, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    kind: object,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     name = _of_kind(kind)[0]
@@ -209,12 +283,17 @@ def test_a_bad_variable_is_one_line_and_exit_2(
 
 @pytest.mark.parametrize(
     ("source", "refusal"),
-    [("flag", "'1.5' is not a whole number of bytes"),
-     ("variable", "'1TB': unit 'TB' is not accepted"),
-     ("file", "1.5 is not a whole number of bytes")],
+    [
+        ("flag", "'1.5' is not a whole number of bytes"),
+        ("variable", "'1TB': unit 'TB' is not accepted"),
+        ("file", "1.5 is not a whole number of bytes"),
+    ],
 )
 def test_a_bad_byte_rate_is_one_line_and_exit_2(
-    source: str, refusal: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    source: str,
+    refusal: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The refusal, then the fix once: the units reaper takes."""
@@ -243,7 +322,9 @@ def test_text_no_setting_takes_is_one_line_from_a_flag_and_a_variable(
 
 @pytest.mark.parametrize("where", ["flag", "variable", "file"])
 def test_a_dsn_that_does_not_parse_is_named_by_where_it_came_from(
-    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    where: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     bad = "garbage dsn password=s3cret"
@@ -264,8 +345,14 @@ def test_a_dsn_that_does_not_parse_is_named_by_where_it_came_from(
     assert "s3cret" not in line and "garbage" not in line
 
 
-@pytest.mark.parametrize("name", [f.name for f in SETTING_FIELDS if f.name not in OPTIONAL_ZERO
-                                  and f.metadata["metavar"] in ("ROWS", "DURATION")])
+@pytest.mark.parametrize(
+    "name",
+    [
+        f.name
+        for f in SETTING_FIELDS
+        if f.name not in OPTIONAL_ZERO and f.metadata["metavar"] in ("ROWS", "DURATION")
+    ],
+)
 def test_zero_is_refused_where_it_means_nothing(
     name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -275,12 +362,24 @@ def test_zero_is_refused_where_it_means_nothing(
 
 @pytest.mark.parametrize(
     ("key", "toml_value"),
-    [("batch_size", "2.7"), ("batch_size", "nan"), ("interval", "2024-01-01"),
-     ("retention", "[1]"), ("retention", '{ cutoff = 2024-01-01 }'), ("enabled", '"maybe"'),
-     ("strategy", "inf"), ("table", '"a\\u0000b"'), ("after", '["x\\u0007"]'),
-     ("max_seconds_per_run", "07:00:00"), ("schedule", '"0 3 * * 0"'),
-     ("schedule", '"0 0 30 2 *"'), ("window", '"01:00-01:00"'), ("window", "01:00:00"),
-     ("schedule_time_zone", '"Mars/Base"'), ("schedule_time_zone", '"+02"')],
+    [
+        ("batch_size", "2.7"),
+        ("batch_size", "nan"),
+        ("interval", "2024-01-01"),
+        ("retention", "[1]"),
+        ("retention", "{ cutoff = 2024-01-01 }"),
+        ("enabled", '"maybe"'),
+        ("strategy", "inf"),
+        ("table", '"a\\u0000b"'),
+        ("after", '["x\\u0007"]'),
+        ("max_seconds_per_run", "07:00:00"),
+        ("schedule", '"0 3 * * 0"'),
+        ("schedule", '"0 0 30 2 *"'),
+        ("window", '"01:00-01:00"'),
+        ("window", "01:00:00"),
+        ("schedule_time_zone", '"Mars/Base"'),
+        ("schedule_time_zone", '"+02"'),
+    ],
 )
 def test_a_bad_sweep_table_value_is_one_line_and_exit_2(
     key: str, toml_value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -290,7 +389,7 @@ def test_a_bad_sweep_table_value_is_one_line_and_exit_2(
     _one_line(capsys, _run(["check", "--config", str(config)]), "[sweeps.nodes_silent]", key)
 
 
-MARKUP = '[bold]x[/bold] [/] :x: [link=http://e.test]y[/link] \\[z]'
+MARKUP = "[bold]x[/bold] [/] :x: [link=http://e.test]y[/link] \\[z]"
 
 
 def test_text_from_the_database_is_printed_literally(capsys: pytest.CaptureFixture[str]) -> None:
@@ -299,8 +398,9 @@ def test_text_from_the_database_is_printed_literally(capsys: pytest.CaptureFixtu
     from reaper.commands.status import SweepStatus
     from reaper.engine.result import SweepResult
 
-    print_results([SweepResult("s", MARKUP, MARKUP, outcome="failure", error=MARKUP)],
-                  dry_run=False)
+    print_results(
+        [SweepResult("s", MARKUP, MARKUP, outcome="failure", error=MARKUP)], dry_run=False
+    )
     print_status([SweepStatus("s", MARKUP, "r", error=MARKUP)])
     out = capsys.readouterr().out
     joined = "".join(line.strip(" │|") for line in out.splitlines())

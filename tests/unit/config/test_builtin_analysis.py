@@ -108,7 +108,8 @@ def test_a_predicate_from_the_data_is_the_one_the_parser_reads(builtin: Any, sch
     for field in ("table", "cutoffs", "columns", "age_columns", "tables_read", "text"):
         assert getattr(kept, field) == getattr(parsed, field), field
     assert [a.as_string(None) for a in kept.ages] == [  # type: ignore[attr-defined]
-        a.as_string(None) for a in parsed.ages  # type: ignore[attr-defined]
+        a.as_string(None)
+        for a in parsed.ages  # type: ignore[attr-defined]
     ]
     for a, b in ((kept.where, parsed.where), (kept.since, parsed.since)):
         assert (a and a.as_string(None)) == (b and b.as_string(None))  # type: ignore[attr-defined]

@@ -44,10 +44,6 @@ def run_cli(
     return (code if isinstance(code, int) else 1), capsys.readouterr().err
 
 
-
-
-
-
 AGE = 'age = "updated_at"\nretention = "30d"'
 
 
@@ -56,60 +52,100 @@ REJECTED = [
     # SQL text, hostile or not, never reaches the parser of the server: refused at load.
     ("semicolon", legacy("updated_at < %(cutoff)s;"), SQL_TEXT),
     ("second statement", legacy("updated_at < %(cutoff)s; DELETE FROM token"), SQL_TEXT),
-    ("DELETE CTE", legacy("EXISTS (WITH d AS (DELETE FROM token RETURNING 1) SELECT 1 FROM d)"
-                          " AND updated_at < %(cutoff)s"), SQL_TEXT),
+    (
+        "DELETE CTE",
+        legacy(
+            "EXISTS (WITH d AS (DELETE FROM token RETURNING 1) SELECT 1 FROM d)"
+            " AND updated_at < %(cutoff)s"
+        ),
+        SQL_TEXT,
+    ),
     ("pg_sleep", legacy("updated_at < %(cutoff)s AND pg_sleep(10) IS NOT NULL"), SQL_TEXT),
     ("paren escape", legacy("updated_at < %(cutoff)s) OR (true"), SQL_TEXT),
     ("since", declared(AGE, 'since = "updated_at"'), "[sweeps.t] since: SQL text"),
     # The declaration itself.
     ("no age", declared('retention = "30d"'), "[sweeps.t] has no age key"),
     ("no retention", declared('age = "updated_at"'), "[sweeps.t] has no retention key"),
-    ("retention table", declared('age = "updated_at"\nretention = { a = "1d" }'),
-     "one duration per rule"),
+    (
+        "retention table",
+        declared('age = "updated_at"\nretention = { a = "1d" }'),
+        "one duration per rule",
+    ),
     ("empty age", declared('age = []\nretention = "1d"'), "give a column name"),
     ("age twice", declared('age = ["a", "a"]\nretention = "1d"'), "names a column twice"),
     ("empty IN", declared(AGE, "where = { token_type = [] }"), "an empty list"),
     ("mixed IN", declared(AGE, 'where = { token_type = ["a", 1] }'), "mixes kinds"),
     ("float value", declared(AGE, "where = { n = 1.5 }"), "text, whole numbers or true/false"),
     ("table value", declared(AGE, "where = { n = { a = 1 } }"), "text, whole numbers"),
-    ("huge integer", declared(AGE, "where = { n = 99999999999999999999 }"),
-     "outside the range of a bigint"),
-    ("two filters on a column", declared(AGE, 'where = { a = 1 }\nis_null = ["a"]'),
-     "column a has two filters"),
-    ("control character in a name", declared('age = "upd\\u0000ated"\nretention = "1d"'),
-     "control character"),
+    (
+        "huge integer",
+        declared(AGE, "where = { n = 99999999999999999999 }"),
+        "outside the range of a bigint",
+    ),
+    (
+        "two filters on a column",
+        declared(AGE, 'where = { a = 1 }\nis_null = ["a"]'),
+        "column a has two filters",
+    ),
+    (
+        "control character in a name",
+        declared('age = "upd\\u0000ated"\nretention = "1d"'),
+        "control character",
+    ),
     ("long name", declared(f'age = "{"x" * 64}"\nretention = "1d"'), "63 bytes"),
-    ("long table name", declared(AGE).replace("public.token", "public." + "t" * 64),
-     "[sweeps.t] table: "),
-    ("rules and top-level keys", declared(AGE, '[[sweeps.t.rule]]\nage = "a"\nretention = "1d"'),
-     "has both age and [[sweeps.t.rule]]"),
-    ("unknown rule key", declared("", '[[sweeps.t.rule]]\nage = "a"\nretention = "1d"\n'
-                                      'predicate = "true"'),
-     "[[sweeps.t.rule]] (1) has unknown key predicate"),
-    ("rule without retention", declared("", '[[sweeps.t.rule]]\nage = "a"'),
-     "[[sweeps.t.rule]] (1) has no retention key"),
-    ("reference without column", declared(AGE, 'keep_referenced = { table = "public.s" }'),
-     "keep_referenced (1)"),
-    ("reference to an unqualified table",
-     declared(AGE, 'keep_referenced = { table = "s", column = "t_id" }'), "schema.name"),
-    ("reference to the catalog",
-     declared(AGE, 'keep_referenced = { table = "pg_catalog.pg_class", column = "oid" }'),
-     "system catalog"),
+    (
+        "long table name",
+        declared(AGE).replace("public.token", "public." + "t" * 64),
+        "[sweeps.t] table: ",
+    ),
+    (
+        "rules and top-level keys",
+        declared(AGE, '[[sweeps.t.rule]]\nage = "a"\nretention = "1d"'),
+        "has both age and [[sweeps.t.rule]]",
+    ),
+    (
+        "unknown rule key",
+        declared("", '[[sweeps.t.rule]]\nage = "a"\nretention = "1d"\npredicate = "true"'),
+        "[[sweeps.t.rule]] (1) has unknown key predicate",
+    ),
+    (
+        "rule without retention",
+        declared("", '[[sweeps.t.rule]]\nage = "a"'),
+        "[[sweeps.t.rule]] (1) has no retention key",
+    ),
+    (
+        "reference without column",
+        declared(AGE, 'keep_referenced = { table = "public.s" }'),
+        "keep_referenced (1)",
+    ),
+    (
+        "reference to an unqualified table",
+        declared(AGE, 'keep_referenced = { table = "s", column = "t_id" }'),
+        "schema.name",
+    ),
+    (
+        "reference to the catalog",
+        declared(AGE, 'keep_referenced = { table = "pg_catalog.pg_class", column = "oid" }'),
+        "system catalog",
+    ),
     # A catalog table is never a target.
-    ("pg_catalog", declared(AGE).replace("public.token", "pg_catalog.pg_class"),
-     "[sweeps.t] table: pg_catalog.pg_class is a table of the system catalog"),
-    ("information_schema", declared(AGE).replace("public.token", "information_schema.tables"),
-     "system catalog"),
-    ("pg_toast", declared(AGE).replace("public.token", "pg_toast.pg_toast_1259"),
-     "system catalog"),
+    (
+        "pg_catalog",
+        declared(AGE).replace("public.token", "pg_catalog.pg_class"),
+        "[sweeps.t] table: pg_catalog.pg_class is a table of the system catalog",
+    ),
+    (
+        "information_schema",
+        declared(AGE).replace("public.token", "information_schema.tables"),
+        "system catalog",
+    ),
+    ("pg_toast", declared(AGE).replace("public.token", "pg_toast.pg_toast_1259"), "system catalog"),
     ("pg_temp", declared(AGE).replace("public.token", "pg_temp_3.t"), "system catalog"),
-    ("unqualified table", declared(AGE).replace("public.token", "token"),
-     "is not schema.name"),
+    ("unqualified table", declared(AGE).replace("public.token", "token"), "is not schema.name"),
     ("unknown after", declared(AGE, 'after = ["nope"]'), "no sweep is named 'nope'"),
     (
         "cycle",
-        declared(AGE, 'after = ["u"]')
-        + '[sweeps.u]\ntable = "public.token"\nreason = "stale"\n'
+        declared(AGE, 'after = ["u"]') + '[sweeps.u]\ntable = "public.token"\nreason = "stale"\n'
         'age = "created_at"\nretention = "1d"\nafter = ["t"]\n',
         "cycle",
     ),
@@ -121,19 +157,25 @@ REJECTED = [
         'age = "updated_at"\nretention = "1d"\n',
         "redefines the built-in sweep 'nodes_silent'",
     ),
-    ("built-in given an age", '[sweeps.nodes_silent]\nage = "x"\n',
-     "redefines the built-in sweep 'nodes_silent' (age)"),
+    (
+        "built-in given an age",
+        '[sweeps.nodes_silent]\nage = "x"\n',
+        "redefines the built-in sweep 'nodes_silent' (age)",
+    ),
     ("missing table", '[sweeps.t]\nreason = "stale"\nretention = "1d"\n', "no table key"),
-    ("missing reason", '[sweeps.t]\ntable = "public.token"\nage = "a"\nretention = "1d"\n',
-     "no reason key"),
+    (
+        "missing reason",
+        '[sweeps.t]\ntable = "public.token"\nage = "a"\nretention = "1d"\n',
+        "no reason key",
+    ),
     ("bad duration", GOOD.replace('"30d"', '"30 days"'), "is not a duration"),
     ("negative duration", GOOD.replace('"30d"', '"-1d"'), "must be positive"),
     ("bad table", GOOD.replace("public.token", "a.b.c"), "schema.name"),
     ("bad reason", GOOD.replace("worker_stale", "Worker Stale"), "reason label"),
     ("bad name", GOOD.replace("worker_tokens", "Worker-Tokens"), "lower case"),
     ("key named twice", GOOD + 'key = ["id", "id"]\n', "key: names a column twice"),
-    ("key not a name", GOOD + 'key = 3\n', "key: 3"),
-    ("unknown key", GOOD + 'retention_days = 3\n', "unknown key(s) retention_days"),
+    ("key not a name", GOOD + "key = 3\n", "key: 3"),
+    ("unknown key", GOOD + "retention_days = 3\n", "unknown key(s) retention_days"),
     ("bad strategy", GOOD + 'strategy = "fast"\n', "strategy"),
     ("zero batch_size", GOOD + "batch_size = 0\n", "batch_size"),
     ("zero batch_size as text", GOOD + 'batch_size = "0"\n', "batch_size"),
@@ -168,8 +210,11 @@ REJECTED = [
         "[sweeps.nodes_silnt] has no table key and no built-in sweep has that name; "
         "did you mean 'nodes_silent'?",
     ),
-    ("the sweeps table mistyped", '[sweep.nodes_silent]\nretention = "3d"\n',
-     "unknown setting 'sweep'; did you mean 'sweeps'?"),
+    (
+        "the sweeps table mistyped",
+        '[sweep.nodes_silent]\nretention = "3d"\n',
+        "unknown setting 'sweep'; did you mean 'sweeps'?",
+    ),
     (
         "unknown cutoff of a built-in",
         '[sweeps.enrollment_requests]\nretention = { soon = "1d" }\n',
@@ -233,32 +278,56 @@ def test_the_shipped_example_loads() -> None:
 TRANSLATED = [
     ("updated_at < %(cutoff)s", '"30d"', 'age = "updated_at", retention = "30d"'),
     ("%(cutoff)s > token.updated_at", '"30d"', 'age = "updated_at", retention = "30d"'),
-    ("token_type = 'worker' AND NOT active AND expires_at IS NULL AND updated_at < %(cutoff)s",
-     '"7d"', 'age = "updated_at", where = { token_type = "worker", active = false }, '
-     'is_null = ["expires_at"], retention = "7d"'),
-    ("token_type IN ('a', 'b') AND n <> 3 AND key IS NOT NULL AND created_at < %(cutoff)s",
-     '"1d"', 'age = "created_at", where = { token_type = ["a", "b"] }, where_not = { n = 3 }, '
-     'not_null = ["key"], retention = "1d"'),
-    ("coalesce(resolved_at, created_at) < %(cutoff)s", '"30d"',
-     'age = ["resolved_at", "created_at"], retention = "30d"'),
-    ("resolved_at < %(cutoff)s OR (resolved_at IS NULL AND created_at < %(cutoff)s)", '"30d"',
-     'age = ["resolved_at", "created_at"], retention = "30d"'),
-    ("expires_at < %(cutoff)s AND NOT EXISTS (SELECT 1 FROM enrollment_requests r "
-     "WHERE r.token_id = token.id)", '"30d"',
-     'age = "expires_at", retention = "30d", keep_referenced = [{ table = '
-     '"public.enrollment_requests", column = "token_id", key = "id" }]'),
-    ("(CASE WHEN token_type = 'worker' THEN updated_at END) < %(cutoff)s", '"30d"',
-     'age = "updated_at", age_when = { token_type = "worker" }, retention = "30d"'),
-    ("(token_type = 'worker' AND updated_at < %(w)s) OR (token_type = 'machine' AND "
-     "created_at < %(m)s)", '{ w = "7d", m = "90d" }',
-     'rule = [{ age = "updated_at", where = { token_type = "worker" }, retention = "7d" }, '
-     '{ age = "created_at", where = { token_type = "machine" }, retention = "90d" }]'),
+    (
+        "token_type = 'worker' AND NOT active AND expires_at IS NULL AND updated_at < %(cutoff)s",
+        '"7d"',
+        'age = "updated_at", where = { token_type = "worker", active = false }, '
+        'is_null = ["expires_at"], retention = "7d"',
+    ),
+    (
+        "token_type IN ('a', 'b') AND n <> 3 AND key IS NOT NULL AND created_at < %(cutoff)s",
+        '"1d"',
+        'age = "created_at", where = { token_type = ["a", "b"] }, where_not = { n = 3 }, '
+        'not_null = ["key"], retention = "1d"',
+    ),
+    (
+        "coalesce(resolved_at, created_at) < %(cutoff)s",
+        '"30d"',
+        'age = ["resolved_at", "created_at"], retention = "30d"',
+    ),
+    (
+        "resolved_at < %(cutoff)s OR (resolved_at IS NULL AND created_at < %(cutoff)s)",
+        '"30d"',
+        'age = ["resolved_at", "created_at"], retention = "30d"',
+    ),
+    (
+        "expires_at < %(cutoff)s AND NOT EXISTS (SELECT 1 FROM enrollment_requests r "
+        "WHERE r.token_id = token.id)",
+        '"30d"',
+        'age = "expires_at", retention = "30d", keep_referenced = [{ table = '
+        '"public.enrollment_requests", column = "token_id", key = "id" }]',
+    ),
+    (
+        "(CASE WHEN token_type = 'worker' THEN updated_at END) < %(cutoff)s",
+        '"30d"',
+        'age = "updated_at", age_when = { token_type = "worker" }, retention = "30d"',
+    ),
+    (
+        "(token_type = 'worker' AND updated_at < %(w)s) OR (token_type = 'machine' AND "
+        "created_at < %(m)s)",
+        '{ w = "7d", m = "90d" }',
+        'rule = [{ age = "updated_at", where = { token_type = "worker" }, retention = "7d" }, '
+        '{ age = "created_at", where = { token_type = "machine" }, retention = "90d" }]',
+    ),
 ]
 
 
 @pytest.mark.parametrize(("predicate", "retention", "new"), TRANSLATED)
 def test_a_former_predicate_is_refused_with_its_declaration(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], predicate: str, retention: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    predicate: str,
+    retention: str,
     new: str,
 ) -> None:
     toml = legacy(predicate).replace('retention = "30d"', f"retention = {retention}")
@@ -270,8 +339,7 @@ def test_a_former_predicate_is_refused_with_its_declaration(
     )
     # The declaration shown is one that loads, and compiles to the same cutoffs.
     body = "\n".join(
-        line for line in toml.splitlines()
-        if not line.startswith(("predicate", "retention"))
+        line for line in toml.splitlines() if not line.startswith(("predicate", "retention"))
     )
     if new.startswith("rule = "):
         fixed = body + "\n" + new.split(", keep_referenced")[0] + "\n"
@@ -313,10 +381,12 @@ def test_several_rules_each_with_its_own_retention() -> None:
                     "table": "public.token",
                     "reason": "stale",
                     "rule": [
-                        {"age": "updated_at", "where": {"token_type": "worker"},
-                         "retention": "7d"},
-                        {"age": "created_at", "where": {"token_type": "machine"},
-                         "retention": "90d"},
+                        {"age": "updated_at", "where": {"token_type": "worker"}, "retention": "7d"},
+                        {
+                            "age": "created_at",
+                            "where": {"token_type": "machine"},
+                            "retention": "90d",
+                        },
                     ],
                 }
             }
@@ -324,7 +394,8 @@ def test_several_rules_each_with_its_own_retention() -> None:
     )
     sweep = {s.name: s for s in configured_sweeps(settings)}["tokens"]
     assert sweep.retentions == {
-        "rule_cutoff_1": timedelta(days=7), "rule_cutoff_2": timedelta(days=90)
+        "rule_cutoff_1": timedelta(days=7),
+        "rule_cutoff_2": timedelta(days=90),
     }
     assert sweep.predicate.cutoffs == ("rule_cutoff_1", "rule_cutoff_2")
 
@@ -347,7 +418,9 @@ def test_builtins_are_disabled_or_given_a_retention_and_budget() -> None:
     assert sweeps["router_leases"].retentions == {"cutoff": settings.node_retention}
     assert not sweeps["router_leases"].enabled
     assert sweeps["bootstrap_tokens"].after == (
-        "enrollment_requests", "enrollment_requests_ephemeral", "nodes_silent"
+        "enrollment_requests",
+        "enrollment_requests_ephemeral",
+        "nodes_silent",
     )
     assert silent.budget == Budget(max_rows=100, max_seconds=30.0)
     assert sweeps["router_leases"].budget == Budget(max_rows=100, max_seconds=None)
@@ -385,11 +458,21 @@ def test_declared_sweeps_follow_their_after_in_the_one_list() -> None:
 
 def test_settings_refuse_sql_text_without_a_database() -> None:
     with pytest.raises(ConfigError, match=r"\[sweeps\.t\] predicate: SQL text"):
-        load_config({}, {"sweeps": {"t": {
-            "table": "public.t", "reason": "x", "retention": "1d",
-            "predicate": "EXISTS (WITH d AS (DELETE FROM t RETURNING 1) SELECT 1 FROM d) "
-                         "AND c < %(cutoff)s",
-        }}})
+        load_config(
+            {},
+            {
+                "sweeps": {
+                    "t": {
+                        "table": "public.t",
+                        "reason": "x",
+                        "retention": "1d",
+                        "predicate": "EXISTS (WITH d AS (DELETE FROM t RETURNING 1)"
+                        " SELECT 1 FROM d) "
+                        "AND c < %(cutoff)s",
+                    }
+                }
+            },
+        )
 
 
 @pytest.mark.parametrize("args", [("--batch-size", "0"), ("--batch-size", "-1")])
@@ -408,8 +491,11 @@ def test_a_rule_of_several_ages_has_disjoint_arms_and_several_rules_have_none() 
 
     ref = Reference("public", "holds", "ticket_id", "id")
     three = compile_declaration(
-        "public", "tickets", [Rule(("a", "b", "c"), where=(Filter("kind", "eq", ("x",)),))],
-        [ref], cutoffs=["cutoff"],
+        "public",
+        "tickets",
+        [Rule(("a", "b", "c"), where=(Filter("kind", "eq", ("x",)),))],
+        [ref],
+        cutoffs=["cutoff"],
     )
     arms = [a.where.as_string(None) for a in three.arms]
     assert [a.age.as_string(None) for a in three.arms] == ['"a"', '"b"', '"c"']

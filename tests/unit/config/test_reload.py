@@ -29,7 +29,9 @@ def test_reload_reads_the_file_again_under_the_same_flags(tmp_path: Path) -> Non
     assert "router_leases" not in [s.name for s in config.enabled()]
     assert [s.budget.max_seconds for s in config.enabled()] == [300.0] * 6
     assert changed_settings(first, second) == [
-        "node_retention", "max_seconds_per_run", "sweeps.router_leases"
+        "node_retention",
+        "max_seconds_per_run",
+        "sweeps.router_leases",
     ]
 
 
@@ -43,9 +45,7 @@ def test_reload_reads_the_file_again_under_the_same_flags(tmp_path: Path) -> Non
         ('[sweeps.nodes_ephemeral]\nretention = "40d"', "is longer than node_retention"),
     ],
 )
-def test_an_invalid_file_is_rejected_in_one_line(
-    tmp_path: Path, text: str, message: str
-) -> None:
+def test_an_invalid_file_is_rejected_in_one_line(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "reaper.toml"
     path.write_text(text + "\n")
     with pytest.raises(ConfigError) as exc:

@@ -49,6 +49,7 @@ def fires(trigger: SweepTrigger, start: datetime, until: datetime) -> list[datet
 
 # -- windows ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(
     ("zone", "spring", "autumn"),
     [(BERLIN, (2026, 3, 29), (2026, 10, 25)), (NEW_YORK, (2026, 3, 8), (2026, 11, 1))],
@@ -61,8 +62,10 @@ def test_a_window_over_the_change_is_an_hour_shorter_in_spring_and_longer_in_aut
     opens, closes = w.span(day_before)
     assert closes - opens == timedelta(hours=4)
     opens, closes = w.span(datetime(*spring).date())
-    assert (opens, closes) == (local(zone, *spring, 1).astimezone(UTC),
-                               local(zone, *spring, 5).astimezone(UTC))
+    assert (opens, closes) == (
+        local(zone, *spring, 1).astimezone(UTC),
+        local(zone, *spring, 5).astimezone(UTC),
+    )
     assert closes - opens == timedelta(hours=3)
     opens, closes = w.span(datetime(*autumn).date())
     assert closes - opens == timedelta(hours=5)
@@ -76,14 +79,15 @@ def test_a_window_inside_the_skipped_hour_opens_later_by_the_jump() -> None:
     """02:00-02:30 in Berlin, on the night 02:00 becomes 03:00: open 03:00-03:30 new time."""
     w = window("02:00-02:30", BERLIN)
     opens, closes = w.span(datetime(2026, 3, 29).date())
-    assert (opens, closes) == (local(BERLIN, 2026, 3, 29, 3, 0).astimezone(UTC),
-                               local(BERLIN, 2026, 3, 29, 3, 30).astimezone(UTC))
+    assert (opens, closes) == (
+        local(BERLIN, 2026, 3, 29, 3, 0).astimezone(UTC),
+        local(BERLIN, 2026, 3, 29, 3, 30).astimezone(UTC),
+    )
     assert w.is_open(local(BERLIN, 2026, 3, 29, 3, 10))
     assert not w.is_open(local(BERLIN, 2026, 3, 29, 3, 40))
 
 
-def test_a_window_that_starts_in_the_skipped_hour_and_ends_after_it_stays_shut_that_night(
-) -> None:
+def test_a_window_that_starts_in_the_skipped_hour_and_ends_after_it_stays_shut_that_night() -> None:
     w = window("02:30-03:15", BERLIN)
     night = datetime(2026, 3, 29).date()
     opens, closes = w.span(night)
@@ -120,16 +124,28 @@ def test_an_overnight_window_spans_midnight() -> None:
     assert w.is_open(local(BERLIN, 2026, 6, 2, 3, 59))
     assert not w.is_open(local(BERLIN, 2026, 6, 2, 4, 0))
     assert w.closes_at(local(BERLIN, 2026, 6, 1, 23)) == local(BERLIN, 2026, 6, 2, 4).astimezone(
-        UTC)
-    assert w.next_open(local(BERLIN, 2026, 6, 2, 12)) == local(
-        BERLIN, 2026, 6, 2, 22).astimezone(UTC)
+        UTC
+    )
+    assert w.next_open(local(BERLIN, 2026, 6, 2, 12)) == local(BERLIN, 2026, 6, 2, 22).astimezone(
+        UTC
+    )
     # Across the spring change: 22:00 to 04:00 is 5 hours that night.
     opens, closes = w.span(datetime(2026, 3, 28).date())
     assert closes - opens == timedelta(hours=5)
 
 
-@pytest.mark.parametrize("text", ["01:00", "25:00-05:00", "01:00-01:00", "1-5", "1:00-5:00",
-                                  "01:00-24:00", "01:00-05:00 Europe/Berlin"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "01:00",
+        "25:00-05:00",
+        "01:00-01:00",
+        "1-5",
+        "1:00-5:00",
+        "01:00-24:00",
+        "01:00-05:00 Europe/Berlin",
+    ],
+)
 def test_a_window_that_is_not_one_is_refused(text: str) -> None:
     with pytest.raises(ValueError, match="window"):
         parse_window(text)
@@ -137,25 +153,33 @@ def test_a_window_that_is_not_one_is_refused(text: str) -> None:
 
 # -- cron schedules --------------------------------------------------------------------
 
+
 def test_a_cron_time_fires_daily_at_its_local_time() -> None:
     cron = Cron("0 3 * * *", BERLIN)
     got = fires(SweepTrigger(cron.trigger(), cron=cron), utc(2026, 6, 1), utc(2026, 6, 4))
     assert [g.astimezone(ZoneInfo(BERLIN)).strftime("%d %H:%M") for g in got] == [
-        "01 03:00", "02 03:00", "03 03:00"]
+        "01 03:00",
+        "02 03:00",
+        "03 03:00",
+    ]
 
 
 def test_a_cron_time_the_clock_skips_fires_later_by_the_jump() -> None:
     cron = Cron("30 2 * * *", BERLIN)
     got = fires(SweepTrigger(cron.trigger(), cron=cron), utc(2026, 3, 28), utc(2026, 3, 31))
     assert [g.astimezone(ZoneInfo(BERLIN)).strftime("%d %H:%M %Z") for g in got] == [
-        "28 02:30 CET", "29 03:30 CEST", "30 02:30 CEST"]
+        "28 02:30 CET",
+        "29 03:30 CEST",
+        "30 02:30 CEST",
+    ]
 
 
 @pytest.mark.parametrize("expression", ["30 2 * * *", "*/20 1-3 * * *", "0 * * * *"])
 def test_a_cron_time_the_clock_shows_twice_fires_once(expression: str) -> None:
     cron = Cron(expression, BERLIN)
-    got = fires(SweepTrigger(cron.trigger(), cron=cron), utc(2026, 10, 24, 12),
-                utc(2026, 10, 25, 12))
+    got = fires(
+        SweepTrigger(cron.trigger(), cron=cron), utc(2026, 10, 24, 12), utc(2026, 10, 25, 12)
+    )
     walls = [g.astimezone(ZoneInfo(BERLIN)).strftime("%H:%M") for g in got]
     assert len(walls) == len(set(walls)), walls
     assert "02:30" in walls or "02:00" in walls
@@ -166,8 +190,7 @@ def test_next_run_of_a_cron_inside_a_window_waits_for_the_window() -> None:
     at = local(NEW_YORK, 2026, 6, 1, 12, 10)
     assert next_run(at, cron=cron, window=w) == local(NEW_YORK, 2026, 6, 2, 1, 0).astimezone(UTC)
     at = local(NEW_YORK, 2026, 6, 2, 1, 10)
-    assert next_run(at, cron=cron, window=w) == local(NEW_YORK, 2026, 6, 2, 1, 30).astimezone(
-        UTC)
+    assert next_run(at, cron=cron, window=w) == local(NEW_YORK, 2026, 6, 2, 1, 30).astimezone(UTC)
 
 
 def test_an_interval_inside_a_window_fires_only_while_it_is_open() -> None:
@@ -177,12 +200,23 @@ def test_an_interval_inside_a_window_fires_only_while_it_is_open() -> None:
     assert got and all(w.is_open(g) for g in got)
     berlin = [g.astimezone(ZoneInfo(BERLIN)).strftime("%d %H:%M") for g in got]
     # Each night: at the opening, then hourly from there, none at or after the close.
-    assert berlin == ["28 01:00", "28 02:00", "28 03:00", "28 04:00",
-                      "29 01:00", "29 03:00", "29 04:00",  # 02:00 never shows that night
-                      "30 01:00", "30 02:00", "30 03:00", "30 04:00"]
+    assert berlin == [
+        "28 01:00",
+        "28 02:00",
+        "28 03:00",
+        "28 04:00",
+        "29 01:00",
+        "29 03:00",
+        "29 04:00",  # 02:00 never shows that night
+        "30 01:00",
+        "30 02:00",
+        "30 03:00",
+        "30 04:00",
+    ]
 
 
 # -- resolution of the settings into the sweeps ----------------------------------------
+
 
 def sweeps(toml: dict[str, object], **flags: str) -> dict[str, Sweep]:
     settings = build_settings({"dsn": "postgresql://x@127.0.0.1:1/x", **flags}, toml)
@@ -190,14 +224,21 @@ def sweeps(toml: dict[str, object], **flags: str) -> dict[str, Sweep]:
 
 
 def test_a_sweep_takes_its_own_schedule_and_window_else_the_global_ones() -> None:
-    got = sweeps({
-        "schedule": "0 3 * * *", "window": "01:00-05:00", "schedule_time_zone": BERLIN,
-        "sweeps": {
-            "nodes_silent": {"interval": "30m"},
-            "router_leases": {"schedule": "15 2 * * sat,sun", "window": "22:00-04:00",
-                              "schedule_time_zone": NEW_YORK},
-        },
-    })
+    got = sweeps(
+        {
+            "schedule": "0 3 * * *",
+            "window": "01:00-05:00",
+            "schedule_time_zone": BERLIN,
+            "sweeps": {
+                "nodes_silent": {"interval": "30m"},
+                "router_leases": {
+                    "schedule": "15 2 * * sat,sun",
+                    "window": "22:00-04:00",
+                    "schedule_time_zone": NEW_YORK,
+                },
+            },
+        }
+    )
     assert got["nodes_session"].schedule == Cron("0 3 * * *", BERLIN)
     assert got["nodes_session"].window == Window(time(1), time(5), BERLIN)
     # Its own interval wins over the global schedule; the global window still holds.
@@ -209,9 +250,12 @@ def test_a_sweep_takes_its_own_schedule_and_window_else_the_global_ones() -> Non
 
 
 def test_any_time_takes_a_sweep_out_of_the_global_window() -> None:
-    got = sweeps({"window": "01:00-05:00",
-                  "sweeps": {"nodes_ephemeral": {"window": "any"},
-                             "router_leases": {"window": ""}}})
+    got = sweeps(
+        {
+            "window": "01:00-05:00",
+            "sweeps": {"nodes_ephemeral": {"window": "any"}, "router_leases": {"window": ""}},
+        }
+    )
     assert got["nodes_ephemeral"].window is None
     assert got["router_leases"].window == Window(time(1), time(5))  # "": the global one
     assert sweeps({"window": "any"})["nodes_silent"].window is None
@@ -224,9 +268,13 @@ def test_no_schedule_and_no_window_by_default() -> None:
 
 @pytest.mark.parametrize(
     ("toml", "words"),
-    [({"schedule": "0 3 * * *", "interval": "1h"}, ["interval", "schedule", "give one"]),
-     ({"sweeps": {"nodes_silent": {"schedule": "0 3 * * *", "interval": "1h"}}},
-      ["[sweeps.nodes_silent]", "interval", "schedule", "give one"])],
+    [
+        ({"schedule": "0 3 * * *", "interval": "1h"}, ["interval", "schedule", "give one"]),
+        (
+            {"sweeps": {"nodes_silent": {"schedule": "0 3 * * *", "interval": "1h"}}},
+            ["[sweeps.nodes_silent]", "interval", "schedule", "give one"],
+        ),
+    ],
 )
 def test_an_interval_and_a_schedule_together_are_refused(
     toml: dict[str, object], words: list[str]
@@ -253,16 +301,20 @@ def test_the_time_change_table_of_the_docs_holds() -> None:
 
     assert (hours("01:00-05:00", spring), hours("01:00-05:00", autumn)) == (3, 5)
     assert window("02:00-02:30", BERLIN).span(spring)[0] == local(
-        BERLIN, 2026, 3, 29, 3, 0).astimezone(UTC)
+        BERLIN, 2026, 3, 29, 3, 0
+    ).astimezone(UTC)
     assert window("02:00-02:30", BERLIN).span(autumn)[0] == local(
-        BERLIN, 2026, 10, 25, 2, 0, fold=0).astimezone(UTC)
+        BERLIN, 2026, 10, 25, 2, 0, fold=0
+    ).astimezone(UTC)
     assert (hours("02:30-03:15", spring), hours("02:30-03:15", autumn)) == (0, 1.75)
     cron = Cron("30 2 * * *", BERLIN)
     trigger = SweepTrigger(cron.trigger(), cron=cron)
     assert fires(trigger, utc(2026, 3, 28, 12), utc(2026, 3, 29, 12)) == [
-        local(BERLIN, 2026, 3, 29, 3, 30).astimezone(UTC)]
+        local(BERLIN, 2026, 3, 29, 3, 30).astimezone(UTC)
+    ]
     assert fires(trigger, utc(2026, 10, 24, 12), utc(2026, 10, 25, 12)) == [
-        local(BERLIN, 2026, 10, 25, 2, 30, fold=0).astimezone(UTC)]
+        local(BERLIN, 2026, 10, 25, 2, 30, fold=0).astimezone(UTC)
+    ]
 
 
 def test_the_example_of_the_docs_loads_as_it_says() -> None:

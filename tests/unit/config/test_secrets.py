@@ -8,8 +8,21 @@ from psycopg.conninfo import make_conninfo
 
 from reaper.db import _Redactor, dsn_has_password
 
-PASSWORDS = ["a", "pw", "x1!", "on", "abcd", "s3cret", "Sekr%zz", "a'b\\c", "with space",
-             "long-enough-password", "é", "$1(", "."]
+PASSWORDS = [
+    "a",
+    "pw",
+    "x1!",
+    "on",
+    "abcd",
+    "s3cret",
+    "Sekr%zz",
+    "a'b\\c",
+    "with space",
+    "long-enough-password",
+    "é",
+    "$1(",
+    ".",
+]
 TEXT = "a connection on host db failed: FATAL: no pg_hba.conf entry. see password docs"
 
 
@@ -18,7 +31,7 @@ TEXT = "a connection on host db failed: FATAL: no pg_hba.conf entry. see passwor
     "where",
     [
         'invalid percent-encoded token: "{pw}"',
-        "invalid connection option in \"host=db password={pw_q}\"",
+        'invalid connection option in "host=db password={pw_q}"',
         "could not connect with postgresql://reaper:{pw}@db/control",
         "bad value '{pw}'",
     ],
@@ -41,14 +54,21 @@ def test_unrelated_text_is_not_mangled(password: str) -> None:
 
 def test_any_password_position_is_scrubbed_even_of_another_dsn() -> None:
     redact = _Redactor("host=db")
-    assert redact("postgresql://u:zz@h/db and password=qq and password = 'x y'") == \
-        "postgresql://u:***@h/db and password=*** and password = ***"
+    assert (
+        redact("postgresql://u:zz@h/db and password=qq and password = 'x y'")
+        == "postgresql://u:***@h/db and password=*** and password = ***"
+    )
 
 
 @pytest.mark.parametrize(
     ("dsn", "has"),
-    [("host=db password=x", True), ("postgresql://u:p@h/d", True), ("host=db", False),
-     ("postgresql://u@h/d", False), ("postgresql://u:Sekr%zz@h/d", True)],
+    [
+        ("host=db password=x", True),
+        ("postgresql://u:p@h/d", True),
+        ("host=db", False),
+        ("postgresql://u@h/d", False),
+        ("postgresql://u:Sekr%zz@h/d", True),
+    ],
 )
 def test_dsn_has_password(dsn: str, has: bool) -> None:
     assert dsn_has_password(dsn) is has
@@ -57,5 +77,3 @@ def test_dsn_has_password(dsn: str, has: bool) -> None:
 # The deployments' way: a service file holding the password, readable by a group (a
 # Kubernetes Secret volume's files are root's, mode 0440, group fsGroup), REAPER_DSN naming
 # the service. On a throwaway cluster that asks every login for a password.
-
-

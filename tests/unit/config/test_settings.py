@@ -54,8 +54,25 @@ def test_parse_duration(text: Any, expected: timedelta) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["45", "2.5", 45, 0.5, "", " ", "30x", "d", "h30", "30 d", "1h 30m", "thirty days", "1e3s",
-     "--1h", "+-1h", "-+1h", True],
+    [
+        "45",
+        "2.5",
+        45,
+        0.5,
+        "",
+        " ",
+        "30x",
+        "d",
+        "h30",
+        "30 d",
+        "1h 30m",
+        "thirty days",
+        "1e3s",
+        "--1h",
+        "+-1h",
+        "-+1h",
+        True,
+    ],
 )
 def test_parse_duration_refuses(text: Any) -> None:
     with pytest.raises(ValueError, match="duration"):
@@ -91,8 +108,14 @@ def test_parse_duration_names_the_accepted_units(text: str, why: str) -> None:
 
 @pytest.mark.parametrize(
     "d",
-    [timedelta(days=30), timedelta(hours=72), timedelta(minutes=90), timedelta(seconds=45),
-     timedelta(milliseconds=1500), timedelta(days=1, hours=2, minutes=3, seconds=4)],
+    [
+        timedelta(days=30),
+        timedelta(hours=72),
+        timedelta(minutes=90),
+        timedelta(seconds=45),
+        timedelta(milliseconds=1500),
+        timedelta(days=1, hours=2, minutes=3, seconds=4),
+    ],
 )
 def test_format_duration_reads_back(d: timedelta) -> None:
     assert parse_duration(format_duration(d)) == d
@@ -159,15 +182,21 @@ def test_a_toml_boolean_is_quoted_as_toml_spells_it(key: str, refusal: str) -> N
 @pytest.mark.parametrize(
     ("values", "line"),
     [
-        ({"batch_size": "2000000000"},
-         "--batch-size: 2000000000 is more than 1,000,000,000; is it a typo? Expected a whole "
-         "number of rows, e.g. 10000"),
-        ({"node_retention": "40000d"},
-         "--node-retention: '40000d' is longer than 100 years; is it a typo? Expected a "
-         'duration with a unit, e.g. "30d", "72h", "90s" or "500ms"'),
-        ({"interval": "1ms"},
-         "--interval: an interval of 1ms is under 100ms; is it a typo? Expected a duration "
-         'with a unit, e.g. "30d", "72h", "90s" or "500ms"'),
+        (
+            {"batch_size": "2000000000"},
+            "--batch-size: 2000000000 is more than 1,000,000,000; is it a typo? Expected a whole "
+            "number of rows, e.g. 10000",
+        ),
+        (
+            {"node_retention": "40000d"},
+            "--node-retention: '40000d' is longer than 100 years; is it a typo? Expected a "
+            'duration with a unit, e.g. "30d", "72h", "90s" or "500ms"',
+        ),
+        (
+            {"interval": "1ms"},
+            "--interval: an interval of 1ms is under 100ms; is it a typo? Expected a duration "
+            'with a unit, e.g. "30d", "72h", "90s" or "500ms"',
+        ),
     ],
 )
 def test_a_question_and_its_fix_are_two_sentences(values: dict[str, str], line: str) -> None:
@@ -179,12 +208,26 @@ def test_a_question_and_its_fix_are_two_sentences(values: dict[str, str], line: 
 @pytest.mark.parametrize(
     ("value", "rate"),
     [
-        ("16000000", 16_000_000), (16_000_000, 16_000_000), ("16MB", 16_000_000),
-        ("16MiB", 16 * 1024**2), ("16MB/s", 16_000_000), ("16 mb", 16_000_000),
-        ("1.5MB", 1_500_000), ("1.5MiB", 1_572_864), ("1.1kB", 1100), ("0.5kB", 500),
-        ("16/s", 16), ("1099511627776", 1024**4), ("1024GiB", 1024**4),
+        ("16000000", 16_000_000),
+        (16_000_000, 16_000_000),
+        ("16MB", 16_000_000),
+        ("16MiB", 16 * 1024**2),
+        ("16MB/s", 16_000_000),
+        ("16 mb", 16_000_000),
+        ("1.5MB", 1_500_000),
+        ("1.5MiB", 1_572_864),
+        ("1.1kB", 1100),
+        ("0.5kB", 500),
+        ("16/s", 16),
+        ("1099511627776", 1024**4),
+        ("1024GiB", 1024**4),
         # Zero is off, in any unit.
-        ("0", None), (0, None), ("0MB", None), ("0.0GiB", None), ("0B/s", None), ("", None),
+        ("0", None),
+        (0, None),
+        ("0MB", None),
+        ("0.0GiB", None),
+        ("0B/s", None),
+        ("", None),
     ],
 )
 def test_a_byte_rate(value: object, rate: int | None) -> None:
@@ -211,8 +254,10 @@ BYTE_RATE_TOML_FIX = BYTE_RATE_FIX.replace("(powers of 1024),", "(powers of 1024
         ("-1MB", "'-1MB' is negative; expected"),
         ("MB", "'MB' is not a number of bytes per second; expected"),
         ("0.0005kB", "'0.0005kB' is less than one byte per second; expected"),
-        ("1099511627777", "'1099511627777' is more than 1 TiB (1024GiB) a second; is it a "
-         "typo? Expected"),
+        (
+            "1099511627777",
+            "'1099511627777' is more than 1 TiB (1024GiB) a second; is it a typo? Expected",
+        ),
         ("1100GB", "'1100GB' is more than 1 TiB (1024GiB) a second; is it a typo? Expected"),
     ],
 )
@@ -235,7 +280,8 @@ def test_a_bad_byte_rate_is_one_line(value: str, refusal: str) -> None:
 def test_a_bad_byte_rate_in_toml_is_one_line(toml_value: str, refusal: str) -> None:
     fix = BYTE_RATE_TOML_FIX if toml_value[0] != '"' else BYTE_RATE_FIX
     assert _toml_error(f"max_wal_rate = {toml_value}\n") == (
-        f"reaper.toml key max_wal_rate: {refusal}; expected {fix}")
+        f"reaper.toml key max_wal_rate: {refusal}; expected {fix}"
+    )
 
 
 @pytest.mark.parametrize("toml_value", ["0", "0.0", '"0MB"', '"0"'])
@@ -246,8 +292,13 @@ def test_a_byte_rate_of_zero_in_toml_is_off(toml_value: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "shown_default"),
-    [("max_wal_rate", "0 (off)"), ("parallel", "1"), ("node_retention", "30d"),
-     ("dsn", "none"), ("strict", "off")],
+    [
+        ("max_wal_rate", "0 (off)"),
+        ("parallel", "1"),
+        ("node_retention", "30d"),
+        ("dsn", "none"),
+        ("strict", "off"),
+    ],
 )
 def test_the_help_shows_a_default_as_a_user_writes_it(name: str, shown_default: str) -> None:
     from reaper.cli import _default_text
@@ -259,10 +310,18 @@ def test_the_help_shows_a_default_as_a_user_writes_it(name: str, shown_default: 
 
 @pytest.mark.parametrize(
     ("value", "line"),
-    [("0", "--parallel: must be a positive whole number, got 0; expected a whole number of "
-           "connections from 1 to 16, e.g. 2"),
-     ("17", "--parallel: must be at most 16, got 17; expected a whole number of connections "
-            "from 1 to 16, e.g. 2")],
+    [
+        (
+            "0",
+            "--parallel: must be a positive whole number, got 0; expected a whole number of "
+            "connections from 1 to 16, e.g. 2",
+        ),
+        (
+            "17",
+            "--parallel: must be at most 16, got 17; expected a whole number of connections "
+            "from 1 to 16, e.g. 2",
+        ),
+    ],
 )
 def test_parallel_is_1_to_16_as_its_help_says(value: str, line: str) -> None:
     from reaper.config.settings import MAX_PARALLEL, SETTING_FIELDS
@@ -329,12 +388,8 @@ def test_precedence_flags_env_toml_defaults(tmp_path: Path, monkeypatch) -> None
     assert s.batch_size == 100
     assert s.statement_timeout == Settings().statement_timeout  # default
     # Without the flag, the variable wins; without the variable, the file.
-    assert resolve(["--config", str(config)], env, monkeypatch).node_retention == timedelta(
-        days=20
-    )
-    assert resolve(["--config", str(config)], {}, monkeypatch).node_retention == timedelta(
-        days=10
-    )
+    assert resolve(["--config", str(config)], env, monkeypatch).node_retention == timedelta(days=20)
+    assert resolve(["--config", str(config)], {}, monkeypatch).node_retention == timedelta(days=10)
     assert resolve([], {}, monkeypatch).node_retention == DEFAULT_NODE_RETENTION
 
 

@@ -14,19 +14,39 @@ from reaper import log
 
 # The daemon's canonical line as the engine logs it, with every field (reaper.engine.run).
 FINISHED = dict(
-    sweep="enrollment_requests_ephemeral", table="enrollment_requests", reason="ephemeral",
-    stopped_by="done", locked_at=1796151656.7014575, unlocked_at=1796151656.9368548,
-    rows=9969, batches=5, seconds=0.522,
-    cutoffs={"cutoff": "2026-12-01T18:00:56.701630+00:00"}, strategy="index",
-    contended_batches=0, timed_out_batches=0, skipped={}, dry_run=False,
+    sweep="enrollment_requests_ephemeral",
+    table="enrollment_requests",
+    reason="ephemeral",
+    stopped_by="done",
+    locked_at=1796151656.7014575,
+    unlocked_at=1796151656.9368548,
+    rows=9969,
+    batches=5,
+    seconds=0.522,
+    cutoffs={"cutoff": "2026-12-01T18:00:56.701630+00:00"},
+    strategy="index",
+    contended_batches=0,
+    timed_out_batches=0,
+    skipped={},
+    dry_run=False,
 )
 FAILED = dict(
-    sweep="nodes_silent", table="nodes", reason="silent",
+    sweep="nodes_silent",
+    table="nodes",
+    reason="silent",
     error="canceling statement due to statement timeout: batch of 20,000 rows of nodes "
     "took longer than statement_timeout 10s; lower batch_size in [sweeps.nodes_silent]",
-    error_type="StatementTimeout", sqlstate="57014", rows=0, batches=3, seconds=31.2,
-    cutoffs={"cutoff": "2026-11-01T19:00:56+00:00"}, strategy="index",
-    contended_batches=0, timed_out_batches=1, skipped={"locked": 2}, dry_run=False,
+    error_type="StatementTimeout",
+    sqlstate="57014",
+    rows=0,
+    batches=3,
+    seconds=31.2,
+    cutoffs={"cutoff": "2026-11-01T19:00:56+00:00"},
+    strategy="index",
+    contended_batches=0,
+    timed_out_batches=1,
+    skipped={"locked": 2},
+    dry_run=False,
 )
 
 
@@ -55,11 +75,21 @@ def test_a_console_line_fits_80_columns(
     finished, failed, short = lines(capsys)
     # The longest built-in sweep name still fits two lines; a usual one, one.
     assert len(finished) <= 160 and len(short) <= 80, (finished, short)
-    for figure in ("sweep_finished enrollment_requests_ephemeral", "rows=9969",
-                   "batches=5", "seconds=0.522"):
+    for figure in (
+        "sweep_finished enrollment_requests_ephemeral",
+        "rows=9969",
+        "batches=5",
+        "seconds=0.522",
+    ):
         assert figure in finished, finished
-    for noise in ("locked_at", "cutoffs", "contended_batches", "dry_run", "2026-12-01T",
-                  "stopped_by=done"):
+    for noise in (
+        "locked_at",
+        "cutoffs",
+        "contended_batches",
+        "dry_run",
+        "2026-12-01T",
+        "stopped_by=done",
+    ):
         assert noise not in finished, finished
     # A failure: its error first, cut to fit, and what kind it was; at most two lines.
     assert len(failed) <= 160, failed

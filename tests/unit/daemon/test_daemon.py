@@ -9,9 +9,14 @@ from __future__ import annotations
 import pytest
 
 
-@pytest.mark.parametrize(("listen", "host", "port"), [
-    (":9465", "", 9465), ("127.0.0.1:9465", "127.0.0.1", 9465), ("[::1]:9465", "::1", 9465),
-])
+@pytest.mark.parametrize(
+    ("listen", "host", "port"),
+    [
+        (":9465", "", 9465),
+        ("127.0.0.1:9465", "127.0.0.1", 9465),
+        ("[::1]:9465", "::1", 9465),
+    ],
+)
 def test_listen_addresses(listen, host, port) -> None:
     from reaper.config.settings import build_settings
     from reaper.config.values import split_listen
@@ -33,7 +38,17 @@ def test_a_since_of_sql_text_is_refused() -> None:
     from reaper.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"\[sweeps.audit_log\] since: SQL text"):
-        load_config({}, {"sweeps": {"audit_log": {
-            "table": "public.audit_log", "reason": "expired", "retention": "7d",
-            "age": "logged_at", "since": "pg_terminate_backend(1)::timestamptz",
-        }}})
+        load_config(
+            {},
+            {
+                "sweeps": {
+                    "audit_log": {
+                        "table": "public.audit_log",
+                        "reason": "expired",
+                        "retention": "7d",
+                        "age": "logged_at",
+                        "since": "pg_terminate_backend(1)::timestamptz",
+                    }
+                }
+            },
+        )

@@ -81,8 +81,6 @@ def test_a_missing_web_config_file_is_one_line(tmp_path: Path) -> None:
         _server(tmp_path / "nope.yml")
 
 
-
-
 def test_the_highest_cost_accepted_loads(tmp_path: Path) -> None:
     config = tmp_path / "web.yml"
     hashed = HASH4.replace("$04$", f"${MAX_BCRYPT_COST:02d}$")
@@ -126,8 +124,11 @@ class Clock:
 
 
 def _header(user: str | bytes, password: str | bytes) -> str:
-    raw = (user if isinstance(user, bytes) else user.encode()) + b":" + (
-        password if isinstance(password, bytes) else password.encode())
+    raw = (
+        (user if isinstance(user, bytes) else user.encode())
+        + b":"
+        + (password if isinstance(password, bytes) else password.encode())
+    )
     return "Basic " + base64.b64encode(raw).decode()
 
 
@@ -203,8 +204,11 @@ def test_a_success_clears_the_failures_of_an_address() -> None:
 
 
 def _readyz_body(health: Health, authenticated: bool) -> tuple[str, str]:
-    app = make_app(CollectorRegistry(), lambda: (True, ""),
-                   lambda: health.readyz(connect_timeout=timedelta(seconds=5)))
+    app = make_app(
+        CollectorRegistry(),
+        lambda: (True, ""),
+        lambda: health.readyz(connect_timeout=timedelta(seconds=5)),
+    )
     environ = {"PATH_INFO": "/readyz", **({AUTHENTICATED: True} if authenticated else {})}
     status: list[str] = []
     body = b"".join(app(environ, lambda s, h: status.append(s)))
@@ -224,8 +228,10 @@ def test_readyz_shows_anyone_the_class_and_an_authenticated_request_the_reason(
     reason: str, kind: str
 ) -> None:
     health = Health()
-    assert _readyz_body(health, False) == ("503 Service Unavailable",
-                                           "not ready: no database answer yet\n")
+    assert _readyz_body(health, False) == (
+        "503 Service Unavailable",
+        "not ready: no database answer yet\n",
+    )
     health.set(False, reason, NotReady[kind])
     status, body = _readyz_body(health, False)
     assert status.startswith("503") and body == f"not ready: {NotReady[kind]}\n"
@@ -245,8 +251,12 @@ def test_a_burst_of_scrapes_costs_one_render_and_a_later_scrape_is_fresh() -> No
     renders = SharedRenders(make_wsgi_app(registry), clock=clock)
 
     def scrape(**headers: str) -> bytes:
-        environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/metrics", "QUERY_STRING": "",
-                   **{f"HTTP_{k.upper()}": v for k, v in headers.items()}}
+        environ = {
+            "REQUEST_METHOD": "GET",
+            "PATH_INFO": "/metrics",
+            "QUERY_STRING": "",
+            **{f"HTTP_{k.upper()}": v for k, v in headers.items()},
+        }
         return b"".join(renders(environ, lambda s, h: None))
 
     assert b"things_total 0.0" in scrape()

@@ -19,5 +19,3 @@ def test_no_engine_statement_locks_rows_for_update() -> None:
     for name in sqltext.all_files():
         text = sqltext.strip_comments(sqltext.read(name))
         assert not re.search(r"\bFOR\s+(NO\s+KEY\s+)?UPDATE\b", text, re.IGNORECASE), name
-
-

@@ -75,8 +75,9 @@ class FakeHeap:
     batch_seconds: float = 0.0
 
     @classmethod
-    def of(cls, name: str, blocks: int, per_block: int, garbage: Iterable[Tid] = (),
-           **kwargs: Any) -> FakeHeap:
+    def of(
+        cls, name: str, blocks: int, per_block: int, garbage: Iterable[Tid] = (), **kwargs: Any
+    ) -> FakeHeap:
         """``blocks`` blocks of ``per_block`` live rows each, those in ``garbage`` garbage."""
         dead = set(garbage)
         rows = {(b, o): (b, o) in dead for b in range(blocks) for o in range(1, per_block + 1)}
@@ -88,8 +89,9 @@ class FakeHeap:
 
     def ref(self) -> FakeHeapRef:
         """As the catalog describes the heap (analyzed: reltuples and relpages known)."""
-        return FakeHeapRef(self.schema, self.name, TableStats(len(self.rows), self.blocks,
-                                                             self.blocks), self.oid)
+        return FakeHeapRef(
+            self.schema, self.name, TableStats(len(self.rows), self.blocks, self.blocks), self.oid
+        )
 
 
 @dataclass
@@ -139,8 +141,9 @@ class FakeSession:
     def _call(self, name: str) -> None:
         self.calls[name] = self.calls.get(name, 0) + 1
 
-    def sample_eligible(self, stmts: Any, hs: Any, params: Mapping[str, Any],
-                        percent: float) -> tuple[int, int]:
+    def sample_eligible(
+        self, stmts: Any, hs: Any, params: Mapping[str, Any], percent: float
+    ) -> tuple[int, int]:
         self._call("sample_eligible")
         heap: FakeHeap = hs.fake
         if heap.name in self.samples:
@@ -162,16 +165,20 @@ class FakeSession:
         self.clock.advance(heap.batch_seconds)
         for tid in victims:
             if tid in heap.held:
-                exc: errors.DatabaseError = errors.LockTimeout("canceling statement due to "
-                                                               "lock timeout")
+                exc: errors.DatabaseError = errors.LockTimeout(
+                    "canceling statement due to lock timeout"
+                )
                 exc.sqlstate = "55P03"
-                exc.server_context = (f'while deleting tuple ({tid[0]},{tid[1]}) in '
-                                      f'relation "{heap.held_in or heap.name}"')
+                exc.server_context = (
+                    f"while deleting tuple ({tid[0]},{tid[1]}) in "
+                    f'relation "{heap.held_in or heap.name}"'
+                )
                 self.failed += 1
                 raise exc
             if tid in heap.refused:
                 exc = errors.ForeignKeyConflict(
-                    f'update or delete on table "{heap.name}" violates foreign key constraint')
+                    f'update or delete on table "{heap.name}" violates foreign key constraint'
+                )
                 exc.sqlstate = "23503"
                 self.failed += 1
                 raise exc
@@ -181,10 +188,18 @@ class FakeSession:
         self.clock.advance(heap.row_seconds * len(victims))
         return len(gone)
 
-    def delete_heap_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any],
-                          first: Tid, end_block: int, limit: int,
-                          skip: Sequence[Tid] = (), range_first: bool = True,
-                          before_commit: Any = None) -> BatchRows:
+    def delete_heap_batch(
+        self,
+        stmts: Any,
+        hs: Any,
+        params: Mapping[str, Any],
+        first: Tid,
+        end_block: int,
+        limit: int,
+        skip: Sequence[Tid] = (),
+        range_first: bool = True,
+        before_commit: Any = None,
+    ) -> BatchRows:
         self._call("delete_heap_batch")
         heap: FakeHeap = hs.fake
         self.ranges.append((first[0], end_block))
@@ -201,17 +216,23 @@ class FakeSession:
         self._call("empty_batch")
         self.clock.advance(hs.fake.batch_seconds)
 
-    def keyset_served(self, stmts: Any, hs: Any, params: Mapping[str, Any],
-                      limit: int) -> bool:
+    def keyset_served(self, stmts: Any, hs: Any, params: Mapping[str, Any], limit: int) -> bool:
         self._call("keyset_served")
         return self.keyset
 
     def _from_key(self, keyset: str | None) -> Tid:
         return (-1, -1) if keyset in (None, KEYSET_START) else parse_tid(str(keyset))
 
-    def delete_index_batch(self, stmts: Any, hs: Any, params: Mapping[str, Any], limit: int,
-                           skip: Sequence[Tid] = (), before_commit: Any = None,
-                           keyset: str | None = None) -> BatchRows:
+    def delete_index_batch(
+        self,
+        stmts: Any,
+        hs: Any,
+        params: Mapping[str, Any],
+        limit: int,
+        skip: Sequence[Tid] = (),
+        before_commit: Any = None,
+        keyset: str | None = None,
+    ) -> BatchRows:
         self._call("delete_index_batch")
         self.keysets.append(keyset)
         heap: FakeHeap = hs.fake
@@ -221,9 +242,16 @@ class FakeSession:
         key = tid_text(victims[-1]) if keyset is not None and victims else None
         return BatchRows(n, len(victims), None, key=key)
 
-    def first_victim(self, stmts: Any, hs: Any, params: Mapping[str, Any],
-                     skip: Sequence[Tid] = (), first: Tid | None = None,
-                     end_block: int | None = None, keyset: str | None = None) -> Tid | None:
+    def first_victim(
+        self,
+        stmts: Any,
+        hs: Any,
+        params: Mapping[str, Any],
+        skip: Sequence[Tid] = (),
+        first: Tid | None = None,
+        end_block: int | None = None,
+        keyset: str | None = None,
+    ) -> Tid | None:
         self._call("first_victim")
         heap: FakeHeap = hs.fake
         for t in heap.garbage:
@@ -239,8 +267,9 @@ class FakeSession:
         self._call("wal_mark")
         return WalMark("0/0", "start", True, True)
 
-    def delete_row(self, stmts: Any, hs: Any, params: Mapping[str, Any], tid: Tid,
-                   before_commit: Any = None) -> BatchRows:
+    def delete_row(
+        self, stmts: Any, hs: Any, params: Mapping[str, Any], tid: Tid, before_commit: Any = None
+    ) -> BatchRows:
         self._call("delete_row")
         heap: FakeHeap = hs.fake
         if not heap.rows.get(tid, False):

@@ -32,8 +32,13 @@ def test_keys_past_the_cap_are_counted_not_shown(width: int) -> None:
 
 
 def rows(*ids: int) -> BatchRows:
-    return BatchRows(len(ids), len(ids), None, tuple((i,) for i in ids),
-                     tuple(json.dumps({"id": i, "note": "a\nb"}) for i in ids))
+    return BatchRows(
+        len(ids),
+        len(ids),
+        None,
+        tuple((i,) for i in ids),
+        tuple(json.dumps({"id": i, "note": "a\nb"}) for i in ids),
+    )
 
 
 def test_each_row_is_one_json_line_appended(tmp_path: Path) -> None:
@@ -65,7 +70,7 @@ def test_batches_of_parallel_sweeps_are_never_interleaved(tmp_path: Path) -> Non
     assert len(lines) == 4 * 20 * batch
     # Each batch's lines are one run of the file: a sweep's ids come in whole batches.
     for start in range(0, len(lines), batch):
-        ids = [line["row"]["id"] for line in lines[start:start + batch]]
+        ids = [line["row"]["id"] for line in lines[start : start + batch]]
         assert ids == list(range(ids[0], ids[0] + batch))
 
 

@@ -25,8 +25,9 @@ BOUND = timedelta(minutes=5)
 DAY = 86_400.0
 
 
-def reading(db_ahead: float, *, mono: float = 1000.0, round_trip: float = 0.0,
-            host: datetime = HOST) -> ClockReading:
+def reading(
+    db_ahead: float, *, mono: float = 1000.0, round_trip: float = 0.0, host: datetime = HOST
+) -> ClockReading:
     """A reading whose database clock is ``db_ahead`` seconds ahead of the host's."""
     return ClockReading(host + timedelta(seconds=db_ahead), host, mono, round_trip)
 
@@ -109,14 +110,23 @@ def test_both_clocks_jumping_together_are_caught_by_the_monotonic_clock() -> Non
     assert "restart reaper" in verdict.message and "max_clock_skew = 0" in verdict.message
 
 
-@pytest.mark.parametrize(("drift", "refused"), [(0.0, False), (299.0, False), (300.0, False),
-                                                (301.0, True), (-3600.0, False),
-                                                (-60 * DAY, False)])
+@pytest.mark.parametrize(
+    ("drift", "refused"),
+    [
+        (0.0, False),
+        (299.0, False),
+        (300.0, False),
+        (301.0, True),
+        (-3600.0, False),
+        (-60 * DAY, False),
+    ],
+)
 def test_history_refuses_only_a_jump_ahead_past_the_bound(drift: float, refused: bool) -> None:
     """A database clock going back makes cutoffs earlier: a run deletes less, not more."""
     last = reading(0.0, mono=1000.0)
-    later = ClockReading(HOST + timedelta(seconds=600 + drift), HOST + timedelta(seconds=600),
-                         1600.0)
+    later = ClockReading(
+        HOST + timedelta(seconds=600 + drift), HOST + timedelta(seconds=600), 1600.0
+    )
     # The host clock moved with the database's here, so only the history can refuse.
     later = ClockReading(later.database, later.database, later.monotonic)
     verdict = judge_clock("s", later, last, BOUND)
@@ -221,7 +231,8 @@ def _metrics(sweep: Sweep) -> Metrics:
 
 def _refusals(metrics: Metrics, clock: ClockCheck) -> float | None:
     return metrics.registry.get_sample_value(
-        "reaper_clock_refusals_total", {"sweep": "nodes_silent", "clock": clock})
+        "reaper_clock_refusals_total", {"sweep": "nodes_silent", "clock": clock}
+    )
 
 
 def test_a_run_whose_database_clock_is_ahead_fails_before_any_statement() -> None:
@@ -237,8 +248,12 @@ def test_a_run_whose_database_clock_is_ahead_fails_before_any_statement() -> Non
     assert _refusals(metrics, ClockCheck.HOST) == 1.0
     assert _refusals(metrics, ClockCheck.HISTORY) == 0.0
     assert metrics.registry.get_sample_value("reaper_clock_skew_seconds") == 60 * DAY
-    assert metrics.registry.get_sample_value(
-        "reaper_sweep_runs_total", {"sweep": "nodes_silent", "outcome": "failure"}) == 1.0
+    assert (
+        metrics.registry.get_sample_value(
+            "reaper_sweep_runs_total", {"sweep": "nodes_silent", "outcome": "failure"}
+        )
+        == 1.0
+    )
 
 
 def test_a_dry_run_reports_the_refusal_a_real_run_would_meet_and_counts_nothing() -> None:
@@ -246,8 +261,9 @@ def test_a_dry_run_reports_the_refusal_a_real_run_would_meet_and_counts_nothing(
     sweep, host = _sweep(settings), _HostClock(HOST)
     db = _Database(HOST + timedelta(days=60))
     metrics = _metrics(sweep)
-    result = _sweeper(host).run(cast(Any, db), sweep, settings, metrics=metrics, dry_run=True,
-                                lock=False)
+    result = _sweeper(host).run(
+        cast(Any, db), sweep, settings, metrics=metrics, dry_run=True, lock=False
+    )
     assert result.outcome == Outcome.SUCCESS and result.error is None
     assert result.refusal is not None
     assert "is 60d ahead of reaper's host clock" in result.refusal
@@ -269,8 +285,7 @@ def test_a_clock_within_the_bound_goes_on_past_the_check() -> None:
 def test_opting_out_lets_a_skewed_clock_through() -> None:
     settings = _settings(max_clock_skew="0")
     sweep, host = _sweep(settings), _HostClock(HOST)
-    result = _sweeper(host).run(cast(Any, _Database(HOST + timedelta(days=60))), sweep,
-                                settings)
+    result = _sweeper(host).run(cast(Any, _Database(HOST + timedelta(days=60))), sweep, settings)
     assert result.error_type == "_Reached"
 
 
@@ -297,6 +312,7 @@ def test_the_daemon_refuses_a_jump_of_both_clocks_by_its_earlier_reading() -> No
 def test_a_pinned_now_is_not_checked() -> None:
     settings = _settings()
     sweep, host = _sweep(settings), _HostClock(HOST)
-    result = _sweeper(host).run(cast(Any, _Database(HOST)), sweep, settings,
-                                now=HOST + timedelta(days=60))
+    result = _sweeper(host).run(
+        cast(Any, _Database(HOST)), sweep, settings, now=HOST + timedelta(days=60)
+    )
     assert result.error_type == "_Reached"

@@ -44,13 +44,20 @@ def _run(session: FakeSession, heap: FakeHeap, settings: Settings | None = None)
     sweep = _sweep(settings)
     result = SweepResult(sweep.name, sweep.table, sweep.reason)
     return Run(
-        sweep, settings, session, statements(heap), {}, result,  # type: ignore[arg-type]
-        metrics=Metrics([sweep], CollectorRegistry()), clock=session.clock,
+        sweep,
+        settings,
+        session,
+        statements(heap),
+        {},
+        result,  # type: ignore[arg-type]
+        metrics=Metrics([sweep], CollectorRegistry()),
+        clock=session.clock,
     )
 
 
-def _sweep_heap(run: Run, strategy: Strategy, fraction: float | None = None,
-                batch_size: int = 20_000) -> StopReason:
+def _sweep_heap(
+    run: Run, strategy: Strategy, fraction: float | None = None, batch_size: int = 20_000
+) -> StopReason:
     (hs,) = run.statements.heaps
     sizer = BatchSizer(batch_size, run.settings.statement_timeout.total_seconds())
     return batch_strategy(strategy, run.settings, fraction).run(Deleter(run, hs, sizer))
@@ -104,8 +111,9 @@ def test_a_row_whose_cascade_meets_a_held_row_is_found_by_splitting() -> None:
     # The server names the held row of the other table, not which row of the batch cascaded
     # into it: the batch is halved until that row fails alone.
     garbage = [(0, o) for o in range(1, 17)]
-    heap = FakeHeap.of("nodes", blocks=1, per_block=20, garbage=garbage, held={(0, 9)},
-                       held_in="node_labels")
+    heap = FakeHeap.of(
+        "nodes", blocks=1, per_block=20, garbage=garbage, held={(0, 9)}, held_in="node_labels"
+    )
     session = FakeSession()
     run = _run(session, heap)
     assert _sweep_heap(run, Strategy.INDEX, batch_size=16) == StopReason.DONE
@@ -251,8 +259,12 @@ def test_quick_ranges_without_garbage_grow_and_never_shrink() -> None:
 
 
 def _table(rows: int, garbage: int) -> tuple[FakeSession, Any]:
-    heap = FakeHeap.of("nodes", blocks=rows // 10, per_block=10,
-                       garbage=[(b, o) for b in range(rows // 10) for o in range(1, 11)][:garbage])
+    heap = FakeHeap.of(
+        "nodes",
+        blocks=rows // 10,
+        per_block=10,
+        garbage=[(b, o) for b in range(rows // 10) for o in range(1, 11)][:garbage],
+    )
     return FakeSession(), statements(heap)
 
 
@@ -290,45 +302,81 @@ def test_a_sample_near_the_threshold_is_judged_again_on_counts(
 def test_the_opt_in_and_a_small_table_are_never_refused() -> None:
     session, stmts = _table(10_000, 10_000)
     everything = EligibleMeasure({}, 10_000.0, 10_000.0)
-    judge_table(session, SWEEP, stmts, {}, everything, 1.0,  # type: ignore[arg-type]
-                TableWindow(0.0, 10_000.0))
+    judge_table(
+        session,
+        SWEEP,
+        stmts,
+        {},
+        everything,
+        1.0,  # type: ignore[arg-type]
+        TableWindow(0.0, 10_000.0),
+    )
     assert session.calls == {}  # the opt-in needs no count
     session, stmts = _table(900, 900)
     small = EligibleMeasure({}, 900.0, 900.0)
-    judge_table(session, SWEEP, stmts, {}, small, 0.95,  # type: ignore[arg-type]
-                TableWindow(0.0, 900.0))
+    judge_table(
+        session,
+        SWEEP,
+        stmts,
+        {},
+        small,
+        0.95,  # type: ignore[arg-type]
+        TableWindow(0.0, 900.0),
+    )
 
 
 def test_a_window_refuses_the_run_that_would_finish_the_table() -> None:
     # 950 of 1,900 rows deleted earlier in the window; the 950 left are all eligible.
     session, stmts = _table(950, 950)
     with pytest.raises(FullTableRefused, match="950 rows already deleted"):
-        judge_table(session, SWEEP, stmts, {},  # type: ignore[arg-type]
-                    EligibleMeasure({}, 950.0, 950.0), 0.95, TableWindow(0.0, 1900.0, 950))
+        judge_table(
+            session,
+            SWEEP,
+            stmts,
+            {},  # type: ignore[arg-type]
+            EligibleMeasure({}, 950.0, 950.0),
+            0.95,
+            TableWindow(0.0, 1900.0, 950),
+        )
 
 
-@pytest.mark.parametrize(("rows", "sampled_rows", "deleted"), [
-    (0, 0.0, 1900),  # the process emptied the table
-    (40, 0.0, 1860),  # a few rows left, none eligible, the heap's sample empty
-    (40, 40.0, 1860),  # the sample sees them, none eligible
-    (900, 900.0, 1000),  # the window's figures alone would refuse: 47% left, but none go
-])
+@pytest.mark.parametrize(
+    ("rows", "sampled_rows", "deleted"),
+    [
+        (0, 0.0, 1900),  # the process emptied the table
+        (40, 0.0, 1860),  # a few rows left, none eligible, the heap's sample empty
+        (40, 40.0, 1860),  # the sample sees them, none eligible
+        (900, 900.0, 1000),  # the window's figures alone would refuse: 47% left, but none go
+    ],
+)
 def test_a_run_with_nothing_to_delete_is_never_refused(
     rows: int, sampled_rows: float, deleted: int
 ) -> None:
     """Once this process deleted most of a table in the window, a run that counts 0 eligible
     rows goes on (it deletes nothing), however little of the table is left."""
     session, stmts = _table(rows, 0)
-    judge_table(session, SWEEP, stmts, {},  # type: ignore[arg-type]
-                EligibleMeasure({}, sampled_rows, 0.0), 0.5,
-                TableWindow(0.0, 1900.0, deleted))
+    judge_table(
+        session,
+        SWEEP,
+        stmts,
+        {},  # type: ignore[arg-type]
+        EligibleMeasure({}, sampled_rows, 0.0),
+        0.5,
+        TableWindow(0.0, 1900.0, deleted),
+    )
     assert "count_eligible" in session.calls  # judged on counts, not on the sample
     # One eligible row left of a (nearly) emptied table is still refused.
     session, stmts = _table(max(rows, 10), 1)
     with pytest.raises(FullTableRefused, match="already deleted"):
-        judge_table(session, SWEEP, stmts, {},  # type: ignore[arg-type]
-                    EligibleMeasure({}, float(max(rows, 10)), 1.0), 0.5,
-                    TableWindow(0.0, 1900.0, deleted))
+        judge_table(
+            session,
+            SWEEP,
+            stmts,
+            {},  # type: ignore[arg-type]
+            EligibleMeasure({}, float(max(rows, 10)), 1.0),
+            0.5,
+            TableWindow(0.0, 1900.0, deleted),
+        )
 
 
 # -- the deleted-rows counter counts durable deletes only --------------------------------------

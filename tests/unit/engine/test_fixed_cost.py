@@ -24,8 +24,15 @@ def test_sparse_garbage_and_a_live_tail_take_a_few_batches(fixed: float) -> None
     # One garbage row in every fourth block of the first tenth, then live rows only: each
     # batch costs ``fixed`` seconds whatever it holds, more than the 50 ms target.
     garbage = [(b, 1) for b in range(0, 2000, 4)]
-    heap = FakeHeap.of("nodes", blocks=20_000, per_block=10, garbage=garbage,
-                       batch_seconds=fixed, block_seconds=0.000_01, row_seconds=0.000_01)
+    heap = FakeHeap.of(
+        "nodes",
+        blocks=20_000,
+        per_block=10,
+        garbage=garbage,
+        batch_seconds=fixed,
+        block_seconds=0.000_01,
+        row_seconds=0.000_01,
+    )
     session = FakeSession()
     run = _run(session, heap)
     assert run.settings.batch_target_seconds.total_seconds() == TARGET
@@ -43,8 +50,10 @@ def test_a_fixed_cost_never_makes_the_next_range_smaller() -> None:
     # The more of a batch's time that is fixed (at or past the target), the larger the next
     # range.
     for selected, seconds in [(0, 0.2), (10, 0.21), (500, 0.3), (100, 0.06)]:
-        spans = [next_span(512, 20_000, 16_000, selected, 512, seconds, TARGET, fixed)
-                 for fixed in (0.0, TARGET, min(seconds, 0.2))]
+        spans = [
+            next_span(512, 20_000, 16_000, selected, 512, seconds, TARGET, fixed)
+            for fixed in (0.0, TARGET, min(seconds, 0.2))
+        ]
         assert spans == sorted(spans), (selected, seconds, spans)
     # With no fixed part the rule is the time target alone, as before.
     assert next_span(512, 20_000, 16_000, 100, 512, 0.1, TARGET) == 256
@@ -52,5 +61,7 @@ def test_a_fixed_cost_never_makes_the_next_range_smaller() -> None:
     # 0.76 s (the fixed part is at most FIXED_SHARE of it), may double.
     assert FIXED_SHARE == 0.25
     assert next_span(512, 20_000, 16_000, 100, 512, 0.2, TARGET, 0.19) == 1024
-    assert next_span(MAX_BLOCKS_PER_BATCH, 20_000, 16_000, 0, MAX_BLOCKS_PER_BATCH, 0.3,
-                     TARGET, 0.2) == MAX_BLOCKS_PER_BATCH
+    assert (
+        next_span(MAX_BLOCKS_PER_BATCH, 20_000, 16_000, 0, MAX_BLOCKS_PER_BATCH, 0.3, TARGET, 0.2)
+        == MAX_BLOCKS_PER_BATCH
+    )

@@ -146,8 +146,11 @@ class Server:
         self.samples += 1
         ended = self.clock.now - MS
         took = self.took(ended)
-        return Sample(wal_lsn=self.wal, busy_sessions=self.sessions,
-                      statements=tuple((took, MS) for _ in range(self.sessions)))
+        return Sample(
+            wal_lsn=self.wal,
+            busy_sessions=self.sessions,
+            statements=tuple((took, MS) for _ in range(self.sessions)),
+        )
 
     def batch(self, seconds: float, aim: float) -> None:
         start = self.clock.now
@@ -156,8 +159,14 @@ class Server:
         self.batches.append((start, self.clock.now, aim))
 
 
-def drive(pacer: Pacer, server: Server, seconds: float, *, deadline: float | None = None,
-          batch: float | None = None) -> list[float]:
+def drive(
+    pacer: Pacer,
+    server: Server,
+    seconds: float,
+    *,
+    deadline: float | None = None,
+    batch: float | None = None,
+) -> list[float]:
     """Batches of the pacer's aim while busy (else ``batch`` or 50 ms) for ``seconds`` of
     the fake clock; returns the aim of each."""
     aims = []
@@ -174,10 +183,14 @@ def drive(pacer: Pacer, server: Server, seconds: float, *, deadline: float | Non
 
 def make(clock: FakeClock, server: Server, **kw: object) -> tuple[Pacer, list[tuple[str, float]]]:
     got: list[tuple[str, float]] = []
-    pacer = Pacer(server.sample, max_replica_lag=None, clock=clock, wait=clock.wait,
-                  throttled=lambda reason, s: got.append((reason, s)),
-                  **{"busy_share": 0.5, "busy_batch_seconds": 0.002,
-                     "batch_target_seconds": 0.05, **kw})  # type: ignore[arg-type]
+    pacer = Pacer(
+        server.sample,
+        max_replica_lag=None,
+        clock=clock,
+        wait=clock.wait,
+        throttled=lambda reason, s: got.append((reason, s)),
+        **{"busy_share": 0.5, "busy_batch_seconds": 0.002, "batch_target_seconds": 0.05, **kw},
+    )  # type: ignore[arg-type]
     return pacer, got
 
 
@@ -198,7 +211,7 @@ def test_batches_settle_below_what_makes_traffic_suffer() -> None:
     server = Server(clock, harm_aim=0.01)
     pacer, _ = make(clock, server)
     aims = drive(pacer, server, 30.0)
-    later = aims[len(aims) // 4:]
+    later = aims[len(aims) // 4 :]
     assert pacer.control.harmed > 5 and pacer.control.unharmed > 5
     assert max(later) <= 0.005 + 3 * 0.048 / GROWTH_STEPS + 1e-9  # a few steps past it
     assert statistics.mean(later) > 0.003  # not stuck at the 2 ms floor
@@ -325,10 +338,18 @@ def test_wal_brake_bucket() -> None:
     assert b.owed(4.0) == pytest.approx(MAX_WAL_DEBT_SECONDS - 1.0)
 
 
-@pytest.mark.parametrize(("text", "rate"), [
-    ("16MB", 16_000_000), ("16MiB", 16 * 1024**2), ("16MB/s", 16_000_000),
-    ("500kB", 500_000), (1_000_000, 1_000_000), ("0", None), (0, None),
-])
+@pytest.mark.parametrize(
+    ("text", "rate"),
+    [
+        ("16MB", 16_000_000),
+        ("16MiB", 16 * 1024**2),
+        ("16MB/s", 16_000_000),
+        ("500kB", 500_000),
+        (1_000_000, 1_000_000),
+        ("0", None),
+        (0, None),
+    ],
+)
 def test_max_wal_rate_setting(text: object, rate: int | None) -> None:
     assert build_settings({"max_wal_rate": text}).max_wal_rate == rate
     assert build_settings({}).max_wal_rate is None  # off by default
@@ -340,8 +361,12 @@ def test_throttled_seconds_for_the_wal_brake_start_at_zero() -> None:
     registry = CollectorRegistry()
     Metrics(BUILTIN_SWEEPS, registry)
     for sweep in BUILTIN_SWEEPS:
-        assert registry.get_sample_value(
-            "reaper_throttled_seconds_total", {"sweep": sweep.name, "reason": "wal"}) == 0.0
+        assert (
+            registry.get_sample_value(
+                "reaper_throttled_seconds_total", {"sweep": sweep.name, "reason": "wal"}
+            )
+            == 0.0
+        )
 
 
 def test_wal_owed_to_the_brake_takes_a_parallel_walks_extra_connections_away() -> None:

@@ -61,12 +61,20 @@ def feed(pacer: Pacer, primary: Primary) -> None:
 
 
 def make_pacer(
-    clock: FakeClock, measure: Callable[[], Sample], *, lag: float | None = 10.0,
-    share: float = 1.0, throttled: list[tuple[str, float]] | None = None,
+    clock: FakeClock,
+    measure: Callable[[], Sample],
+    *,
+    lag: float | None = 10.0,
+    share: float = 1.0,
+    throttled: list[tuple[str, float]] | None = None,
 ) -> Pacer:
     got = throttled if throttled is not None else []
     return Pacer(
-        measure, max_replica_lag=lag, busy_share=share, clock=clock, wait=clock.wait,
+        measure,
+        max_replica_lag=lag,
+        busy_share=share,
+        clock=clock,
+        wait=clock.wait,
         throttled=lambda reason, s: got.append((reason, s)),
     )
 
@@ -321,8 +329,7 @@ def test_invisible_standby_is_told_once_and_never_paused_for(
         clock.now += 1.0  # a new sample each time
     assert clock.waits == []
     assert told.count("replica_lag_unknown") == 3  # routed through _once, which dedups
-    real = Pacer(primary.sample, max_replica_lag=10.0, busy_share=1.0, clock=clock,
-                 wait=clock.wait)
+    real = Pacer(primary.sample, max_replica_lag=10.0, busy_share=1.0, clock=clock, wait=clock.wait)
     for _ in range(3):
         real(0.05, None)
     assert real._told == {"replica_lag_unknown"}
@@ -398,8 +405,9 @@ def test_pacing_settings_defaults_and_off() -> None:
     assert s.max_replica_lag == timedelta(seconds=10) and s.busy_share == 0.75
     off = build_settings({"max_replica_lag": "0", "busy_share": "1"})
     assert off.max_replica_lag is None and off.busy_share == 1.0
-    assert build_settings({}, {"max-replica-lag": "2m", "busy_share": 0.25}).max_replica_lag \
-        == timedelta(minutes=2)
+    assert build_settings(
+        {}, {"max-replica-lag": "2m", "busy_share": 0.25}
+    ).max_replica_lag == timedelta(minutes=2)
 
 
 def test_throttled_seconds_start_at_zero_for_every_sweep_and_reason() -> None:
@@ -412,12 +420,19 @@ def test_throttled_seconds_start_at_zero_for_every_sweep_and_reason() -> None:
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     for sweep in BUILTIN_SWEEPS:
         for reason in ("replica_lag", "load"):
-            assert registry.get_sample_value(
-                "reaper_throttled_seconds_total", {"sweep": sweep.name, "reason": reason}
-            ) == 0.0
+            assert (
+                registry.get_sample_value(
+                    "reaper_throttled_seconds_total", {"sweep": sweep.name, "reason": reason}
+                )
+                == 0.0
+            )
     metrics.throttled("nodes_silent", "load", 0.25)
-    assert registry.get_sample_value(
-        "reaper_throttled_seconds_total", {"sweep": "nodes_silent", "reason": "load"}) == 0.25
+    assert (
+        registry.get_sample_value(
+            "reaper_throttled_seconds_total", {"sweep": "nodes_silent", "reason": "load"}
+        )
+        == 0.25
+    )
 
 
 def test_busy_is_what_the_last_sample_saw_when_load_pacing_is_on() -> None:

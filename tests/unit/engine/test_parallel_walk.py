@@ -48,9 +48,18 @@ class _Session(FakeSession):
     started: threading.Event = field(default_factory=threading.Event)
     await_helpers: list[threading.Event] = field(default_factory=list)
 
-    def delete_heap_batch(self, stmts: Any, hs: Any, params: Any, first: Tid, end_block: int,
-                          limit: int, skip: Sequence[Tid] = (), range_first: bool = True,
-                          before_commit: Any = None) -> BatchRows:
+    def delete_heap_batch(
+        self,
+        stmts: Any,
+        hs: Any,
+        params: Any,
+        first: Tid,
+        end_block: int,
+        limit: int,
+        skip: Sequence[Tid] = (),
+        range_first: bool = True,
+        before_commit: Any = None,
+    ) -> BatchRows:
         self.started.set()
         if self.batches:
             for event in self.await_helpers:
@@ -63,8 +72,9 @@ class _Session(FakeSession):
                 exc.sqlstate = "55P03"
                 raise exc
             self.batches.append((first[0], end_block))
-            return super().delete_heap_batch(stmts, hs, params, first, end_block, limit, skip,
-                                             range_first, before_commit)
+            return super().delete_heap_batch(
+                stmts, hs, params, first, end_block, limit, skip, range_first, before_commit
+            )
 
     def first_victim(self, *args: Any, **kwargs: Any) -> Tid | None:
         with _LOCK:
@@ -75,10 +85,16 @@ def _settings(**values: Any) -> Settings:
     return build_settings({"dsn": "postgresql://reaper@127.0.0.1/reaper", **values})
 
 
-def _run(heap: FakeHeap, parallel: int, helpers: list[_Session], *,
-         budget: Budget | None = None, pace: Pacer | None = None,
-         stop: threading.Event | None = None,
-         await_helpers: bool = False) -> tuple[Run, _Session]:
+def _run(
+    heap: FakeHeap,
+    parallel: int,
+    helpers: list[_Session],
+    *,
+    budget: Budget | None = None,
+    pace: Pacer | None = None,
+    stop: threading.Event | None = None,
+    await_helpers: bool = False,
+) -> tuple[Run, _Session]:
     settings = _settings()
     sweep = by_name(configured_sweeps(settings))["nodes_silent"]
     own = _Session()
@@ -94,9 +110,17 @@ def _run(heap: FakeHeap, parallel: int, helpers: list[_Session], *,
         yield next(lent)
 
     run = Run(
-        sweep, settings, own, statements(heap), {},  # type: ignore[arg-type]
-        SweepResult(sweep.name, sweep.table, sweep.reason), budget or Budget(),
-        metrics=None, stop=stop, pace=pace, parallel=parallel,
+        sweep,
+        settings,
+        own,
+        statements(heap),
+        {},  # type: ignore[arg-type]
+        SweepResult(sweep.name, sweep.table, sweep.reason),
+        budget or Budget(),
+        metrics=None,
+        stop=stop,
+        pace=pace,
+        parallel=parallel,
         helper_session=helper_session,
     )
     return run, own
@@ -110,8 +134,12 @@ def _walk(run: Run, batch_size: int = 100) -> StopReason:
 
 def _heap(blocks: int = 400) -> FakeHeap:
     # Half of every block's rows garbage; a block costs a millisecond to scan.
-    heap = FakeHeap.of("nodes", blocks=blocks, per_block=10,
-                       garbage=[(b, o) for b in range(blocks) for o in range(1, 6)])
+    heap = FakeHeap.of(
+        "nodes",
+        blocks=blocks,
+        per_block=10,
+        garbage=[(b, o) for b in range(blocks) for o in range(1, 6)],
+    )
     heap.block_seconds = 0.001
     return heap
 
@@ -121,8 +149,12 @@ def _blocks(session: _Session) -> set[int]:
 
 
 def _pacer(busy: bool) -> Pacer:
-    return Pacer(lambda: Sample(wal_lsn=0, busy_sessions=int(busy)), max_replica_lag=10.0,
-                 busy_share=0.5, wait=lambda seconds: False)
+    return Pacer(
+        lambda: Sample(wal_lsn=0, busy_sessions=int(busy)),
+        max_replica_lag=10.0,
+        busy_share=0.5,
+        wait=lambda seconds: False,
+    )
 
 
 @pytest.mark.parametrize("parallel", [2, 3])
@@ -221,20 +253,30 @@ def test_a_lock_wait_alone_still_fails_the_run() -> None:
         _walk(run)
 
 
-@pytest.mark.parametrize(("busy", "lag", "max_lag", "idle"), [
-    (False, None, 10.0, True),  # alone, no standby
-    (False, 0.5, 10.0, True),  # a standby keeping up
-    (False, 2.0, 10.0, False),  # a standby more than a second behind
-    (False, 0.5, 1.0, False),  # ... or more than a quarter of max_replica_lag
-    (False, 5.0, None, True),  # replica pacing off: its lag is not the pacer's concern
-    (True, None, 10.0, False),  # live traffic
-])
+@pytest.mark.parametrize(
+    ("busy", "lag", "max_lag", "idle"),
+    [
+        (False, None, 10.0, True),  # alone, no standby
+        (False, 0.5, 10.0, True),  # a standby keeping up
+        (False, 2.0, 10.0, False),  # a standby more than a second behind
+        (False, 0.5, 1.0, False),  # ... or more than a quarter of max_replica_lag
+        (False, 5.0, None, True),  # replica pacing off: its lag is not the pacer's concern
+        (True, None, 10.0, False),  # live traffic
+    ],
+)
 def test_the_pacer_says_idle_only_without_traffic_or_a_standby_behind(
-    busy: bool, lag: float | None, max_lag: float | None, idle: bool,
+    busy: bool,
+    lag: float | None,
+    max_lag: float | None,
+    idle: bool,
 ) -> None:
     standbys = () if lag is None else (Standby("standby", True, None, lag),)
-    pacer = Pacer(lambda: Sample(wal_lsn=0, busy_sessions=int(busy), standbys=standbys),
-                  max_replica_lag=max_lag, busy_share=0.5, wait=lambda seconds: False)
+    pacer = Pacer(
+        lambda: Sample(wal_lsn=0, busy_sessions=int(busy), standbys=standbys),
+        max_replica_lag=max_lag,
+        busy_share=0.5,
+        wait=lambda seconds: False,
+    )
     assert not pacer.idle()  # nothing measured yet
     assert pacer(None, None) is None
     assert pacer.idle() is idle

@@ -17,25 +17,39 @@ from tests.unit.engine.fakes import FakeHeap, FakeSession
 from tests.unit.engine.test_decisions import _run, _sweep_heap
 
 SOFT_DELETE = DeleteObstacle(
-    ObstacleKind.TRIGGER, "soft_delete",
-    "BEFORE DELETE row trigger soft_delete on public.nodes (function public.soft())")
+    ObstacleKind.TRIGGER,
+    "soft_delete",
+    "BEFORE DELETE row trigger soft_delete on public.nodes (function public.soft())",
+)
 POLICY = DeleteObstacle(
-    ObstacleKind.POLICY, "p_delete",
+    ObstacleKind.POLICY,
+    "p_delete",
     "row-level security on public.nodes applies to role reaper (no BYPASSRLS) and its "
-    "DELETE policies (p_delete) do not match its SELECT policies")
+    "DELETE policies (p_delete) do not match its SELECT policies",
+)
 
 
-def _heap(kept: set[tuple[int, int]] | None = None, obstacles: list[DeleteObstacle] | None = None,
-          garbage: int = 400) -> FakeHeap:
+def _heap(
+    kept: set[tuple[int, int]] | None = None,
+    obstacles: list[DeleteObstacle] | None = None,
+    garbage: int = 400,
+) -> FakeHeap:
     tids = [(b, o) for b in range(100) for o in range(1, 11)][:garbage]
-    return FakeHeap.of("nodes", blocks=100, per_block=10, garbage=tids,
-                       kept=set(tids) if kept is None else kept, obstacles=obstacles or [])
+    return FakeHeap.of(
+        "nodes",
+        blocks=100,
+        per_block=10,
+        garbage=tids,
+        kept=set(tids) if kept is None else kept,
+        obstacles=obstacles or [],
+    )
 
 
 @pytest.mark.parametrize("strategy", [Strategy.INDEX, Strategy.HEAP])
 @pytest.mark.parametrize("obstacle", [SOFT_DELETE, POLICY], ids=["trigger", "policy"])
 def test_a_batch_that_removes_none_of_its_rows_ends_the_run_naming_the_cause(
-    strategy: Strategy, obstacle: DeleteObstacle,
+    strategy: Strategy,
+    obstacle: DeleteObstacle,
 ) -> None:
     heap = _heap(obstacles=[obstacle])
     session = FakeSession()
@@ -47,8 +61,9 @@ def test_a_batch_that_removes_none_of_its_rows_ends_the_run_naming_the_cause(
     assert "nodes named 100 rows and removed none" in message
     assert obstacle.detail in message
     # Not repeated: one batch, and the catalog asked once.
-    assert session.calls.get("delete_index_batch", 0) + session.calls.get(
-        "delete_heap_batch", 0) == 1
+    assert (
+        session.calls.get("delete_index_batch", 0) + session.calls.get("delete_heap_batch", 0) == 1
+    )
     assert session.calls["delete_obstacles"] == 1
     assert len(heap.garbage) == 400
 
@@ -79,8 +94,13 @@ def test_batches_that_remove_far_fewer_than_they_name_end_the_run() -> None:
     # Two rows in three are kept: every index batch re-selects the kept ones, and removes
     # fewer and fewer, never none.
     tids = [(b, o) for b in range(100) for o in range(1, 11)][:600]
-    heap = FakeHeap.of("nodes", blocks=100, per_block=10, garbage=tids,
-                       kept={t for i, t in enumerate(tids) if i % 3})
+    heap = FakeHeap.of(
+        "nodes",
+        blocks=100,
+        per_block=10,
+        garbage=tids,
+        kept={t for i, t in enumerate(tids) if i % 3},
+    )
     session = FakeSession()
     run = _run(session, heap)
     with pytest.raises(errors.BatchStalled, match="such batches in a row"):

@@ -27,5 +27,3 @@ def test_requests_are_swept_before_tokens() -> None:
         order = [s.name for s in select(BUILTIN_SWEEPS, names)]
         for name in requests:
             assert order.index(name) < order.index("bootstrap_tokens"), names
-
-

@@ -27,9 +27,10 @@ def _refusing(n: int, k: int, **kwargs: object) -> FakeHeap:
     blocks = -(-2 * n // per_block)
     tids = [(b, o) for b in range(blocks) for o in range(1, per_block + 1)]
     garbage = tids[::2][:n]
-    refused = set(garbage[n // (2 * k)::n // k][:k])
-    return FakeHeap.of("nodes", blocks=blocks, per_block=per_block, garbage=garbage,
-                       refused=refused, **kwargs)  # type: ignore[arg-type]
+    refused = set(garbage[n // (2 * k) :: n // k][:k])
+    return FakeHeap.of(
+        "nodes", blocks=blocks, per_block=per_block, garbage=garbage, refused=refused, **kwargs
+    )  # type: ignore[arg-type]
 
 
 def _with_memory(session: FakeSession, heap: FakeHeap, memory: UndeletableRows) -> Run:

@@ -23,8 +23,15 @@ def _windowed_run(budget: Budget) -> tuple[Run, FakeHeap]:
     session = FakeSession()
     result = SweepResult(SWEEP.name, SWEEP.table, SWEEP.reason)
     run = Run(
-        SWEEP, _settings(), session, statements(heap), {}, result,  # type: ignore[arg-type]
-        budget, metrics=Metrics([SWEEP], CollectorRegistry()), clock=session.clock,
+        SWEEP,
+        _settings(),
+        session,
+        statements(heap),
+        {},
+        result,  # type: ignore[arg-type]
+        budget,
+        metrics=Metrics([SWEEP], CollectorRegistry()),
+        clock=session.clock,
     )
     return run, heap
 
@@ -50,9 +57,11 @@ def test_a_window_that_outlasts_the_work_lets_it_finish() -> None:
 
 @pytest.mark.parametrize(
     ("budget", "reason"),
-    [(Budget(max_seconds=2.0, window_seconds=3.5), StopReason.MAX_SECONDS),
-     (Budget(max_seconds=9.0, window_seconds=3.5), StopReason.WINDOW_CLOSED),
-     (Budget(max_rows=20, window_seconds=3.5), StopReason.MAX_ROWS)],
+    [
+        (Budget(max_seconds=2.0, window_seconds=3.5), StopReason.MAX_SECONDS),
+        (Budget(max_seconds=9.0, window_seconds=3.5), StopReason.WINDOW_CLOSED),
+        (Budget(max_rows=20, window_seconds=3.5), StopReason.MAX_ROWS),
+    ],
 )
 def test_the_first_limit_reached_names_the_stop(budget: Budget, reason: StopReason) -> None:
     run, _ = _windowed_run(budget)

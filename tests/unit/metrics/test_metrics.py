@@ -31,5 +31,3 @@ def test_every_label_set_is_zero_before_any_deletion(registry: CollectorRegistry
     samples = textfile_samples(generate_latest(registry).decode())
     for table, reason in REASONS:
         assert sample(samples, "reaper_deleted_rows_total", table=table, reason=reason) == 0
-
-

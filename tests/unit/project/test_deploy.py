@@ -52,26 +52,6 @@ ALERTS = {
 SEVERITIES = {"critical", "warning", "info"}
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # --- systemd -------------------------------------------------------------------------------
 
 
@@ -131,16 +111,20 @@ def test_systemd_daemon_unit_settings() -> None:
     assert int(unit_value(unit, "Service", "LimitNOFILE")) <= 4096
     # The password in a service file handed over as a credential, never in the environment.
     assert "PGSERVICEFILE=%d/pg_service.conf" in unit_values(unit, "Service", "Environment")
-    assert any(v.startswith("pg_service.conf:/etc/reaper/")
-               for v in unit_values(unit, "Service", "LoadCredential"))
+    assert any(
+        v.startswith("pg_service.conf:/etc/reaper/")
+        for v in unit_values(unit, "Service", "LoadCredential")
+    )
 
 
 def test_networkpolicy_admits_only_the_scraper_to_the_port() -> None:
     policy = one(KUBERNETES / "daemon" / "networkpolicy.yaml")
     deployment = one(KUBERNETES / "daemon" / "deployment.yaml")
     assert policy["kind"] == "NetworkPolicy"
-    assert policy["spec"]["podSelector"]["matchLabels"] == \
-        deployment["spec"]["selector"]["matchLabels"]
+    assert (
+        policy["spec"]["podSelector"]["matchLabels"]
+        == deployment["spec"]["selector"]["matchLabels"]
+    )
     assert policy["spec"]["policyTypes"] == ["Ingress"]
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
@@ -164,8 +148,6 @@ def test_settings_file_is_valid() -> None:
 
 
 # --- Prometheus rules ----------------------------------------------------------------------
-
-
 
 
 def test_rule_tests_cover_every_alert_firing_and_silent() -> None:
@@ -217,8 +199,10 @@ def test_rule_tests_expect_the_rules_runbook_links() -> None:
 # Exported by the daemon once its gauge refresh has measured them, not created by
 # reaper.metrics.Metrics up front: the rules may name them before they exist here.
 DAEMON_METRICS = {
-    "reaper_backlog_rows", "reaper_backlog_oldest_seconds",
-    "reaper_dead_rows", "reaper_autovacuum_threshold_rows",
+    "reaper_backlog_rows",
+    "reaper_backlog_oldest_seconds",
+    "reaper_dead_rows",
+    "reaper_autovacuum_threshold_rows",
 }
 
 
@@ -250,7 +234,6 @@ def test_prometheusrule_carries_the_same_rules() -> None:
 
 
 # --- Kubernetes ----------------------------------------------------------------------------
-
 
 
 @pytest.mark.parametrize("version", K8S_VERSIONS)
@@ -393,5 +376,3 @@ def test_dockerfile_shape() -> None:
 
 
 # --- one reaper per database (deploy/kubernetes/examples/many-databases) --------------------
-
-

@@ -61,8 +61,11 @@ def test_every_command_and_flag_is_in_the_references() -> None:
             missing.append(path)
         for param in cmd.params:
             if isinstance(param, click.Option):
-                missing += [f"{path} {o}" for o in param.opts if o.startswith("--")
-                            and o != "--help" and f"`{o}" not in text]
+                missing += [
+                    f"{path} {o}"
+                    for o in param.opts
+                    if o.startswith("--") and o != "--help" and f"`{o}" not in text
+                ]
     assert not missing, missing
     assert hooks.commands_table() in (DOCS / "commands.md").read_text()
 
@@ -112,8 +115,11 @@ def command_lines(text: str) -> list[str]:
             if m:
                 out.append(m.group(1))
         else:
-            out += [span for span in re.findall(r"`([^`]+)`", line)
-                    if re.match(r"(?:\.venv/bin/)?reaper (?:[a-z-]+|--)", span)]
+            out += [
+                span
+                for span in re.findall(r"`([^`]+)`", line)
+                if re.match(r"(?:\.venv/bin/)?reaper (?:[a-z-]+|--)", span)
+            ]
     return out
 
 
@@ -195,11 +201,16 @@ def test_the_custom_sweeps_page_names_every_key_of_a_sweep() -> None:
     from reaper.config.settings import SweepSettings
 
     text = (DOCS / "custom-sweeps.md").read_text()
-    keys_table = text[text.index("## Every key"):text.index("## What reaper refuses")]
-    refused = text[text.index("## What reaper refuses"):].split("\n\n")[2]
-    documented = set(re.findall(r"`(\w+)`", "".join(
-        line.split("|")[1] for line in keys_table.splitlines() if line.startswith("| `")
-    )))
+    keys_table = text[text.index("## Every key") : text.index("## What reaper refuses")]
+    refused = text[text.index("## What reaper refuses") :].split("\n\n")[2]
+    documented = set(
+        re.findall(
+            r"`(\w+)`",
+            "".join(
+                line.split("|")[1] for line in keys_table.splitlines() if line.startswith("| `")
+            ),
+        )
+    )
     refused_keys = {"predicate", "since"}
     keys = {f.name for f in dataclasses.fields(SweepSettings)}
     assert keys - refused_keys == documented

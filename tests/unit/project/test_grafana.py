@@ -15,8 +15,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[3]
 DASHBOARD = ROOT / "deploy" / "grafana" / "reaper.json"
 PROMQL_WORDS = {
-    "by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset", "and",
-    "or", "unless", "inf", "nan", "time",
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "bool",
+    "offset",
+    "and",
+    "or",
+    "unless",
+    "inf",
+    "nan",
+    "time",
 }
 
 
@@ -61,7 +73,7 @@ def metric_names(expr: str) -> set[str]:
     expr = re.sub(r"\$\w+", "", expr)  # Grafana variables
     names = set()
     for m in re.finditer(r"[A-Za-z_:][A-Za-z0-9_:]*", expr):
-        rest = expr[m.end():].lstrip()
+        rest = expr[m.end() :].lstrip()
         if rest.startswith("(") or m.group(0).lower() in PROMQL_WORDS:
             continue
         names.add(m.group(0))
@@ -78,8 +90,10 @@ def grouping_labels(expr: str) -> set[str]:
 
 
 def test_the_parser_finds_metric_names() -> None:
-    expr = ('histogram_quantile(0.99, sum by (sweep, le) (rate(reaper_batch_duration_seconds_bucket'
-            '{job=~"$job", sweep=~"a|b"}[$__rate_interval])))')
+    expr = (
+        "histogram_quantile(0.99, sum by (sweep, le) (rate(reaper_batch_duration_seconds_bucket"
+        '{job=~"$job", sweep=~"a|b"}[$__rate_interval])))'
+    )
     assert metric_names(expr) == {"reaper_batch_duration_seconds_bucket"}
     assert metric_names("time() - max by (sweep) (x_total > 0) and on (a) y") == {"x_total", "y"}
     assert grouping_labels(expr) == {"sweep", "le"}
@@ -100,9 +114,13 @@ def test_every_query_names_only_metrics_reaper_exports() -> None:
 def test_the_panels_cover_what_operators_watch() -> None:
     exprs = " ".join(queries(dashboard()))
     for name in (
-        "reaper_deleted_rows_total", "reaper_backlog_rows", "reaper_backlog_oldest_seconds",
-        "reaper_sweep_runs_total", "reaper_batch_duration_seconds_bucket",
-        "reaper_throttled_seconds_total", "reaper_sweep_last_success_timestamp_seconds",
+        "reaper_deleted_rows_total",
+        "reaper_backlog_rows",
+        "reaper_backlog_oldest_seconds",
+        "reaper_sweep_runs_total",
+        "reaper_batch_duration_seconds_bucket",
+        "reaper_throttled_seconds_total",
+        "reaper_sweep_last_success_timestamp_seconds",
         "reaper_storage_rows",
     ):
         assert name in exprs, name

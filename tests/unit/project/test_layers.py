@@ -11,15 +11,20 @@ import reaper
 ROOT = Path(reaper.__file__).parent
 # Lower imports nothing higher. dev (the demo and the tests' server) sits beside commands.
 LAYERS = {
-    "errors": 0, "vocab": 0, "log": 0, "": 0,
+    "errors": 0,
+    "vocab": 0,
+    "log": 0,
+    "": 0,
     "sqltext": 1,
     "db": 2,
     "config": 3,
     "metrics": 4,
     "engine": 5,
-    "commands": 6, "dev": 6,
+    "commands": 6,
+    "dev": 6,
     "daemon": 7,
-    "cli": 8, "__main__": 9,
+    "cli": 8,
+    "__main__": 9,
 }
 
 
@@ -76,7 +81,7 @@ def test_no_import_cycles() -> None:
         stack.append(node)
         for dep in sorted(graph[node]):
             if state.get(dep) == 1:
-                cycles.append([*stack[stack.index(dep):], dep])
+                cycles.append([*stack[stack.index(dep) :], dep])
             elif dep not in state:
                 visit(dep)
         stack.pop()

@@ -26,5 +26,3 @@ def test_make_demo_ends_with_the_readmes_next_commands(tmp_path: Path) -> None:
 
 
 # Typos get a suggestion; an option on the wrong side of the command says where it goes.
-
-

@@ -16,9 +16,25 @@ ANCHOR = "security.md#the-database-role-least-privilege"
 HEADING = "## The database role: least privilege"
 # Every privilege (and predefined role) a sentence might tell reaper's role to hold.
 PRIVILEGES = (
-    "SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER", "USAGE",
-    "CREATE", "TEMPORARY", "CONNECT", "EXECUTE", "BYPASSRLS", "SUPERUSER", "pg_monitor",
-    "pg_read_all_stats", "pg_read_all_data", "pg_write_all_data", "pg_signal_backend",
+    "SELECT",
+    "INSERT",
+    "UPDATE",
+    "DELETE",
+    "TRUNCATE",
+    "REFERENCES",
+    "TRIGGER",
+    "USAGE",
+    "CREATE",
+    "TEMPORARY",
+    "CONNECT",
+    "EXECUTE",
+    "BYPASSRLS",
+    "SUPERUSER",
+    "pg_monitor",
+    "pg_read_all_stats",
+    "pg_read_all_data",
+    "pg_write_all_data",
+    "pg_signal_backend",
 )
 TABLE_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
 _NAME = r"`?\*{0,2}\b(" + "|".join(PRIVILEGES) + r")\b\*{0,2}`?"
@@ -39,8 +55,11 @@ def section(text: str) -> str:
 
 def needed() -> set[str]:
     """What the canonical section's table says the role needs (its first column)."""
-    rows = [r for r in section(CANONICAL.read_text()).splitlines()
-            if r.startswith("| ") and not r.startswith(("| the role needs", "|---"))]
+    rows = [
+        r
+        for r in section(CANONICAL.read_text()).splitlines()
+        if r.startswith("| ") and not r.startswith(("| the role needs", "|---"))
+    ]
     out = {m.group(1) for r in rows for m in re.finditer(_NAME, r.split("|")[1])}
     assert out, "the privileges section has no table of what the role needs"
     return out
@@ -78,8 +97,9 @@ def claimed(sentence: str) -> set[str]:
     out: set[str] = set()
     for m in re.finditer(r"\bGRANT\s+([\w\s,()]+?)\s+(?:ON\b.*?\s)?TO\s+reaper\b", sentence):
         out |= {p for p in PRIVILEGES if re.search(rf"\b{p}\b", m.group(1))}
-    if re.search(r"\b(without|lacking|lacks)\b[^.]*" + _NAME + r"[^.]*\b(fails?|denied)\b",
-                 sentence, re.I):
+    if re.search(
+        r"\b(without|lacking|lacks)\b[^.]*" + _NAME + r"[^.]*\b(fails?|denied)\b", sentence, re.I
+    ):
         out |= {m.group(1) for m in re.finditer(_NAME, sentence)}
     if not _NEED.search(sentence) or re.search(r"\bTO\s+(?!reaper\b)\w+", sentence):
         return out
@@ -101,10 +121,12 @@ def contradictions(text: str, allowed: set[str]) -> list[str]:
     for s in sentences(text):
         # An archive table is the operator's own, named by one sweep: its INSERT is that
         # sweep's (docs/audit.md), never the role's as such.
-        extra = (claimed(s) - allowed - ({"INSERT"} if "archive" in s else set())) \
-            & set(TABLE_PRIVILEGES)
-        counts = re.findall(r"\b(one|two|three|four|five|\d) (?:table )?(?:grants|privileges)\b",
-                            s, re.I)
+        extra = (claimed(s) - allowed - ({"INSERT"} if "archive" in s else set())) & set(
+            TABLE_PRIVILEGES
+        )
+        counts = re.findall(
+            r"\b(one|two|three|four|five|\d) (?:table )?(?:grants|privileges)\b", s, re.I
+        )
         wrong = [c for c in counts if words.get(c.lower(), int(c) if c.isdigit() else 0) != count]
         if extra or wrong:
             out.append(s)
@@ -113,8 +135,11 @@ def contradictions(text: str, allowed: set[str]) -> list[str]:
 
 def texts() -> list[Path]:
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-    deploy = [p for p in sorted((ROOT / "deploy").rglob("*")) if p.is_file()
-              and p.suffix in ("", ".service", ".timer", ".yaml", ".yml", ".toml", ".py")]
+    deploy = [
+        p
+        for p in sorted((ROOT / "deploy").rglob("*"))
+        if p.is_file() and p.suffix in ("", ".service", ".timer", ".yaml", ".yml", ".toml", ".py")
+    ]
     return docs + deploy + [ROOT / "Dockerfile"]
 
 
@@ -137,7 +162,8 @@ def test_pages_that_advise_grants_link_to_the_section(path: Path) -> None:
         return
     text = path.read_text()
     advises = [
-        s for s in sentences(text)
+        s
+        for s in sentences(text)
         if re.search(r"\bGRANT\s+\w+.*\bTO\s+reaper\b", s)
         or ("grants.sql" in s and re.search(_NAME, s))
     ]
