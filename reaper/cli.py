@@ -294,7 +294,7 @@ def run_once(
     SIGINT or SIGTERM during the sweeps: the batch in flight finishes, no other sweep starts,
     and the sweeps that ran are reported as at a normal end (the table or --json,
     --metrics-file); then exit code 130 or 143 (128 + the signal), whatever their outcomes. A
-    second signal ends reaper at once.
+    second signal, 2 s or more after the first, ends reaper at once.
     """
     config = load(config_path, raw)
     settings, sweeps = config.settings, config.enabled(sweep_names)

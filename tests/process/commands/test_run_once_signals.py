@@ -202,3 +202,48 @@ def test_sigterm_while_a_batch_deletes_lets_it_commit_whole(
     [result] = json.loads((tmp_path / "stdout").read_text())
     assert (result["rows"], result["stopped_by"], result["outcome"]) == (deleted, "stop", "success")
     assert [e["rows"] for e in log_events(tmp_path) if e["event"] == "sweep_finished"] == [deleted]
+
+
+# Each run is stopped at a different moment after its first batch: in a batch, in a wait of
+# the WAL brake, between two. Half the runs get the signal twice, 20 ms apart, as under a
+# wrapper (make, a shell) that forwards the Ctrl-C the whole process group received.
+LOOP_RUNS = 8
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_every_stopped_run_once_reports_what_it_deleted(
+    dsn: str, conn: psycopg.Connection[Any], tmp_path: Path, signum: int
+) -> None:
+    for run in range(LOOP_RUNS):
+        conn.execute("TRUNCATE nodes, routers CASCADE")
+        seed(dsn)
+        where = tmp_path / str(run)
+        where.mkdir()
+        proc = start_run_once(
+            dsn,
+            where,
+            "--sweep",
+            "nodes_session",
+            "--batch-size",
+            "50",
+            "--strategy",
+            "index",
+            "--max-wal-rate",
+            "200KB",
+            "--max-eligible-fraction",
+            "1",
+            "--json",
+        )
+        wait_for("a batch committed", lambda: census(conn, ["nodes"])["nodes"]["garbage"] < GARBAGE)
+        time.sleep(0.05 * run)
+        proc.send_signal(signum)
+        if run % 2:
+            time.sleep(0.02)
+            proc.send_signal(signum)
+        assert proc.wait(timeout=60) == 128 + signum, (where / "stderr").read_text()
+        deleted = GARBAGE - census(conn, ["nodes"])["nodes"]["garbage"]
+        [result] = json.loads((where / "stdout").read_text())
+        assert (result["rows"], result["stopped_by"]) == (deleted, "stop"), run
+        finished = [e for e in log_events(where) if e["event"] == "sweep_finished"]
+        assert [e["rows"] for e in finished] == [deleted], run

@@ -1,6 +1,6 @@
 """run-once's stop on a signal (:class:`reaper.commands.stop.StopOnSignal`), with real signals
-sent to this process: the first sets the stop, the handlers before it are back for a second
-one and after the block, a signal the process ignores stays ignored, and off the main thread
+sent to this process: the first sets the stop, another soon after is the same request, a
+later one reaches the handlers before it, which are back after the block, a signal the process ignores stays ignored, and off the main thread
 nothing is installed. tests/process/commands/test_run_once_signals.py runs the command."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from reaper.commands.stop import SIGNALS, StopOnSignal
+from reaper.commands.stop import REPEAT_SECONDS, SIGNALS, StopOnSignal
 
 
 @pytest.fixture
@@ -31,12 +31,23 @@ def received() -> Iterator[list[int]]:
             signal.signal(s, handler)
 
 
+class Clock:
+    """Monotonic seconds that the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_the_first_signal_sets_the_stop_and_a_second_reaches_the_handler_before(
+def test_the_first_signal_sets_the_stop_and_a_later_one_reaches_the_handler_before(
     received: list[int], signum: int, code: int
 ) -> None:
     before = signal.getsignal(signum)
-    with StopOnSignal() as interrupt:
+    clock = Clock()
+    with StopOnSignal(clock) as interrupt:
         assert signal.getsignal(signum) != before
         assert not interrupt.requested and interrupt.exit_code is None
         signal.raise_signal(signum)
@@ -44,10 +55,33 @@ def test_the_first_signal_sets_the_stop_and_a_second_reaches_the_handler_before(
         assert interrupt.stop.wait(10)
         assert (interrupt.exit_code, interrupt.signal_name) == (code, signal.Signals(signum).name)
         assert received == []
-        assert signal.getsignal(signum) == before
+        clock.now += REPEAT_SECONDS
         signal.raise_signal(signum)
         assert received == [signum]
+        assert signal.getsignal(signum) == before
     assert all(signal.getsignal(s) == before for s in SIGNALS)
+
+
+@pytest.mark.parametrize("signum", SIGNALS)
+@pytest.mark.parametrize("other", SIGNALS)
+def test_a_signal_soon_after_the_first_is_the_same_request(
+    received: list[int], signum: int, other: int
+) -> None:
+    """Ctrl-C reaches the process group, and a wrapper (make, a shell) forwards it once more:
+    the run still stops after its batch and reports, as after one signal."""
+    clock = Clock()
+    with StopOnSignal(clock) as interrupt:
+        signal.raise_signal(signum)
+        for _ in range(3):
+            clock.now += REPEAT_SECONDS / 4
+            signal.raise_signal(other)
+        assert received == []
+        assert interrupt.signum == signum
+        assert interrupt.stop.wait(10)
+    # The process reports and exits: a copy that comes meanwhile cannot end it early.
+    assert all(signal.getsignal(s) == signal.SIG_IGN for s in SIGNALS)
+    signal.raise_signal(other)
+    assert received == []
 
 
 def test_the_handlers_before_are_back_after_the_block_without_a_signal(
