@@ -57,7 +57,7 @@ from reaper.commands import checks
 from reaper.config.connection import connection_settings
 from reaper.config.settings import Settings, changed_settings
 from reaper.config.sweeps import Budget, Sweep
-from reaper.config.triggers import SweepTrigger
+from reaper.config.triggers import SweepTrigger, every
 from reaper.config.values import format_duration
 from reaper.daemon import policy
 from reaper.daemon.gauges import GaugeRefresher
@@ -215,7 +215,7 @@ class Daemon:
         now = datetime.now(UTC)
         self._scheduler.add_job(
             self._health.beat,
-            IntervalTrigger(seconds=HEARTBEAT_SECONDS),
+            every(HEARTBEAT_SECONDS),
             id=_HEARTBEAT_JOB,
             executor=_HEARTBEAT_EXECUTOR,
             next_run_time=now,
@@ -223,7 +223,7 @@ class Daemon:
         )
         self._scheduler.add_job(
             self._probe,
-            IntervalTrigger(seconds=READINESS_PROBE_SECONDS),
+            every(READINESS_PROBE_SECONDS),
             id=_PROBE_JOB,
             executor=_PROBES_EXECUTOR,
             next_run_time=now,
@@ -231,7 +231,7 @@ class Daemon:
         )
         self._scheduler.add_job(
             self.gauges.refresh,
-            IntervalTrigger(seconds=self._settings.gauge_interval.total_seconds()),
+            every(self._settings.gauge_interval.total_seconds()),
             id=_GAUGE_JOB,
             executor=_PROBES_EXECUTOR,
             next_run_time=now,
@@ -356,7 +356,7 @@ class Daemon:
             self._sweeps = new
             gauge = settings.gauge_interval.total_seconds()
             with contextlib.suppress(JobLookupError):
-                self._scheduler.reschedule_job(_GAUGE_JOB, trigger=IntervalTrigger(seconds=gauge))
+                self._scheduler.reschedule_job(_GAUGE_JOB, trigger=every(gauge))
             if self._scheduler.running:
                 # The sweeps or their settings changed: check them again now.
                 self._schedule_checks(run_now=True)
@@ -455,7 +455,7 @@ class Daemon:
         if interval is not None:
             self._scheduler.add_job(
                 self._run_checks_job,
-                IntervalTrigger(seconds=interval.total_seconds()),
+                every(interval.total_seconds()),
                 id=_CHECK_JOB,
                 executor=_PROBES_EXECUTOR,
                 misfire_grace_time=max(1, int(interval.total_seconds())),

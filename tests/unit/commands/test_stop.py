@@ -1,7 +1,8 @@
 """run-once's stop on a signal (:class:`reaper.commands.stop.StopOnSignal`), with real signals
 sent to this process: the first sets the stop, another soon after is the same request, a
-later one reaches the handlers before it, which are back after the block, a signal the process ignores stays ignored, and off the main thread
-nothing is installed. tests/process/commands/test_run_once_signals.py runs the command."""
+later one reaches the handlers before it, which are back after the block; a signal the
+process ignores stays ignored, and off the main thread nothing is installed.
+tests/process/commands/test_run_once_signals.py runs the command."""
 
 from __future__ import annotations
 
