@@ -5,8 +5,9 @@ A page holds each reference itself, between ``<!-- reference:NAME -->`` and
 ``python docs/hooks.py`` (``make docs-reference``) rewrites what is between the markers from
 the code's own definitions:
 
-- ``settings``: every setting of :class:`reaper.config.settings.Settings`, from its field's
-  metadata (help text, metavar) and default, with its flag, variable and TOML key;
+- ``settings``: every setting, from its declaration (:mod:`reaper.config.declarations`: help
+  text, metavar, default), with its flag, variable and TOML key, and whether a
+  ``[sweeps.NAME]`` table may set it;
 - ``metrics``: every metric of :class:`reaper.metrics.Metrics`, from its definition (name as
   exported, type, labels, help text);
 - ``commands``: every command of the ``reaper`` CLI and its own options (the settings' flags
@@ -48,17 +49,15 @@ def _cell(text: str) -> str:
 def settings_table() -> str:
     """The configuration reference: one entry per setting (its TOML key, flag and variable,
     its default as the CLI shows it, its meaning)."""
-    from reaper.cli import _default_text, _envvar
-    from reaper.config.settings import SETTING_FIELDS
+    from reaper.config.settings import Settings, setting_keys
 
+    per_sweep = setting_keys()
     rows = []
-    for f in SETTING_FIELDS:
-        metavar = f.metadata.get("metavar") or "BOOL"
-        flag = "--" + f.name.replace("_", "-")
-        default = _cell(_default_text(f))
+    for s in Settings.declarations():
+        sweep = f" A `[sweeps.NAME]` table may set its own `{s.name}`." if s in per_sweep else ""
         rows.append(
-            f"- **`{f.name}`**: `{flag} {metavar}`, `{_envvar(f.name)}`; default `{default}`. "
-            f"{_cell(f.metadata['help'])}"
+            f"- **`{s.name}`**: `{s.flag} {s.metavar or 'BOOL'}`, `{s.envvar}`; default "
+            f"`{_cell(s.shown_default)}`. {_cell(s.help)}{sweep}"
         )
     return "\n".join(rows) + "\n"
 
@@ -123,9 +122,9 @@ def commands() -> list[tuple[str, click.Command]]:
 
 def own_options(cmd: click.Command) -> list[click.Option]:
     """The options of ``cmd`` that are not settings (those are in the settings table)."""
-    from reaper.config.settings import SETTING_FIELDS
+    from reaper.config.settings import Settings
 
-    settings = {f.name for f in SETTING_FIELDS}
+    settings = {s.name for s in Settings.declarations()}
     return [
         p
         for p in cmd.params

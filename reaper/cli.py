@@ -11,7 +11,6 @@ line on stderr.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -21,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reaper import __version__, errors, log
-from reaper.config.settings import DEFAULT_BACKLOG_CAP, SETTING_FIELDS, Settings
-from reaper.config.values import format_duration
+from reaper.config.setting import Setting, envvar
+from reaper.config.settings import DEFAULT_BACKLOG_CAP, Settings
 from reaper.vocab import IndexOutcome, Outcome
 
 # Everything else is imported by the command that uses it: every start pays for what this
@@ -38,11 +37,6 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 # run-once: every sweep it was asked to run was skipped, its lock held by another session.
 EXIT_ALL_SKIPPED = 3
-ENV_PREFIX = "REAPER"
-
-
-def _envvar(name: str) -> str:
-    return f"{ENV_PREFIX}_{name.upper()}"
 
 
 def _echo_json(value: Any) -> None:
@@ -77,49 +71,35 @@ class _SweepNamesOption(click.Option):
         self._help_text = value
 
 
-def _default_text(f: dataclasses.Field[Any]) -> str:
-    """How the help and the reference show setting ``f``'s default: as the setting states it
-    (``default_text``, e.g. "0 (off)" where 0 is how a user turns it off), else its value."""
-    from datetime import timedelta
+def setting_help(setting: Setting[Any]) -> str:
+    """A setting's help as ``--help`` and the reference show it: its text, where a
+    ``[sweeps.NAME]`` table may set its own, and its default."""
+    from reaper.config.settings import setting_keys
 
-    if f.metadata.get("default_text"):
-        return str(f.metadata["default_text"])
-    value = getattr(_DEFAULTS, f.name)
-    if isinstance(value, timedelta):
-        return format_duration(value)
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)
-
-
-# Each command's options show the defaults: one Settings for all of them.
-_DEFAULTS = Settings()
+    per_sweep = " A [sweeps.NAME] table may set its own." if setting in setting_keys() else ""
+    return f"{setting.help}{per_sweep} [default: {setting.shown_default}]"
 
 
 def settings_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Add one option per setting, plus ``--config``. Values stay raw strings (None when not
     given) so that :func:`build_settings` parses every source the same way."""
-    for f in reversed(SETTING_FIELDS):
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata['help']} [default: {_default_text(f)}]"
+    for setting in reversed(Settings.declarations()):
         # A boolean setting given alone (`--strict`) means true; `--strict false` also works.
         common: dict[str, Any] = {
             "default": None,
-            "envvar": _envvar(f.name),
+            "envvar": setting.envvar,
             "show_envvar": True,
-            "metavar": f.metadata.get("metavar") or "[BOOL]",
-            "help": help_text,
+            "metavar": setting.metavar or "[BOOL]",
+            "help": setting_help(setting),
         }
-        if f.metadata.get("metavar") is None:
+        if setting.metavar is None:
             common.update(is_flag=False, flag_value="true")
-        fn = click.option(flag, f.name, **common)(fn)
+        fn = click.option(setting.flag, setting.name, **common)(fn)
     fn = click.option(
         "--config",
         "config_path",
         type=click.Path(dir_okay=False, path_type=Path),
-        envvar=_envvar("config"),
+        envvar=envvar("config"),
         show_envvar=True,
         help="TOML file of settings (keys as the flags, with _), and [sweeps.NAME] tables.",
     )(fn)
@@ -140,7 +120,7 @@ def load(config_path: Path | None, raw: dict[str, Any]) -> Config:
     # A bad value from the environment is reported under the variable's name, not the flag's.
     ctx = click.get_current_context(silent=True)
     labels = {
-        name: _envvar(name)
+        name: envvar(name)
         for name in explicit
         if ctx is not None
         and ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT
@@ -148,23 +128,11 @@ def load(config_path: Path | None, raw: dict[str, Any]) -> Config:
     # click reads an empty variable as unset; an empty REAPER_DSN is a DSN meant to be set
     # that came out empty (an unset shell variable, an empty key of a Secret): refused below,
     # like --dsn '', instead of silently reaching libpq's defaults.
-    if "dsn" not in explicit and os.environ.get(_envvar("dsn")) == "":
-        explicit["dsn"], labels["dsn"] = "", _envvar("dsn")
-    config = load_config(explicit, file_values, source=str(config_path or "config"), labels=labels)
-    global _dsn_on_command_line, _dsn_label
-    _dsn_on_command_line = (
-        ctx is not None
-        and "dsn" in explicit
-        and ctx.get_parameter_source("dsn") == click.core.ParameterSource.COMMANDLINE
-    )
-    _dsn_label = labels.get("dsn", "--dsn") if "dsn" in explicit else f"{config_path}: dsn"
-    return config
+    if "dsn" not in explicit and os.environ.get(envvar("dsn")) == "":
+        explicit["dsn"], labels["dsn"] = "", envvar("dsn")
+    return load_config(explicit, file_values, source=str(config_path or "config"), labels=labels)
 
 
-# Set by load: the DSN came from a flag, which every local user can read in `ps`.
-_dsn_on_command_line = False
-# Set by load: where the DSN came from, to name it in an error (flag, variable, file).
-_dsn_label = "--dsn"
 _password_warned = False
 
 
@@ -174,7 +142,9 @@ def warn_if_password_on_command_line(settings: Settings) -> None:
     from reaper.db import dsn_has_password
 
     global _password_warned
-    if _password_warned or not _dsn_on_command_line or not dsn_has_password(settings.dsn):
+    # A DSN given on the command line is named by its flag (settings.origins).
+    on_command_line = settings.origins.get("dsn") == Settings.dsn.flag
+    if _password_warned or not on_command_line or not dsn_has_password(settings.dsn):
         return
     _password_warned = True
     _logger().warning(
@@ -194,7 +164,7 @@ def open_database(settings: Settings) -> Database:
     from reaper.config.connection import connection_settings
     from reaper.db import Database
 
-    db = Database(connection_settings(settings, dsn_label=_dsn_label))
+    db = Database(connection_settings(settings))
     warn_if_password_on_command_line(settings)
     return db
 
@@ -235,7 +205,7 @@ class _Group(click.Group):
     "--log-level",
     type=click.Choice(["auto", *log.LEVELS]),
     default="auto",
-    envvar=_envvar("log_level"),
+    envvar=envvar("log_level"),
     show_envvar=True,
     show_default=True,
     help="Lowest level logged (to stderr). auto: info, but warning for a command other than "
@@ -245,7 +215,7 @@ class _Group(click.Group):
     "--log-format",
     type=click.Choice(["auto", "json", "console"]),
     default="auto",
-    envvar=_envvar("log_format"),
+    envvar=envvar("log_format"),
     show_envvar=True,
     show_default=True,
     help="auto: console lines on a terminal, JSON lines otherwise.",
@@ -542,11 +512,13 @@ def run(config_path: Path | None, **raw: Any) -> None:
     _refuse_unsweepable_if_reachable(settings, sweeps)
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
     warn_if_password_on_command_line(settings)
-    # SIGHUP re-reads the config file under the same flags and variables.
+    # SIGHUP re-reads the config file under the same flags and variables, each still named
+    # by where it came from.
     explicit = {k: v for k, v in raw.items() if v is not None}
+    labels = {name: settings.origins[name] for name in explicit}
 
     def reload() -> tuple[Settings, list[Sweep]]:
-        new = reload_config(config_path, explicit)
+        new = reload_config(config_path, explicit, labels=labels)
         return new.settings, new.enabled()
 
     serve(daemon, reload)

@@ -7,9 +7,9 @@ from reaper.config.settings import Settings
 from reaper.db import ConnectionSettings
 
 
-def connection_settings(settings: Settings, *, dsn_label: str = "--dsn") -> ConnectionSettings:
-    """``settings``' connection and session fields as one value; ``dsn_label`` names where
-    the DSN came from in an error (flag, variable, file)."""
+def connection_settings(settings: Settings) -> ConnectionSettings:
+    """``settings``' connection and session fields as one value; an error about the DSN
+    names where it came from (flag, variable or file key: ``settings.origins``)."""
     return ConnectionSettings(
         dsn=settings.dsn or "",
         statement_timeout=settings.statement_timeout,
@@ -19,5 +19,5 @@ def connection_settings(settings: Settings, *, dsn_label: str = "--dsn") -> Conn
         synchronous_commit=settings.synchronous_commit,
         timestamp_time_zone=settings.timestamp_time_zone,
         session_pooler=settings.session_pooler,
-        dsn_label=dsn_label,
+        dsn_label=settings.origins.get("dsn", Settings.dsn.flag),
     )

@@ -12,11 +12,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from reaper.config.settings import SweepSettings
+from reaper.config.sweeptable import SweepSettings, column_names, filter_table
 from reaper.config.values import (
-    column_names,
     did_you_mean,
-    filter_table,
     format_duration,
     identifier,
     keyed,

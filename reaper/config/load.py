@@ -59,16 +59,22 @@ def load_config(
     return Config(settings, tuple(sweeps))
 
 
-def reload_config(config_path: Path | None, explicit: Mapping[str, Any]) -> Config:
+def reload_config(
+    config_path: Path | None,
+    explicit: Mapping[str, Any],
+    *,
+    labels: Mapping[str, str] | None = None,
+) -> Config:
     """The config re-read for a reload (SIGHUP): the TOML file at ``config_path`` read again,
-    under the same flags and REAPER_* values (``explicit``, by field name) that still win,
-    checked as at startup. The caller keeps its running config when this raises.
+    under the same flags and REAPER_* values (``explicit``, by setting name) that still win,
+    each named as at startup (``labels``), checked as at startup. The caller keeps its
+    running config when this raises.
 
     Raises:
-        ConfigError: one line naming the file and what is wrong with it.
+        ConfigError: one line naming the file, or the flag or variable, and what is wrong.
     """
     file_values = load_toml(config_path) if config_path else {}
-    return load_config(explicit, file_values, source=str(config_path or "config"))
+    return load_config(explicit, file_values, source=str(config_path or "config"), labels=labels)
 
 
 # A reaper config is a few kilobytes; past this a --config is the wrong file (a log, a dump).

@@ -1,598 +1,59 @@
 """Settings: one frozen object, built once from flags > REAPER_* env > TOML file > defaults.
 
-Every setting is a field of :class:`Settings`. The CLI builds its options from these fields
-(so a flag, its environment variable and its TOML key always share one name), and nothing
-else in reaper reads ``os.environ``: components receive the values they need as keyword
-arguments.
+Every setting is declared once, in :mod:`reaper.config.declarations`; this module builds a
+:class:`Settings` from the sources by those declarations, so a flag, its environment variable
+and its TOML key always share one name and one value type. Nothing else in reaper reads
+``os.environ``: components receive the values they need as keyword arguments.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import time, timedelta
+from collections.abc import Mapping
 from typing import Any
 
-from reaper.config.values import (
-    ANY_TIME,
-    EXPECTED,
-    archive_file,
-    boolean,
-    column_names,
-    did_you_mean,
-    dsn_text,
-    filter_table,
-    format_duration,
-    fraction,
-    keyed,
-    listen_address,
-    non_negative_int,
-    nonempty_text,
-    one_line,
-    optional_byte_rate,
-    optional_interval,
-    optional_positive_duration,
-    optional_positive_int,
-    optional_str,
-    partition_action_name,
-    positive_duration,
-    positive_int,
-    retentions,
-    scalar,
-    schema_name,
-    share,
-    shown,
-    strategy_name,
-    sweep_names,
-    table_list,
-    time_zone,
+from reaper.config.declarations import (
+    DEFAULT_BACKLOG_CAP,
+    DEFAULT_BACKLOG_LIMIT,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_EPHEMERAL_NODE_RETENTION,
+    DEFAULT_MAX_CLOCK_SKEW,
+    DEFAULT_MAX_ELIGIBLE_FRACTION,
+    DEFAULT_NODE_RETENTION,
+    DEFAULT_PARALLEL,
+    DEFAULT_SESSION_RETENTION,
+    FULL_TABLE_MIN_ROWS,
+    MAX_PARALLEL,
+    PerSweep,
+    Settings,
 )
+from reaper.config.setting import Setting
+from reaper.config.sweeptable import FIELDS, SweepSettings
+from reaper.config.values import did_you_mean, keyed, shown
 from reaper.errors import ConfigError
-from reaper.vocab import PartitionAction, Strategy
 
-# Defaults. Retentions come from the control plane's own rules: a session lives 72 h after it
-# lapses (long enough to see why it lapsed), a silent bootstrap member 30 days, an ephemeral
-# member an hour (CI runners and scale tests re-enroll, they never come back).
-DEFAULT_SESSION_RETENTION = timedelta(hours=72)
-DEFAULT_NODE_RETENTION = timedelta(days=30)
-DEFAULT_EPHEMERAL_NODE_RETENTION = timedelta(hours=1)
-# Rows per batch (the heap walk's cap per range, the index path's LIMIT); bench B1 figures
-# in docs/performance.md ("The engine's numbers").
-DEFAULT_BATCH_SIZE = 20_000
-# A heap-walk batch aims at this long; half the 100 ms p99 ceiling (docs/performance.md).
-DEFAULT_BATCH_TARGET_SECONDS = 0.05
-# A heap walk runs on at most this many connections at once while the database is idle.
-# One: on the 2-core benchmark machine, shared with other work, two connections were 0.55x
-# one in some runs and no faster in others, and bench B4 was not shown met at two
-# (docs/performance.md, "Parallel heap ranges").
-DEFAULT_PARALLEL = 1
-# ... and never on more than this many: each is a server process busy deleting.
-MAX_PARALLEL = 16
-# A batch statement that runs longer than this is cancelled: a sweep never holds locks long.
-DEFAULT_STATEMENT_TIMEOUT = timedelta(seconds=10)
-# How long a batch may wait for a lock: a table lock (a migration's ACCESS EXCLUSIVE, say) or a
-# row a writer holds (batches take no row lock of their own; the delete waits for the writer).
-DEFAULT_LOCK_TIMEOUT = timedelta(seconds=1)
-DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT = timedelta(seconds=60)
-# Walk the heap at this garbage fraction or more: the crossover of bench --crossover
-# (docs/performance.md, "The engine's numbers").
-DEFAULT_HEAP_WALK_THRESHOLD = 0.02
-DEFAULT_CONNECT_TIMEOUT = timedelta(seconds=10)
-# `reaper check`: a batch plan that reads a table of more rows than this sequentially fails.
-# 10,000 rows is ~100 heap blocks, a millisecond of scan; below that the planner rightly
-# prefers a scan to an index, above it a scan per batch grows with the table (DESIGN.md).
-DEFAULT_SEQ_SCAN_MAX_ROWS = 10_000
-# How often `reaper run` repeats the checks it runs at startup: an index a migration dropped,
-# or left INVALID, is noticed within the hour.
-DEFAULT_CHECK_INTERVAL = timedelta(hours=1)
-# The daemon (`reaper run`): one port for /metrics, /healthz and /readyz. Loopback by default:
-# the port tells table names, sizes and the database's health to whoever asks, so exposing it
-# is the operator's choice (`--listen :9465`, as the deployment manifests do, behind a
-# NetworkPolicy or a firewall). The deployment manifests and alert rules use 9465.
-DEFAULT_LISTEN = "127.0.0.1:9465"
-# Kubernetes sends SIGKILL 30 s after SIGTERM by default; 10 s leaves room for the pod's other
-# containers and is 10x the default lock_timeout, the longest a healthy batch waits.
-DEFAULT_SHUTDOWN_TIMEOUT = timedelta(seconds=10)
-# Each run is delayed by a random 0..jitter x interval, so replicas and restarts spread out.
-DEFAULT_JITTER = 0.1
-# The backlog gauges look at most at this many rows: it sets a gauge's cost
-# (docs/performance.md, "Gauges: why --backlog-limit is 500").
-DEFAULT_BACKLOG_LIMIT = 500
-# `reaper status` counts each backlog up to this many rows (--max-count). Counting 1M index
-# entries takes ~0.1-0.3 s on these machines (bench/); past it the backlog is shown as
-# ">= 1,000,000".
-DEFAULT_BACKLOG_CAP = 1_000_000
-# How often the backlog and storage gauges are refreshed (not on every scrape: the backlog
-# count costs tens of milliseconds per sweep).
-DEFAULT_GAUGE_INTERVAL = timedelta(minutes=1)
-# Batches pause while a standby replays more than this far behind the primary (pacing).
-DEFAULT_MAX_REPLICA_LAG = timedelta(seconds=10)
-# While other sessions use the database, batches take at most this share of a run's wall
-# time, down to half of it while their statements suffer (bench B4, docs/pacing.md: at 0.5
-# the paced sweep took over twice the unpaced one's time by construction).
-DEFAULT_BUSY_SHARE = 0.75
-# While other sessions use the database, a batch aims at least at this long (the load
-# controller grows the aim while their statements do not suffer: docs/pacing.md).
-DEFAULT_BUSY_BATCH_SECONDS = 0.002
-# After a failed run the sweep retries after failure_backoff, doubling per consecutive
-# failure up to max_failure_backoff (then the success resets it).
-DEFAULT_FAILURE_BACKOFF = timedelta(seconds=30)
-DEFAULT_MAX_FAILURE_BACKOFF = timedelta(hours=1)
-# Wall times without a time zone (timestamp, date columns) are read as UTC unless the
-# application writes them in another zone (timestamp_time_zone names it).
-DEFAULT_TIMESTAMP_TIME_ZONE = "UTC"
-# The full-table interlock: a run stops before its first delete when at least this fraction
-# of a table is eligible. A predicate that matches everything (a typo, a retention in the
-# wrong unit) reads as 100%; a real backlog of garbage that large means the table went
-# unswept for 20 times its retention, which deserves a look and an explicit opt-in.
-DEFAULT_MAX_ELIGIBLE_FRACTION = 0.95
-# ... but only on tables with at least this many rows (projected from the sample): a table of
-# a few hundred rows that is all garbage is common (a test bed, a quiet cluster) and cheap.
-FULL_TABLE_MIN_ROWS = 1_000
-# A run stops before its first delete when the database clock, by which its cutoffs are
-# computed, is further than this from reaper's host clock (or jumped further ahead since
-# the process last read it). NTP keeps hosts within milliseconds; minutes leave room for a
-# host whose sync lapsed a while, while a jump of hours or days is refused.
-DEFAULT_MAX_CLOCK_SKEW = timedelta(minutes=5)
-
-
-# reaper.config.schedule (APScheduler comes with it) is imported when a value is parsed: the
-# command line imports these settings on every start.
-
-
-def optional_cron(value: Any) -> str | None:
-    """A cron expression (:func:`reaper.config.schedule.parse_cron`); "" or unset: none."""
-    from reaper.config.schedule import parse_cron
-
-    return None if value in (None, "") else parse_cron(value)
-
-
-def optional_window(value: Any) -> tuple[time, time] | None:
-    """A window (:func:`reaper.config.schedule.parse_window`); "", "any" or unset: none."""
-    from reaper.config.schedule import parse_window
-
-    return None if value in (None, "", ANY_TIME) else parse_window(value)
-
-
-def sweep_window(value: Any) -> tuple[time, time] | str | None:
-    """A ``[sweeps.NAME]`` window: its own, or "any" (any time, whatever the global one)."""
-    return ANY_TIME if value == ANY_TIME else optional_window(value)
-
-
-def parallel_connections(value: Any) -> int:
-    """How many connections a heap walk may use: 1 to MAX_PARALLEL."""
-    n = positive_int(value)
-    if n > MAX_PARALLEL:
-        raise ValueError(f"must be at most {MAX_PARALLEL}, got {n}")
-    return n
-
-
-def _setting(
-    default: Any,
-    parse: Callable[[Any], Any],
-    help: str,
-    metavar: str | None = None,
-    default_text: str | None = None,
-) -> Any:
-    """A setting's field. ``default_text``: how the help shows the default when its value
-    would mislead (None shown as "none" where a user writes 0 to get it)."""
-    return field(
-        default=default,
-        metadata={
-            "parse": scalar(parse),
-            "help": help,
-            "metavar": metavar,
-            "expected": EXPECTED.get(metavar) or f"a valid {metavar}",
-            "default_text": default_text,
-        },
-    )
-
-
-@dataclass(frozen=True)
-class SweepSettings:
-    """One ``[sweeps.NAME]`` table of the TOML file, parsed (durations as timedelta).
-
-    For a built-in sweep it holds overrides; with ``table`` set it declares a new sweep
-    (:func:`reaper.config.sweeps.configured_sweeps` turns both into
-    :class:`reaper.config.sweeps.Sweep`).
-
-    Attributes:
-        enabled: False: the sweep runs only when named (``run-once --sweep NAME``).
-        batch_size: rows per batch (None: the global ``batch_size``).
-        interval: how often the daemon runs it (None: the daemon's default).
-        schedule: a cron expression for when the daemon runs it, instead of an interval.
-        window: the daily (start, end) wall-clock span outside which no run of it starts
-            ("any": none, whatever the global window; None: the global one).
-        schedule_time_zone: the zone of its schedule and window (None: the global one).
-        max_rows_per_run, max_seconds_per_run: this sweep's budget per run (None: the global
-            one).
-        retention: one duration (a built-in's cutoff, or a declared sweep's one rule), or
-            cutoff parameter name -> duration for a built-in with several cutoffs; None: no
-            override.
-        after: sweeps that must run before this one.
-        strategy: auto, heap or index for this sweep (None: the global ``strategy``).
-        partition_action: drop, detach or off for this sweep (None: the global one).
-        max_eligible_fraction: this sweep's full-table interlock (1: it may empty its
-            table); None: the global ``max_eligible_fraction``.
-        table, reason, description: a declared sweep's (None for a built-in).
-        age, age_when, where, where_not, is_null, not_null: a declared sweep's one rule
-            (``docs/custom-sweeps.md``); ``rule``: its rules when it has several, each a table
-            of these keys and ``retention``; ``keep_referenced``: the references that keep a
-            row. Checked by :mod:`reaper.config.declare`.
-        predicate, since: SQL text of a former release's declaration, kept only to refuse it
-            with its translation (no SQL text of a config file reaches the server).
-        key: a declared sweep's key columns, that name each deleted row in its batch's
-            ``batch_keys`` line (None: the table's primary key).
-        archive: ``schema.table`` that each batch inserts the rows it deletes into, in the
-            statement that deletes them (None: no archive table).
-        archive_file: an absolute path, or ``-`` for standard output, that each batch's
-            deleted rows are written to as JSON lines before its COMMIT (None: none).
-    """
-
-    enabled: bool = True
-    batch_size: int | None = None
-    interval: timedelta | None = None
-    schedule: str | None = None
-    window: tuple[time, time] | str | None = None
-    schedule_time_zone: str | None = None
-    max_rows_per_run: int | None = None
-    max_seconds_per_run: timedelta | None = None
-    retention: timedelta | Mapping[str, timedelta] | None = None
-    after: tuple[str, ...] = ()
-    strategy: Strategy | None = None
-    partition_action: PartitionAction | None = None
-    max_eligible_fraction: float | None = None
-    table: str | None = None
-    reason: str | None = None
-    description: str | None = None
-    age: tuple[str, ...] | None = None
-    age_when: Mapping[str, tuple[str | int | bool, ...]] | None = None
-    where: Mapping[str, tuple[str | int | bool, ...]] | None = None
-    where_not: Mapping[str, tuple[str | int | bool, ...]] | None = None
-    is_null: tuple[str, ...] | None = None
-    not_null: tuple[str, ...] | None = None
-    rule: tuple[Mapping[str, Any], ...] | None = None
-    keep_referenced: tuple[Mapping[str, Any], ...] | None = None
-    predicate: str | None = None
-    since: str | None = None
-    key: tuple[str, ...] | None = None
-    archive: str | None = None
-    archive_file: str | None = None
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything reaper is told, validated once and frozen.
-
-    Each field's metadata carries its parser and help text; the CLI turns every field into a
-    flag ``--field-name`` with the environment variable ``REAPER_FIELD_NAME``, and the TOML file
-    uses the key ``field_name`` (or ``field-name``).
-    """
-
-    dsn: str | None = _setting(
-        None,
-        dsn_text,
-        "libpq connection string or URI. Unset: libpq's PG* variables and service file.",
-        "DSN",
-    )
-    schema: str = _setting(
-        "public",
-        schema_name,
-        "The schema of the control plane's tables (nodes, enrollment_requests, "
-        "bootstrap_tokens, routers) that the built-in sweeps read and delete from. reaper "
-        "names every table with its schema: the role's search_path never picks one.",
-        "SCHEMA",
-    )
-    batch_size: int = _setting(
-        DEFAULT_BATCH_SIZE, positive_int, "Rows deleted per batch transaction.", "ROWS"
-    )
-    session_retention: timedelta = _setting(
-        DEFAULT_SESSION_RETENTION,
-        positive_duration,
-        "Keep a member's row this long after its session lapsed (nodes_session).",
-        "DURATION",
-    )
-    node_retention: timedelta = _setting(
-        DEFAULT_NODE_RETENTION,
-        positive_duration,
-        "Keep a silent bootstrap member, a resolved or pending request, an expired token and "
-        "an expired router lease this long.",
-        "DURATION",
-    )
-    ephemeral_node_retention: timedelta = _setting(
-        DEFAULT_EPHEMERAL_NODE_RETENTION,
-        positive_duration,
-        "Keep a silent ephemeral member, and the requests of an ephemeral token, this long.",
-        "DURATION",
-    )
-    max_rows_per_run: int | None = _setting(
-        None, optional_positive_int, "Stop a sweep run after this many rows (0: no limit).", "ROWS"
-    )
-    max_seconds_per_run: timedelta | None = _setting(
-        None,
-        optional_positive_duration,
-        "Stop a sweep run after this long; the batch in flight finishes (0: no limit).",
-        "DURATION",
-    )
-    statement_timeout: timedelta = _setting(
-        DEFAULT_STATEMENT_TIMEOUT,
-        positive_duration,
-        "PostgreSQL statement_timeout for reaper's statements.",
-        "DURATION",
-    )
-    lock_timeout: timedelta = _setting(
-        DEFAULT_LOCK_TIMEOUT,
-        positive_duration,
-        "PostgreSQL lock_timeout: how long a batch may wait for a table lock.",
-        "DURATION",
-    )
-    idle_in_transaction_session_timeout: timedelta = _setting(
-        DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
-        positive_duration,
-        "PostgreSQL idle_in_transaction_session_timeout for reaper's sessions.",
-        "DURATION",
-    )
-    connect_timeout: timedelta = _setting(
-        DEFAULT_CONNECT_TIMEOUT,
-        positive_duration,
-        "How long to wait for a database connection.",
-        "DURATION",
-    )
-    strategy: Strategy = _setting(
-        Strategy.AUTO,
-        strategy_name,
-        "How a sweep finds its batches: heap (walk the table in block ranges), index (the "
-        "predicate's index), or auto (heap when a sample of the table finds much garbage).",
-        "auto|heap|index",
-    )
-    heap_walk_threshold: float = _setting(
-        DEFAULT_HEAP_WALK_THRESHOLD,
-        fraction,
-        "With --strategy auto: walk the heap when at least this fraction of the table is garbage.",
-        "FRACTION",
-    )
-    batch_target_seconds: timedelta = _setting(
-        timedelta(seconds=DEFAULT_BATCH_TARGET_SECONDS),
-        positive_duration,
-        "A heap-walk batch sizes its block range to take about this long.",
-        "DURATION",
-    )
-    parallel: int = _setting(
-        DEFAULT_PARALLEL,
-        parallel_connections,
-        "A heap walk deletes disjoint block ranges on up to this many connections at once, "
-        f"1 to {MAX_PARALLEL}, while the database is idle (no live traffic, no standby "
-        "behind, no wait); one connection otherwise. Batches stay as short as on one "
-        "connection: a range with more garbage than one batch goes on over several, on the "
-        "same connection.",
-        "CONNECTIONS",
-    )
-    optimistic_batches: bool = _setting(
-        True,
-        boolean,
-        "Ignored, accepted so that existing configurations still load: batches never lock "
-        "their rows first (see docs/engine.md).",
-    )
-    session_pooler: bool = _setting(
-        False,
-        boolean,
-        "The DSN points at a connection pooler in session mode (PgBouncer pool_mode=session: "
-        "one server session per client connection). Off: a pooler is refused, since in "
-        "transaction mode reaper's advisory locks cannot hold.",
-    )
-    partition_action: PartitionAction = _setting(
-        PartitionAction.DROP,
-        partition_action_name,
-        "What a sweep does with a partition whose bounds prove every row past the cutoff: "
-        "drop (DETACH CONCURRENTLY, then DROP TABLE), detach (keep it as a table of its own) "
-        "or off (delete its rows in batches). Needs ownership of the table.",
-        "drop|detach|off",
-    )
-    synchronous_commit: bool = _setting(
-        False,
-        boolean,
-        "Wait for each batch's WAL flush. Off by default: a crash can at worst undo the last "
-        "batches' deletes, which the next sweep repeats (bench --tune: on made B1 ~15% slower).",
-    )
-    max_replica_lag: timedelta | None = _setting(
-        DEFAULT_MAX_REPLICA_LAG,
-        optional_positive_duration,
-        "Start no batch that would end with a standby (pg_stat_replication) replaying "
-        "further behind than this; batches resume when it catches up (0: never pause for "
-        "standbys).",
-        "DURATION",
-    )
-    busy_share: float = _setting(
-        DEFAULT_BUSY_SHARE,
-        share,
-        "While other sessions use the database, batches take at most this fraction of a "
-        "run's wall time, waiting between them, and down to half of it while those sessions' "
-        "statements run slower beside the batches (1: no pause for live traffic).",
-        "SHARE",
-    )
-    busy_batch_seconds: timedelta = _setting(
-        timedelta(seconds=DEFAULT_BUSY_BATCH_SECONDS),
-        positive_duration,
-        "While other sessions use the database, the least a batch aims at: batches start "
-        "this short and grow toward --batch-target-seconds while those sessions' statements "
-        "run no slower beside them, and shrink back when they do (their row limit follows the "
-        "rows per second of the batches before). Ignored with --busy-share 1.",
-        "DURATION",
-    )
-    max_wal_rate: int | None = _setting(
-        None,
-        optional_byte_rate,
-        "The WAL brake: while a sweep runs, the server's WAL (every session's, as "
-        "pg_current_wal_lsn() moves) may grow by at most this many bytes a second; batches "
-        "wait while it grew faster. Whole bytes, or a number with a unit: kB, MB, GB (powers "
-        "of 1000), KiB, MiB, GiB (powers of 1024), optionally followed by /s (e.g. 16MB, "
-        "1.5MiB, 16MB/s); 0 in any unit: no brake, the default. To keep pg_wal within a "
-        "volume: at most its free space / ((1 + checkpoint_completion_target) x "
-        "checkpoint_timeout).",
-        "BYTES",
-        default_text="0 (off)",
-    )
-    timestamp_time_zone: str = _setting(
-        DEFAULT_TIMESTAMP_TIME_ZONE,
-        time_zone,
-        "The time zone in which the application writes the timestamp (without time zone) and "
-        "date columns that predicates compare with a cutoff: reaper reads their wall times "
-        "in it (it is every reaper session's TimeZone). An IANA name, e.g. UTC, Asia/Seoul.",
-        "ZONE",
-    )
-    max_eligible_fraction: float = _setting(
-        DEFAULT_MAX_ELIGIBLE_FRACTION,
-        fraction,
-        "A run stops before its first delete when at least this fraction of a table of "
-        f"{FULL_TABLE_MIN_ROWS:,} rows or more is eligible (measured on a sample of its "
-        "blocks); 1 allows a run to empty a table. A [sweeps.NAME] table may set its own.",
-        "FRACTION",
-    )
-    max_clock_skew: timedelta | None = _setting(
-        DEFAULT_MAX_CLOCK_SKEW,
-        optional_positive_duration,
-        "A run stops before its first delete when the database clock (cutoffs are its now() "
-        "minus the retention) is further than this from reaper's host clock, or jumped "
-        "further ahead since this process last read it (0: no clock check).",
-        "DURATION",
-    )
-    seq_scan_max_rows: int = _setting(
-        DEFAULT_SEQ_SCAN_MAX_ROWS,
-        non_negative_int,
-        "reaper check: a sweep's batch plan that scans a table of more rows than this "
-        "sequentially is a failure.",
-        "ROWS",
-    )
-    check_interval: timedelta | None = _setting(
-        DEFAULT_CHECK_INTERVAL,
-        optional_positive_duration,
-        "reaper run: repeat the startup checks this often (0: only at startup).",
-        "DURATION",
-    )
-    strict: bool = _setting(
-        False,
-        boolean,
-        "Refuse to sweep when a check fails: reaper run does not start, run-once exits 1.",
-    )
-    interval: timedelta | None = _setting(
-        None,
-        optional_interval,
-        "reaper run: how often each sweep runs, unless its [sweeps.NAME] table sets interval "
-        "(unset or 0: each sweep's own default, 5m for ephemeral members, 1h for the others).",
-        "DURATION",
-    )
-    schedule: str | None = _setting(
-        None,
-        optional_cron,
-        "reaper run: run each sweep at the times of this cron expression (minute hour "
-        'day-of-month month day-of-week, days of the week by name, e.g. "0 3 * * *" or '
-        '"*/15 * * * mon-fri"), read on --schedule-time-zone\'s clock, instead of every '
-        "--interval; a [sweeps.NAME] table's interval or schedule wins.",
-        "CRON",
-    )
-    window: tuple[time, time] | None = _setting(
-        None,
-        optional_window,
-        "reaper run: start runs only inside this daily window, HH:MM-HH:MM on "
-        "--schedule-time-zone's clock (e.g. 01:00-05:00, or 22:00-04:00 over midnight); a run "
-        "still going when it closes stops before its next batch and resumes when it opens. "
-        "Unset or any: any time. A [sweeps.NAME] table may set its own, or any.",
-        "WINDOW",
-    )
-    schedule_time_zone: str = _setting(
-        "UTC",
-        time_zone,
-        "reaper run: the time zone whose clock --schedule and --window read, with its "
-        "daylight saving time. An IANA name, e.g. UTC, Europe/Berlin.",
-        "ZONE",
-    )
-    jitter: float = _setting(
-        DEFAULT_JITTER,
-        fraction,
-        "reaper run: delay each run by a random 0..FRACTION of its interval.",
-        "FRACTION",
-    )
-    listen: str = _setting(
-        DEFAULT_LISTEN,
-        listen_address,
-        "reaper run: address of /metrics, /healthz and /readyz (:PORT is every interface; port 0 "
-        "picks a free one, logged as http_listening).",
-        "HOST:PORT",
-    )
-    web_config_file: str | None = _setting(
-        None,
-        optional_str,
-        "reaper run: a web config file (the Prometheus exporters' format) whose "
-        "basic_auth_users (name: bcrypt hash) guard the HTTP port.",
-        "FILE",
-    )
-    shutdown_timeout: timedelta = _setting(
-        DEFAULT_SHUTDOWN_TIMEOUT,
-        positive_duration,
-        "reaper run: on SIGTERM/SIGINT, exit within this long; a batch still running then is "
-        "cancelled (rolled back).",
-        "DURATION",
-    )
-    backlog_limit: int = _setting(
-        DEFAULT_BACKLOG_LIMIT,
-        positive_int,
-        "reaper run: reaper_backlog_rows counts at most this many rows.",
-        "ROWS",
-    )
-    gauge_interval: timedelta = _setting(
-        DEFAULT_GAUGE_INTERVAL,
-        positive_duration,
-        "reaper run: how often the backlog and storage gauges are refreshed.",
-        "DURATION",
-    )
-    failure_backoff: timedelta = _setting(
-        DEFAULT_FAILURE_BACKOFF,
-        positive_duration,
-        "reaper run: retry a failed sweep after this long, doubling per consecutive failure.",
-        "DURATION",
-    )
-    max_failure_backoff: timedelta = _setting(
-        DEFAULT_MAX_FAILURE_BACKOFF,
-        positive_duration,
-        "reaper run: the longest wait between retries of a failing sweep.",
-        "DURATION",
-    )
-    sweeps: Mapping[str, SweepSettings] = field(
-        default_factory=dict, metadata={"parse": None, "help": None, "metavar": None}
-    )
-
-    def validate(self) -> Settings:
-        """Check the rules that span several settings; return self. The sweeps are built,
-        and checked, from these settings by :func:`reaper.config.load.load_config`.
-
-        Raises:
-            ConfigError: one line naming the settings and the fix.
-        """
-        if self.ephemeral_node_retention > self.node_retention:
-            raise ConfigError(
-                "ephemeral_node_retention "
-                f"({format_duration(self.ephemeral_node_retention)}) is longer than "
-                f"node_retention ({format_duration(self.node_retention)}): an ephemeral member "
-                "must not outlive a regular one; shorten it or lengthen node_retention"
-            )
-        if self.schedule is not None and self.interval is not None:
-            raise ConfigError(
-                f"interval ({format_duration(self.interval)}) and schedule ({self.schedule}) "
-                "are both set; give one: the schedule runs sweeps at its times, the interval "
-                "every so long"
-            )
-        if self.failure_backoff > self.max_failure_backoff:
-            raise ConfigError(
-                f"failure_backoff ({format_duration(self.failure_backoff)}) is longer than "
-                f"max_failure_backoff ({format_duration(self.max_failure_backoff)}); shorten it "
-                "or lengthen max_failure_backoff"
-            )
-        return self
-
-
-SETTING_FIELDS = tuple(f for f in dataclasses.fields(Settings) if f.metadata.get("parse"))
+# Imported from here by the rest of reaper (the declarations live in their own module).
+__all__ = [
+    "DEFAULT_BACKLOG_CAP",
+    "DEFAULT_BACKLOG_LIMIT",
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_EPHEMERAL_NODE_RETENTION",
+    "DEFAULT_MAX_CLOCK_SKEW",
+    "DEFAULT_MAX_ELIGIBLE_FRACTION",
+    "DEFAULT_NODE_RETENTION",
+    "DEFAULT_PARALLEL",
+    "DEFAULT_SESSION_RETENTION",
+    "FULL_TABLE_MIN_ROWS",
+    "MAX_PARALLEL",
+    "PerSweep",
+    "Settings",
+    "SweepSettings",
+    "build_settings",
+    "builtin_keys",
+    "changed_settings",
+    "setting_keys",
+    "sweep_keys",
+]
 
 
 def build_settings(
@@ -605,40 +66,44 @@ def build_settings(
     """Build and validate :class:`Settings`.
 
     Args:
-        explicit: values from flags or REAPER_* variables, by field name; they win.
-        labels: how to name an explicit value's origin in errors, by field name (e.g.
+        explicit: values from flags or REAPER_* variables, by setting name; they win.
+        labels: where an explicit value came from, by setting name (e.g.
             ``REAPER_NODE_RETENTION`` for a value from the environment); default its flag.
         file_values: the TOML file's top-level table (keys with ``_`` or ``-``); its
             ``[sweeps.NAME]`` tables become per-sweep overrides.
         source: how to name the file in error messages.
 
+    Each given value's origin (its label, or ``FILE key NAME``) stays in the settings'
+    ``origins``, so that an error found later names it too.
+
     Raises:
         ConfigError: an unknown key, a value that does not parse, or a rule that fails;
-            the message names the setting and says how to fix it.
+            the message names the setting, where it was given, and how to fix it.
     """
-    names = {f.name: f for f in SETTING_FIELDS}
-    values: dict[str, Any] = {}
+    declared = {s.name: s for s in Settings.declarations()}
+    given: dict[str, tuple[Any, str]] = {}
     file_values = dict(file_values or {})
     sweeps_table = file_values.pop("sweeps", {})
     for key, raw in file_values.items():
         name = key.replace("-", "_")
-        if name not in names:
+        if name not in declared:
             raise ConfigError(
                 f"{source}: unknown setting {shown(key)}"
                 + (
-                    did_you_mean(name, [*names, "sweeps"])
-                    or f"; known settings: {', '.join(sorted(names))}"
+                    did_you_mean(name, [*declared, "sweeps"])
+                    or f"; known settings: {', '.join(sorted(declared))}"
                 )
             )
-        values[name] = (raw, f"{source} key {key}")
+        given[name] = (raw, f"{source} key {key}")
     for name, raw in explicit.items():
-        values[name] = (raw, (labels or {}).get(name) or "--" + name.replace("_", "-"))
+        given[name] = (raw, (labels or {}).get(name) or declared[name].flag)
     parsed: dict[str, Any] = {}
-    for name, (raw, where) in values.items():
+    for name, (raw, where) in given.items():
+        setting = declared[name]
         try:
-            parsed[name] = names[name].metadata["parse"](raw)
+            parsed[name] = setting.parse(raw)
         except (ValueError, TypeError, OverflowError) as exc:
-            expected = names[name].metadata["expected"]
+            expected = setting.expected
             if isinstance(raw, str):
                 # Quotes matter in TOML, where a bare 9465 is a number; a flag is text anyway.
                 expected = expected.replace(" in quotes", "")
@@ -647,15 +112,49 @@ def build_settings(
             # starts another.
             joined = f"{message} Expected" if message.endswith("?") else f"{message}; expected"
             raise ConfigError(f"{where}: {joined} {expected}") from None
-    parsed["sweeps"] = _parse_sweeps_table(sweeps_table, source)
-    return Settings(**parsed).validate()
+    return Settings(
+        sweeps=parse_sweeps_table(sweeps_table, source),
+        origins={name: where for name, (_, where) in given.items()},
+        **parsed,
+    ).validate()
+
+
+def changed_settings(old: Settings, new: Settings) -> list[str]:
+    """Names of the settings (and ``sweeps.NAME`` tables) whose values differ."""
+    out = [s.name for s in Settings.declarations() if getattr(old, s.name) != getattr(new, s.name)]
+    for name in sorted(set(old.sweeps) | set(new.sweeps)):
+        if old.sweeps.get(name) != new.sweeps.get(name):
+            out.append(f"sweeps.{name}")
+    return out
 
 
 SWEEP_NAME = re.compile(r"[a-z][a-z0-9_]*")
-_SWEEP_KEYS = {f.name for f in dataclasses.fields(SweepSettings)}
 
 
-def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
+def setting_keys() -> tuple[Setting[Any], ...]:
+    """The settings a ``[sweeps.NAME]`` table may set: those of :class:`PerSweep`, and the
+    others declared ``sweep_key`` (the schedule's)."""
+    per = PerSweep.declarations()
+    return per + tuple(s for s in Settings.declarations() if s.sweep_key and s not in per)
+
+
+def sweep_keys() -> tuple[str, ...]:
+    """Every key a ``[sweeps.NAME]`` table takes."""
+    return tuple(s.name for s in setting_keys()) + tuple(FIELDS)
+
+
+def builtin_keys() -> tuple[str, ...]:
+    """The keys a built-in sweep's table takes: the rest declare a sweep of its own."""
+    own = tuple(n for n, f in FIELDS.items() if not f.metadata["declares"])
+    return tuple(s.name for s in setting_keys()) + own
+
+
+def parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
+    """The ``[sweeps]`` table: sweep name -> its ``[sweeps.NAME]`` table, parsed.
+
+    Raises:
+        ConfigError: one line naming ``source``, the table and the key.
+    """
     if not isinstance(table, dict):
         raise ConfigError(f"{source}: [sweeps] must be a table of [sweeps.NAME] tables")
     out = {}
@@ -669,12 +168,13 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
         if not isinstance(body, dict):
             raise ConfigError(f"{where} must be a table")
         body = {k.replace("-", "_"): v for k, v in body.items()}
-        unknown = set(body) - _SWEEP_KEYS
+        known = sweep_keys()
+        unknown = set(body) - set(known)
         if unknown:
-            guesses = "".join(filter(None, (did_you_mean(k, _SWEEP_KEYS) for k in sorted(unknown))))
+            guesses = "".join(filter(None, (did_you_mean(k, known) for k in sorted(unknown))))
             raise ConfigError(
                 f"{where} has unknown key(s) {', '.join(sorted(unknown))}"
-                + (guesses or f"; known: {', '.join(sorted(_SWEEP_KEYS))}")
+                + (guesses or f"; known: {', '.join(sorted(known))}")
             )
         try:
             out[name] = _parse_sweep(body)
@@ -684,44 +184,7 @@ def _parse_sweeps_table(table: Any, source: str) -> dict[str, SweepSettings]:
 
 
 def _parse_sweep(body: Mapping[str, Any]) -> SweepSettings:
-    parsers: dict[str, Callable[[Any], Any]] = {
-        "enabled": scalar(boolean),
-        "batch_size": scalar(positive_int),
-        "interval": scalar(optional_interval),
-        "schedule": scalar(optional_cron),
-        "window": scalar(sweep_window),
-        "schedule_time_zone": scalar(time_zone),
-        "max_rows_per_run": scalar(optional_positive_int),
-        "max_seconds_per_run": scalar(optional_positive_duration),
-        "retention": retentions,
-        "after": sweep_names,
-        "strategy": scalar(strategy_name),
-        "partition_action": scalar(partition_action_name),
-        "max_eligible_fraction": scalar(fraction),
-        "table": one_line,
-        "reason": one_line,
-        "description": nonempty_text,
-        "age": column_names,
-        "age_when": filter_table,
-        "where": filter_table,
-        "where_not": filter_table,
-        "is_null": column_names,
-        "not_null": column_names,
-        "rule": table_list,
-        "keep_referenced": table_list,
-        "predicate": nonempty_text,
-        "since": nonempty_text,
-        "key": column_names,
-        "archive": one_line,
-        "archive_file": scalar(archive_file),
-    }
-    return SweepSettings(**{k: keyed(k, parsers[k], v) for k, v in body.items()})
-
-
-def changed_settings(old: Settings, new: Settings) -> list[str]:
-    """Names of the settings (fields, and ``sweeps.NAME`` tables) whose values differ."""
-    out = [f.name for f in SETTING_FIELDS if getattr(old, f.name) != getattr(new, f.name)]
-    for name in sorted(set(old.sweeps) | set(new.sweeps)):
-        if old.sweeps.get(name) != new.sweeps.get(name):
-            out.append(f"sweeps.{name}")
-    return out
+    settings = {s.name: s for s in setting_keys()}
+    own = {k: keyed(k, settings[k].sweep_parse, v) for k, v in body.items() if k in settings}
+    rest = {k: keyed(k, FIELDS[k].metadata["parse"], v) for k, v in body.items() if k in FIELDS}
+    return SweepSettings(own=own, **rest)

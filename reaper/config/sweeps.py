@@ -17,22 +17,19 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TypedDict
+from typing import Any, TypedDict, TypeVar
 
+from reaper.config.declarations import PerSweep, Settings
 from reaper.config.declare import declaration, legacy_message, split_table
 from reaper.config.schedule import Cron, Window
-from reaper.config.settings import (
-    DEFAULT_BATCH_SIZE,
-    DEFAULT_MAX_ELIGIBLE_FRACTION,
-    Settings,
-    SweepSettings,
-)
+from reaper.config.setting import Setting
+from reaper.config.settings import SweepSettings, builtin_keys, sweep_keys
 from reaper.config.values import did_you_mean, format_duration
 from reaper.errors import ConfigError
 from reaper.sqltext import declared
 from reaper.sqltext.declared import Predicate
 from reaper.sqltext.names import TableName
-from reaper.vocab import PartitionAction, Strategy
+from reaper.vocab import PartitionAction
 
 # How often `reaper run` runs a sweep unless told otherwise: an hour suits retentions of days
 # (a row lives at most retention + interval); ephemeral members (1 h retention, CI runners
@@ -55,9 +52,15 @@ class Budget:
     window_seconds: float | None = None
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class Sweep:
+class Sweep(PerSweep):
     """One kind of garbage, fully resolved.
+
+    Each per-sweep setting (:class:`reaper.config.declarations.PerSweep`, e.g. ``batch_size``)
+    is an attribute too: this sweep's own value, else the global one (``knobs`` holds them).
 
     Attributes:
         name: unique; the ``sweep`` label of the metrics.
@@ -80,17 +83,13 @@ class Sweep:
         window: the daily window outside which no run of it starts (None: any time).
         enabled: False when the config disables it: it runs only when named explicitly.
         builtin: shipped with reaper (False: declared in the config file).
-        batch_size: rows per batch.
-        strategy: how a run finds its batches (auto, heap, index).
-        partition_action: what a run does with a partition wholly past its cutoff.
-        max_eligible_fraction: the full-table interlock's threshold (1: it may empty its table).
-        budget: when one run stops with work left.
         key: the columns that name a deleted row in its batch's ``batch_keys`` line (empty:
             the table's primary key).
         archive: the table each batch inserts the rows it deletes into, in the statement that
             deletes them (None: none).
         archive_file: an absolute path, or ``-`` (standard output), that each batch writes
             its deleted rows to as JSON lines before its COMMIT (None: none).
+        knobs: the per-sweep settings' values, by name; one left out is its default.
     """
 
     name: str
@@ -106,20 +105,26 @@ class Sweep:
     window: Window | None = None
     enabled: bool = True
     builtin: bool = False
-    batch_size: int = DEFAULT_BATCH_SIZE
-    strategy: Strategy = Strategy.AUTO
-    partition_action: PartitionAction = PartitionAction.DROP
-    max_eligible_fraction: float = DEFAULT_MAX_ELIGIBLE_FRACTION
-    budget: Budget = field(default_factory=Budget)
     key: tuple[str, ...] = ()
     archive: TableName | None = None
     archive_file: str | None = None
+    knobs: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.table, TableName):
             raise TypeError(f"a sweep's table is a TableName (schema and name), not {self.table!r}")
         if self.archive is not None and not isinstance(self.archive, TableName):
             raise TypeError(f"an archive is a TableName (schema and name), not {self.archive!r}")
+
+    def setting_value(self, setting: Setting[T]) -> T:
+        value: T = self.knobs.get(setting.name, setting.default)
+        return value
+
+    @property
+    def budget(self) -> Budget:
+        """When one run stops with work left."""
+        seconds = self.max_seconds_per_run
+        return Budget(self.max_rows_per_run, seconds.total_seconds() if seconds else None)
 
     @property
     def cutoffs(self) -> tuple[str, ...]:
@@ -305,23 +310,6 @@ _NO_LONGER_THAN: tuple[tuple[str, str, str], ...] = (
     ("nodes_ephemeral", "nodes_silent", "member"),
     ("enrollment_requests_ephemeral", "enrollment_requests", "request"),
 )
-# What a [sweeps.NAME] table may change on a built-in sweep (the rest is its definition).
-_DECLARATION_KEYS = (
-    "table",
-    "reason",
-    "description",
-    "age",
-    "age_when",
-    "where",
-    "where_not",
-    "is_null",
-    "not_null",
-    "rule",
-    "keep_referenced",
-    "predicate",
-    "since",
-    "key",
-)
 _SINGLE_CUTOFF = "cutoff"
 # A reason is a metric label value; kept to the built-ins' shape (stale, expired, silent).
 REASON = re.compile(r"[a-z][a-z0-9_]*")
@@ -359,26 +347,26 @@ def configured_sweeps(settings: Settings) -> list[Sweep]:
     return dependency_order(out)
 
 
-def _retention_origin(sweep: Sweep, settings: Settings) -> str:
-    """Where a built-in sweep's single retention is set, as an error message names it."""
+def _retention_named(sweep: Sweep, settings: Settings) -> str:
+    """A built-in sweep's single retention as an error names it: its ``[sweeps.NAME]``
+    key, or the setting that gives it, where that was given, with its value."""
     own = settings.sweeps.get(sweep.name)
     if own is not None and own.retention is not None:
-        return f"[sweeps.{sweep.name}] retention"
+        retention = format_duration(sweep.retentions[_SINGLE_CUTOFF])
+        return f"[sweeps.{sweep.name}] retention ({retention})"
     builtin = next(b for b in BUILTINS if b.name == sweep.name)
-    return builtin.retention_settings[_SINGLE_CUTOFF]
+    return settings.described(builtin.retention_settings[_SINGLE_CUTOFF])
 
 
 def _check_no_longer(ephemeral: Sweep, regular: Sweep, rows: str, settings: Settings) -> None:
     """Refuse an ephemeral sweep whose retention is longer than its regular sweep's."""
-    mine = ephemeral.retentions[_SINGLE_CUTOFF]
-    theirs = regular.retentions[_SINGLE_CUTOFF]
-    if mine <= theirs:
+    if ephemeral.retentions[_SINGLE_CUTOFF] <= regular.retentions[_SINGLE_CUTOFF]:
         return
     raise ConfigError(
-        f"{_retention_origin(ephemeral, settings)} ({format_duration(mine)}) is longer than "
-        f"{_retention_origin(regular, settings)} ({format_duration(theirs)}), the retention of "
-        f"{regular.name}: an ephemeral {rows} must not outlive a regular "
-        f"one; shorten the first or lengthen the second"
+        f"{_retention_named(ephemeral, settings)} is longer than "
+        f"{_retention_named(regular, settings)}, the retention of {regular.name}: an "
+        f"ephemeral {rows} must not outlive a regular one; shorten the first or lengthen the "
+        "second"
     )
 
 
@@ -407,17 +395,13 @@ def _own_retentions(
     return dict(retention)
 
 
-class _Knobs(TypedDict):
+class _Resolved(TypedDict):
     schedule: Cron | None
     window: Window | None
     enabled: bool
-    batch_size: int
-    strategy: Strategy
-    partition_action: PartitionAction
-    max_eligible_fraction: float
-    budget: Budget
     archive: TableName | None
     archive_file: str | None
+    knobs: dict[str, Any]
 
 
 def _timing(
@@ -429,15 +413,19 @@ def _timing(
     Raises:
         ConfigError: its table sets both interval and schedule.
     """
-    if body.schedule is not None and body.interval is not None:
+    own = body.own
+    if own.get("schedule") is not None and own.get("interval") is not None:
         raise ConfigError(
-            f"[sweeps.{name}] sets both interval ({format_duration(body.interval)}) and "
-            f"schedule ({body.schedule}); give one: the schedule runs it at its times, the "
+            f"[sweeps.{name}] sets both interval ({format_duration(own['interval'])}) and "
+            f"schedule ({own['schedule']}); give one: the schedule runs it at its times, the "
             "interval every so long"
         )
-    zone = body.schedule_time_zone or settings.schedule_time_zone
-    expression = body.schedule or (None if body.interval is not None else settings.schedule)
-    window = settings.window if body.window is None else body.window
+    zone = own.get("schedule_time_zone") or settings.schedule_time_zone
+    expression = own.get("schedule") or (
+        None if own.get("interval") is not None else settings.schedule
+    )
+    window = own.get("window")
+    window = settings.window if window is None else window
     if not isinstance(window, tuple):
         window = None  # "any": this sweep runs at any time, whatever the global window
     return (
@@ -446,15 +434,22 @@ def _timing(
     )
 
 
-def _knobs(name: str, table: TableName, body: SweepSettings, settings: Settings) -> _Knobs:
-    """The fields a ``[sweeps.NAME]`` table may set on any sweep, each its own value, else
-    the global setting's.
+def _interval(body: SweepSettings, settings: Settings, default: timedelta) -> timedelta:
+    """How often the daemon runs a sweep: its own interval, the global one, else ``default``."""
+    own: timedelta | None = body.own.get("interval")
+    return own or settings.interval or default
+
+
+def _resolved(name: str, table: TableName, body: SweepSettings, settings: Settings) -> _Resolved:
+    """What a ``[sweeps.NAME]`` table may set on any sweep: each per-sweep setting its own
+    value, else the global setting's; its schedule and window; its archive.
 
     A sweep with an archive retires no partition unless its own ``partition_action`` says
     detach: a dropped partition's rows would be deleted without passing through the archive.
     """
-    own_fraction = body.max_eligible_fraction
-    max_seconds = body.max_seconds_per_run or settings.max_seconds_per_run
+    knobs = {
+        s.name: body.own.get(s.name, getattr(settings, s.name)) for s in PerSweep.declarations()
+    }
     schedule, window = _timing(name, body, settings)
     archive = None
     if body.archive is not None:
@@ -464,45 +459,35 @@ def _knobs(name: str, table: TableName, body: SweepSettings, settings: Settings)
                 f"[sweeps.{name}] archive: {archive} is the swept table itself; name another "
                 "table, with the same columns (CREATE TABLE ... (LIKE ...))"
             )
-    action = PartitionAction(body.partition_action or settings.partition_action)
+    own_action = body.own.get("partition_action")
     if archive is not None or body.archive_file is not None:
-        if body.partition_action == PartitionAction.DROP:
+        if own_action == PartitionAction.DROP:
             raise ConfigError(
                 f"[sweeps.{name}] partition_action: drop would delete a partition's rows "
                 "without archiving them; remove it (a sweep with an archive deletes every row "
                 "in its batches) or set detach"
             )
-        if body.partition_action is None:
-            action = PartitionAction.OFF
+        if own_action is None:
+            knobs["partition_action"] = PartitionAction.OFF
     return {
         "schedule": schedule,
         "window": window,
         "enabled": body.enabled,
-        "batch_size": body.batch_size or settings.batch_size,
-        "strategy": Strategy(body.strategy or settings.strategy),
-        "partition_action": action,
-        "max_eligible_fraction": (
-            settings.max_eligible_fraction if own_fraction is None else own_fraction
-        ),
-        "budget": Budget(
-            body.max_rows_per_run or settings.max_rows_per_run,
-            max_seconds.total_seconds() if max_seconds else None,
-        ),
         "archive": archive,
         "archive_file": body.archive_file,
+        "knobs": knobs,
     }
 
 
 def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
     body = settings.sweeps.get(builtin.name) or SweepSettings()
-    given = [k for k in _DECLARATION_KEYS if getattr(body, k) is not None]
+    allowed = builtin_keys()
+    given = [k for k in sweep_keys() if k not in allowed and getattr(body, k, None) is not None]
     if given:
         raise ConfigError(
             f"[sweeps.{builtin.name}] redefines the built-in sweep {builtin.name!r} "
-            f"({given[0]}); a built-in takes only enabled, retention, batch_size, interval, "
-            "schedule, window, schedule_time_zone, strategy, partition_action, "
-            "max_eligible_fraction, max_rows_per_run, max_seconds_per_run, after, archive and "
-            "archive_file: to declare a new sweep, choose another name"
+            f"({given[0]}); a built-in takes only {', '.join(allowed[:-1])} and "
+            f"{allowed[-1]}: to declare a new sweep, choose another name"
         )
     retentions: dict[str, timedelta] = {
         param: getattr(settings, setting) for param, setting in builtin.retention_settings.items()
@@ -529,9 +514,9 @@ def _builtin(builtin: Builtin, settings: Settings) -> Sweep:
         after=tuple(dict.fromkeys(builtin.after + body.after)),
         description=builtin.description,
         indexes=builtin.indexes,
-        interval=body.interval or settings.interval or builtin.interval,
+        interval=_interval(body, settings, builtin.interval),
         builtin=True,
-        **_knobs(builtin.name, table, body, settings),
+        **_resolved(builtin.name, table, body, settings),
     )
 
 
@@ -565,7 +550,7 @@ def _declared(name: str, body: SweepSettings, settings: Settings) -> Sweep:
         retentions=retentions,
         after=body.after,
         description=body.description or "",
-        interval=body.interval or settings.interval or DEFAULT_SWEEP_INTERVAL,
+        interval=_interval(body, settings, DEFAULT_SWEEP_INTERVAL),
         key=body.key or (),
-        **_knobs(name, predicate.table, body, settings),
+        **_resolved(name, predicate.table, body, settings),
     )

@@ -486,36 +486,6 @@ def archive_file(value: Any) -> str:
     return text
 
 
-def retentions(value: Any) -> timedelta | dict[str, timedelta]:
-    if isinstance(value, dict):
-        if not value:
-            raise ValueError('an empty table; give { cutoff_name = "30d", ... }')
-        out = {}
-        for param, raw in value.items():
-            if not re.fullmatch(r"[a-z_][a-z0-9_]*", param):
-                raise ValueError(f"{param!r} is not a parameter name (lower case, digits, _)")
-            out[param] = keyed(param, scalar(positive_duration), raw)
-        return out
-    d: timedelta = scalar(positive_duration)(value)
-    return d
-
-
-def sweep_names(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError('must be a list of sweep names, e.g. after = ["other_sweep"]')
-    for v in value:
-        check_text(v)
-    return tuple(value)
-
-
-# -- a declared sweep's data (reaper.config.declare turns it into a predicate) -------------
-
-# The range of a PostgreSQL bigint: an integer a filter compares with is cast to int8.
-_INT8 = (-(2**63), 2**63 - 1)
-
-
 def identifier(value: Any) -> str:
     """A column, table or schema name, exactly as PostgreSQL names it (case kept): one line
     of text, no NUL, at most 63 bytes (NAMEDATALEN - 1)."""
@@ -536,52 +506,3 @@ def schema_name(value: Any) -> str:
     if is_catalog_schema(name):
         raise ValueError(f"{name} is a schema of the system catalog; reaper never sweeps one")
     return name
-
-
-def column_names(value: Any) -> tuple[str, ...]:
-    """One column name or a non-empty list of them, without repeats."""
-    names = [value] if isinstance(value, str) else value
-    if not isinstance(names, list) or not names:
-        raise ValueError(f'{shown(value)}: give a column name or a list, e.g. ["a", "b"]')
-    out = tuple(identifier(n) for n in names)
-    if len(set(out)) != len(out):
-        raise ValueError(f"names a column twice: {', '.join(out)}")
-    return out
-
-
-def filter_value(value: Any) -> tuple[str | int | bool, ...]:
-    """What a filter compares a column with: a string, an integer or a boolean, or a
-    non-empty list of values of one of these kinds (IN)."""
-    values = value if isinstance(value, list) else [value]
-    if not values:
-        raise ValueError("an empty list matches no row; give at least one value")
-    kinds = {bool if isinstance(v, bool) else type(v) for v in values}
-    if not kinds <= {str, int, bool}:
-        raise ValueError(
-            f"{shown(value)}: a filter compares with text, whole numbers or true/false"
-        )
-    if len(kinds) > 1:
-        raise ValueError(f"{shown(value)}: mixes kinds of values; give values of one kind")
-    for v in values:
-        if isinstance(v, str):
-            check_text(v)
-        elif not isinstance(v, bool) and not _INT8[0] <= v <= _INT8[1]:
-            raise ValueError(f"{v} is outside the range of a bigint")
-    return tuple(values)
-
-
-def filter_table(value: Any) -> dict[str, tuple[str | int | bool, ...]]:
-    """``{ column = value | [values], ... }``: column -> its values."""
-    if not isinstance(value, dict) or not value:
-        raise ValueError(
-            f'{shown(value)}: give a table of columns, e.g. {{ token_type = "worker" }}'
-        )
-    return {identifier(k): keyed(k, filter_value, v) for k, v in value.items()}
-
-
-def table_list(value: Any) -> tuple[dict[str, Any], ...]:
-    """One TOML table or an array of them (their keys are checked by their reader)."""
-    items = [value] if isinstance(value, dict) else value
-    if not isinstance(items, list) or not items or not all(isinstance(i, dict) for i in items):
-        raise ValueError("give a table, or an array of tables ([[...]])")
-    return tuple(dict(i) for i in items)

@@ -9,7 +9,6 @@ Every test declares tables of its own: a database of its own each.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -277,7 +276,7 @@ def test_workers_of_a_parallel_walk_archive_each_row_they_delete_once(
     conn.execute("ANALYZE public.events")
     make_archive(conn)
     settings = settings_for(dsn, batch_size=300, strategy="heap", archive="audit.events_archive")
-    settings = dataclasses.replace(settings, parallel=3)
+    settings = settings.replace(parallel=3)
     result = sweep(database, settings)
     assert result.outcome == "success", result.error
     assert result.rows == 20_000 == 30_000 - len(ids(conn, "public.events"))

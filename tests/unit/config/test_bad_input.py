@@ -1,7 +1,7 @@
 """Every bad input is one line on stderr naming the setting and the fix, and exit code 2.
 
 The table is generated from the settings' own definitions
-(:data:`reaper.config.settings.SETTING_FIELDS`
+(:meth:`reaper.config.settings.Settings.declarations`
 and the kind each declares through its metavar): a new setting is covered by adding it. Each
 setting gets every wrong value of its kind, plus the ones every setting must refuse (a TOML
 date, time, array or table; NaN and infinity; control characters; bytes that are not UTF-8),
@@ -22,7 +22,6 @@ import pytest
 
 from reaper.cli import main
 from reaper.config.settings import (
-    SETTING_FIELDS,
     Settings,
     build_settings,
 )
@@ -154,18 +153,16 @@ TEXT_BAD = {
 # what 0 means ("0: no limit"), and a threshold of 0 rows. Every other count or duration
 # refuses 0.
 OPTIONAL_ZERO = {
-    f.name
-    for f in SETTING_FIELDS
-    if getattr(Settings(), f.name) is None or "0:" in f.metadata["help"]
+    f.name for f in Settings.declarations() if getattr(Settings(), f.name) is None or "0:" in f.help
 } | {"seq_scan_max_rows"}
 
 
 # Each kind, in a fixed order, and the settings of each.
-KINDS = sorted({f.metadata["metavar"] for f in SETTING_FIELDS}, key=str)
+KINDS = sorted({f.metavar for f in Settings.declarations()}, key=str)
 
 
 def _of_kind(kind: object) -> list[str]:
-    return [f.name for f in SETTING_FIELDS if f.metadata["metavar"] == kind]
+    return [f.name for f in Settings.declarations() if f.metavar == kind]
 
 
 def _first_wrong(kind: object, values: dict[object, list[str]], every: list[str]) -> str:
@@ -201,7 +198,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_every_setting_kind_is_covered() -> None:
-    kinds = {f.metadata["metavar"] for f in SETTING_FIELDS}
+    kinds = {f.metavar for f in Settings.declarations()}
     # A setting of a new kind: add its wrong values here, and its fix to EXPECTED.
     assert kinds <= set(TOML_BAD) and kinds <= set(TEXT_BAD) and kinds <= set(EXPECTED)
 
@@ -340,7 +337,7 @@ def test_a_dsn_that_does_not_parse_is_named_by_where_it_came_from(
         config = tmp_path / "reaper.toml"
         config.write_text(f'dsn = "{bad}"\n')
         argv += ["--config", str(config)]
-        label = f"{config}: dsn"
+        label = f"{config} key dsn"
     line = _one_line(capsys, _run(argv), f"reaper: {label}: the DSN (not shown) does not parse")
     assert "s3cret" not in line and "garbage" not in line
 
@@ -349,8 +346,8 @@ def test_a_dsn_that_does_not_parse_is_named_by_where_it_came_from(
     "name",
     [
         f.name
-        for f in SETTING_FIELDS
-        if f.name not in OPTIONAL_ZERO and f.metadata["metavar"] in ("ROWS", "DURATION")
+        for f in Settings.declarations()
+        if f.name not in OPTIONAL_ZERO and f.metavar in ("ROWS", "DURATION")
     ],
 )
 def test_zero_is_refused_where_it_means_nothing(

@@ -28,9 +28,10 @@ def test_reload_reads_the_file_again_under_the_same_flags(tmp_path: Path) -> Non
     assert second.max_seconds_per_run == timedelta(minutes=5)
     assert "router_leases" not in [s.name for s in config.enabled()]
     assert [s.budget.max_seconds for s in config.enabled()] == [300.0] * 6
+    # In declaration order: the per-sweep settings first.
     assert changed_settings(first, second) == [
-        "node_retention",
         "max_seconds_per_run",
+        "node_retention",
         "sweeps.router_leases",
     ]
 

@@ -301,11 +301,8 @@ def test_a_byte_rate_of_zero_in_toml_is_off(toml_value: str) -> None:
     ],
 )
 def test_the_help_shows_a_default_as_a_user_writes_it(name: str, shown_default: str) -> None:
-    from reaper.cli import _default_text
-    from reaper.config.settings import SETTING_FIELDS
-
-    (f,) = [f for f in SETTING_FIELDS if f.name == name]
-    assert _default_text(f) == shown_default
+    (f,) = [f for f in Settings.declarations() if f.name == name]
+    assert f.shown_default == shown_default
 
 
 @pytest.mark.parametrize(
@@ -324,10 +321,10 @@ def test_the_help_shows_a_default_as_a_user_writes_it(name: str, shown_default: 
     ],
 )
 def test_parallel_is_1_to_16_as_its_help_says(value: str, line: str) -> None:
-    from reaper.config.settings import MAX_PARALLEL, SETTING_FIELDS
+    from reaper.config.settings import MAX_PARALLEL
 
-    (f,) = [f for f in SETTING_FIELDS if f.name == "parallel"]
-    assert f"1 to {MAX_PARALLEL}," in f.metadata["help"]
+    (f,) = [f for f in Settings.declarations() if f.name == "parallel"]
+    assert f"1 to {MAX_PARALLEL}," in f.help
     assert build_settings({"parallel": str(MAX_PARALLEL)}).parallel == MAX_PARALLEL
     with pytest.raises(ConfigError) as info:
         build_settings({"parallel": value})
