@@ -17,6 +17,7 @@ from reaper.config.sweeptable import SweepSettings
 from reaper.config.values import (
     ANY_TIME,
     boolean,
+    client_seconds,
     dsn_text,
     fraction,
     listen_address,
@@ -30,6 +31,7 @@ from reaper.config.values import (
     positive_duration,
     positive_int,
     schema_name,
+    server_duration,
     share,
     strategy_name,
     time_zone,
@@ -245,25 +247,25 @@ class Settings(Values, PerSweep):
     )
     statement_timeout = Setting(
         DEFAULT_STATEMENT_TIMEOUT,
-        positive_duration,
+        server_duration,
         "PostgreSQL statement_timeout for reaper's statements.",
         "DURATION",
     )
     lock_timeout = Setting(
         DEFAULT_LOCK_TIMEOUT,
-        positive_duration,
+        server_duration,
         "PostgreSQL lock_timeout: how long a batch may wait for a table lock.",
         "DURATION",
     )
     idle_in_transaction_session_timeout = Setting(
         DEFAULT_IDLE_IN_TRANSACTION_SESSION_TIMEOUT,
-        positive_duration,
+        server_duration,
         "PostgreSQL idle_in_transaction_session_timeout for reaper's sessions.",
         "DURATION",
     )
     connect_timeout = Setting(
         DEFAULT_CONNECT_TIMEOUT,
-        positive_duration,
+        client_seconds,
         "How long to wait for a database connection.",
         "DURATION",
     )

@@ -103,7 +103,8 @@ class Setting(Generic[T]):
     def expected(self) -> str:
         """What a value looks like, for the fix of an error message: as its value type
         says (a bounded duration names its maximum), else as its kind (metavar) does."""
-        return EXPECTED.get(self.metavar) or f"a valid {self.metavar}"
+        own: str | None = getattr(self.value_type, "expected", None)
+        return own or EXPECTED.get(self.metavar) or f"a valid {self.metavar}"
 
     @property
     def shown_default(self) -> str:

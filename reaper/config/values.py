@@ -163,6 +163,44 @@ def optional_positive_duration(value: Any) -> timedelta | None:
     return None if value in (None, "", 0, "0") else positive_duration(value)
 
 
+# PostgreSQL keeps a time setting in milliseconds as an int (INT_MAX): a longer
+# statement_timeout is refused by the server, when reaper opens a session.
+SERVER_MAX_DURATION = timedelta(milliseconds=2**31 - 1)
+# libpq reads connect_timeout as an int of seconds.
+CLIENT_MAX_DURATION = timedelta(seconds=2**31 - 1)
+
+
+class BoundedDuration:
+    """The value type of a positive duration that ends up in a setting of ``whose``, which
+    holds at most ``maximum``: a longer one is refused at load, not when the server or libpq
+    gets it."""
+
+    def __init__(self, maximum: timedelta, whose: str) -> None:
+        self.maximum = maximum
+        self.whose = whose
+        self.__doc__ = f"A positive duration of at most {format_duration(maximum)} ({whose})."
+
+    def __call__(self, value: Any) -> timedelta:
+        d = positive_duration(value)
+        if d > self.maximum:
+            raise ValueError(f"{format_duration(d)} is more than {self.whose} holds")
+        return d
+
+    @property
+    def expected(self) -> str:
+        """What a value looks like, for the fix of an error message."""
+        return (
+            f"a duration with a unit of at most {format_duration(self.maximum)}, e.g. "
+            '"10s", "5m" or "500ms"'
+        )
+
+
+# A duration that reaper sets as a PostgreSQL setting (statement_timeout, lock_timeout, ...).
+server_duration = BoundedDuration(SERVER_MAX_DURATION, "a PostgreSQL time setting")
+# A duration that reaper hands libpq in whole seconds (connect_timeout).
+client_seconds = BoundedDuration(CLIENT_MAX_DURATION, "libpq's connect_timeout")
+
+
 # A number, then a unit or none (whole bytes), then "/s" or nothing; the unit is checked apart,
 # so that one reaper does not take ("TB") is named.
 _BYTE_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]*)\s*(?:/s)?", re.IGNORECASE)
