@@ -113,10 +113,9 @@ def load(config_path: Path | None, raw: dict[str, Any]) -> Config:
     Raises:
         ConfigError: anything invalid, in one line.
     """
-    from reaper.config.load import load_config, load_toml
+    from reaper.config.load import read_config
 
     explicit = {k: v for k, v in raw.items() if v is not None}
-    file_values = load_toml(config_path) if config_path else {}
     # A bad value from the environment is reported under the variable's name, not the flag's.
     ctx = click.get_current_context(silent=True)
     labels = {
@@ -130,7 +129,7 @@ def load(config_path: Path | None, raw: dict[str, Any]) -> Config:
     # like --dsn '', instead of silently reaching libpq's defaults.
     if "dsn" not in explicit and os.environ.get(envvar("dsn")) == "":
         explicit["dsn"], labels["dsn"] = "", envvar("dsn")
-    return load_config(explicit, file_values, source=str(config_path or "config"), labels=labels)
+    return read_config(config_path, explicit, labels=labels)
 
 
 _password_warned = False
@@ -505,20 +504,16 @@ def run(config_path: Path | None, **raw: Any) -> None:
     settings, sweeps = config.settings, config.enabled()
     from prometheus_client import REGISTRY
 
-    from reaper.config.load import reload_config
     from reaper.daemon.process import serve
     from reaper.daemon.scheduler import Daemon
 
     _refuse_unsweepable_if_reachable(settings, sweeps)
     daemon = Daemon(settings, sweeps, registry=REGISTRY)
     warn_if_password_on_command_line(settings)
-    # SIGHUP re-reads the config file under the same flags and variables, each still named
-    # by where it came from.
-    explicit = {k: v for k, v in raw.items() if v is not None}
-    labels = {name: settings.origins[name] for name in explicit}
 
+    # SIGHUP re-reads the config file under the same flags and variables.
     def reload() -> tuple[Settings, list[Sweep]]:
-        new = reload_config(config_path, explicit, labels=labels)
+        new = config.reload()
         return new.settings, new.enabled()
 
     serve(daemon, reload)

@@ -7,9 +7,10 @@ and the caller keeps its running config when it raises.
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,24 @@ from reaper.errors import ConfigError
 @dataclass(frozen=True)
 class Config:
     """What reaper was told, resolved: the settings and every sweep they configure
-    (disabled ones included), in dependency order."""
+    (disabled ones included), in dependency order; and what it was read from, to read it
+    again (:meth:`reload`): the TOML file, and the flags' and variables' raw values by
+    setting name (each one's origin is in ``settings.origins``)."""
 
     settings: Settings
     sweeps: tuple[Sweep, ...]
+    path: Path | None = None
+    explicit: Mapping[str, Any] = field(default_factory=dict)
+
+    def reload(self) -> Config:
+        """This configuration read again (SIGHUP): the file re-read, under the same flags
+        and variables, each still named by where it came from.
+
+        Raises:
+            ConfigError: one line naming the file, flag or variable and what is wrong.
+        """
+        labels = {name: self.settings.origins[name] for name in self.explicit}
+        return read_config(self.path, self.explicit, labels=labels)
 
     def enabled(self, names: Sequence[str] = ()) -> list[Sweep]:
         """The sweeps to run: those called ``names`` (a disabled one included when named),
@@ -59,22 +74,27 @@ def load_config(
     return Config(settings, tuple(sweeps))
 
 
-def reload_config(
+def read_config(
     config_path: Path | None,
     explicit: Mapping[str, Any],
     *,
     labels: Mapping[str, str] | None = None,
 ) -> Config:
-    """The config re-read for a reload (SIGHUP): the TOML file at ``config_path`` read again,
-    under the same flags and REAPER_* values (``explicit``, by setting name) that still win,
-    each named as at startup (``labels``), checked as at startup. The caller keeps its
-    running config when this raises.
+    """The config from the TOML file at ``config_path`` (None: none) under the flags and
+    REAPER_* values (``explicit``, by setting name, named in errors by ``labels``; default
+    their flags), which win. A reload (SIGHUP) reads it again (:meth:`Config.reload`); the
+    caller keeps its running config when that raises.
 
     Raises:
-        ConfigError: one line naming the file, or the flag or variable, and what is wrong.
+        ConfigError: one line naming the file, flag or variable and what is wrong.
     """
     file_values = load_toml(config_path) if config_path else {}
-    return load_config(explicit, file_values, source=str(config_path or "config"), labels=labels)
+    config = load_config(explicit, file_values, source=str(config_path or "config"), labels=labels)
+    return dataclasses.replace(config, path=config_path, explicit=dict(explicit))
+
+
+# The reload of a daemon (SIGHUP) reads the file as its start did.
+reload_config = read_config
 
 
 # A reaper config is a few kilobytes; past this a --config is the wrong file (a log, a dump).
