@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from reaper.config import nesting
 from reaper.config.files import read_regular_file
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep, configured_sweeps, select
@@ -104,11 +105,12 @@ MAX_CONFIG_BYTES = 1024 * 1024
 def load_toml(path: Path) -> dict[str, Any]:
     """Read a TOML config file: a regular file of at most :data:`MAX_CONFIG_BYTES`, so that
     a directory, a device (``/dev/zero``), a FIFO (which would block ``open``) or a huge file
-    is refused at once instead of read.
+    is refused at once instead of read; its values nest at most
+    :data:`reaper.config.nesting.MAX_DEPTH` deep, so that nothing after it recurses far.
 
     Raises:
-        ConfigError: the file is missing, unreadable, not a regular file, too large, or not
-            valid UTF-8 TOML.
+        ConfigError: the file is missing, unreadable, not a regular file, too large, nested
+            too deep, or not valid UTF-8 TOML.
     """
     data = read_regular_file(
         path,
@@ -117,8 +119,14 @@ def load_toml(path: Path) -> dict[str, Any]:
         limit_bytes=MAX_CONFIG_BYTES,
     )
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        nesting.check_text(text)
+        document = tomllib.loads(text)
+        nesting.check_value(document)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise ConfigError(f"config file {path} is not UTF-8 text; save it as UTF-8") from None
+    except nesting.TooDeep as exc:
+        raise ConfigError(f"config file {path}: {exc}; flatten it") from None
+    return document

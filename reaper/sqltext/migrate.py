@@ -23,6 +23,9 @@ from pglast.enums import A_Expr_Kind, BoolExprType, NullTestType, SubLinkType
 from reaper.sqltext import sqlinfo
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+# A predicate's parse tree is read by recursion: one deeper than this (a former release's
+# predicate is a few levels deep) is not translated, so none can exhaust the stack.
+_MAX_DEPTH = 64
 
 
 class _Untranslatable(Exception):
@@ -36,6 +39,8 @@ def translate(table: str, predicate: str, retention: Mapping[str, str]) -> str |
     try:
         select, names = sqlinfo.parse_select(predicate)
         where: Any = getattr(select, "whereClause", None)
+        if sqlinfo.deeper_than(where, _MAX_DEPTH):
+            return None
         rules, refs = _Reader(table.rsplit(".", 1)[-1], names).sweep(where)
     except (sqlinfo.PredicateSyntaxError, _Untranslatable, IndexError, AttributeError):
         return None

@@ -152,6 +152,23 @@ def _walk(node: Any, *, into_sublinks: bool = True) -> Iterator[Any]:
         yield from _walk(getattr(node, name), into_sublinks=into_sublinks)
 
 
+def deeper_than(node: Any, limit: int) -> bool:
+    """Whether the parse tree under ``node`` nests more than ``limit`` nodes deep: read by a
+    loop, so a tree of any depth is measured without recursion."""
+    from pglast import ast
+
+    stack: list[tuple[Any, int]] = [(node, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, tuple | list):
+            stack.extend((child, depth) for child in item)
+        elif isinstance(item, ast.Node):
+            if depth > limit:
+                return True
+            stack.extend((getattr(item, name), depth + 1) for name in item)
+    return False
+
+
 def tables_read(table: TableName, predicate: str) -> tuple[TableName, ...]:
     """Every table the statement ``SELECT ... FROM table WHERE predicate`` reads: ``table``
     first, then those of the predicate's subqueries, without repeats.
