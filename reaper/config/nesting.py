@@ -11,7 +11,6 @@ needs is refused in one line. Both walks are loops.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from reaper.config.values import shown
@@ -26,36 +25,53 @@ class TooDeep(ValueError):
 
 
 def check_text(text: str) -> None:
-    """Refuse TOML text whose arrays and inline tables nest deeper than :data:`MAX_DEPTH`.
+    """Refuse TOML text that nests deeper than :data:`MAX_DEPTH`: arrays and inline tables
+    (``[`` and ``{``), or a dotted key (``a.b.c``, in a key or a table header) of more
+    parts. Only what is outside strings and comments counts; a table header (``[a]``,
+    ``[[a]]``) counts as one or two levels that close on its line.
 
-    Counts ``[`` and ``{`` outside strings and comments. A table header (``[a]``,
-    ``[[a]]``) counts as one or two levels that close on its line, well under the bound.
+    A dotted key is refused before it is parsed, not after: the parser takes time that grows
+    with the square of its parts (20 s for 20,000).
 
     Raises:
         TooDeep: with the line where the bound is passed.
     """
-    depth, i = 0, 0
+    depth, parts, i = 0, 1, 0
     while (mark := _MARK.search(text, i)) is not None:
         ch, i = mark.group(), mark.start()
         if ch == "#":
             i = text.find("\n", i)
             if i < 0:
                 return
-        elif ch in "\"'":
+            continue
+        if ch in "\"'":
             i = _string_end(text, i)
             continue
-        elif ch in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                line = text.count("\n", 0, i) + 1
-                raise TooDeep(f"line {line}: arrays or inline tables nest deeper than {MAX_DEPTH}")
+        if ch == ".":
+            # A float (1.5) or a time's fraction has one dot between two separators.
+            parts += 1
+            if parts > MAX_DEPTH:
+                raise TooDeep(f"line {_line(text, i)}: a dotted key nests deeper than {MAX_DEPTH}")
         else:
-            depth = max(0, depth - 1)
+            parts = 1
+            if ch in "[{":
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise TooDeep(
+                        f"line {_line(text, i)}: arrays or inline tables nest deeper than "
+                        f"{MAX_DEPTH}"
+                    )
+            elif ch in "]}":
+                depth = max(0, depth - 1)
         i += 1
 
 
-# What the scan stops at: a comment, a string, a bracket.
-_MARK = re.compile(r"[#\"'\[\]{}]")
+def _line(text: str, i: int) -> int:
+    return text.count("\n", 0, i) + 1
+
+
+# What the scan stops at: a comment, a string, a bracket, a dot, and what ends a dotted key.
+_MARK = re.compile(r"[#\"'\[\]{}.=,\n]")
 # The end of each kind of string (an escape is skipped in a basic one); a one-line string
 # ends at a newline too (the parser reports it). A multi-line string may end with up to two
 # more quotes than its delimiter.
@@ -89,13 +105,15 @@ def check_value(value: Any) -> None:
     """
     stack: list[tuple[Any, int, tuple[str, ...]]] = [(value, 0, ())]
     while stack:
-        node, depth, path = stack.pop()
+        node, depth, trail = stack.pop()
         if depth > MAX_DEPTH:
-            raise TooDeep(f"{'.'.join(path[:3])}... nests deeper than {MAX_DEPTH}")
-        if isinstance(node, Mapping):
-            stack.extend((v, depth + 1, (*path, _key(k))) for k, v in node.items())
-        elif isinstance(node, list | tuple):
-            stack.extend((v, depth + 1, (*path, f"[{i}]")) for i, v in enumerate(node))
+            raise TooDeep(f"{'.'.join(trail)}... nests deeper than {MAX_DEPTH}")
+        children = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in children:
+            # Only containers (a TOML document's are dicts and lists) go on the stack; the
+            # trail names the first keys of a path.
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1, trail if len(trail) >= 3 else (*trail, _key(key))))
 
 
 def _key(key: Any) -> str:
