@@ -68,12 +68,23 @@ def _root_logging_restored() -> Iterator[None]:
     """After each test, the root logger's handlers and level as they were before it: a test
     that configures reaper's logging (an in-process command) binds a handler to that test's
     captured stderr, which is closed once the test ends; a later test's daemon thread that
-    logged through it printed "--- Logging error ---"."""
+    logged through it printed "--- Logging error ---". structlog's configuration too: a
+    later test that reads structlog's own output (capsys) found it routed to the root
+    logger by an earlier in-process command.
+
+    """
+    import structlog
+
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    configured, config = structlog.is_configured(), structlog.get_config()
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+    if configured:
+        structlog.configure(**config)
+    else:
+        structlog.reset_defaults()
 
 
 @pytest.fixture(scope="session")
