@@ -178,7 +178,10 @@ class Values(Declared):
         """How an error names setting ``name`` and its value: ``node_retention (30d)``, with
         ``, from REAPER_NODE_RETENTION`` (its origin) when it was given."""
         value = self._values.get(name)
-        shown = format_duration(value) if isinstance(value, timedelta) else str(value)
+        if getattr(type(self), name).secret:
+            shown = "not shown"
+        else:
+            shown = format_duration(value) if isinstance(value, timedelta) else str(value)
         origin = self.origins.get(name)
         return f"{name} ({shown}, from {origin})" if origin else f"{name} ({shown})"
 
