@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.types.string import TextLoader
 
 from reaper import errors, sqltext
 from reaper.db.catalog import Catalog
@@ -41,12 +42,79 @@ VISIBLE_SAMPLE_BLOCKS = 300
 BeforeCommit = Callable[[BatchRows], None]
 
 
-def _keys(values: list[Any] | None, columns: int) -> tuple[tuple[Any, ...], ...]:
-    """A batch's keys column (keys, trail_columns.sql) as one tuple per row: a key of one
-    column comes as its value (whatever its type), a key of several as a list."""
+# How much of a key's JSON text stands for a key too deep to parse.
+UNPARSED_KEY_CHARS = 200
+
+
+class _Unparsed(str):
+    """The JSON text of a value nested deeper than Python's parser goes."""
+
+
+def _keys(text: str | None, columns: int) -> tuple[tuple[Any, ...], ...]:
+    """A batch's keys column (keys, trail_columns.sql: a JSON array's text) as one tuple per
+    row: a key of one column comes as its value (whatever its type), a key of several as a
+    list. A value nested deeper than Python's parser goes (a jsonb key 5,000 levels deep)
+    is the start of its JSON text (UNPARSED_KEY_CHARS, then ``...``): the log line shows
+    that, and the batch goes on."""
+    values = _json_array(text)
     if columns == 1:
-        return tuple((k,) for k in values or ())
-    return tuple(tuple(k) for k in values or ())
+        return tuple((_shown(k),) for k in values)
+    return tuple(
+        tuple(_shown(v) for v in (_json_array(k) if isinstance(k, _Unparsed) else k))
+        for k in values
+    )
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, _Unparsed):
+        return str(value[: UNPARSED_KEY_CHARS - 3]) + "..."
+    return value
+
+
+def _json_array(text: str | None) -> list[Any]:
+    """The elements of a JSON array's text, each as :func:`json.loads` reads it, or, where
+    that raises RecursionError, as its own JSON text (an :class:`_Unparsed`)."""
+    if text is None:
+        return []
+    try:
+        out = json.loads(text)
+        return out if isinstance(out, list) else [out]
+    except RecursionError:
+        pass
+    values: list[Any] = []
+    for element in _json_elements(text):
+        try:
+            values.append(json.loads(element))
+        except RecursionError:
+            values.append(_Unparsed(element))
+    return values
+
+
+def _json_elements(text: str) -> Iterator[str]:
+    """The texts of a JSON array's top-level elements, found by one loop over its
+    characters (no recursion, however deep the elements nest)."""
+    depth, start, quoted, escaped = 0, 0, False, False
+    for i, ch in enumerate(text):
+        if quoted:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch in "[{":
+            depth += 1
+            if depth == 1:
+                start = i + 1
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0 and text[start:i].strip():
+                yield text[start:i].strip()
+        elif ch == "," and depth == 1:
+            yield text[start:i].strip()
+            start = i + 1
 
 
 # How an index batch with a keyset may read its heap: an ordered range of an index; and
@@ -453,6 +521,8 @@ class Session(Catalog, AdvisoryLocks):
             self._conn.transaction(),
             self._conn.cursor() as cur,
         ):
+            # The keys column as its text: _keys reads it, whatever its depth.
+            cur.adapters.register_loader("json", TextLoader)
             cur.execute(hs.lock_heap)
             _batch_settings(cur, heap_walk=not index)
             if index:

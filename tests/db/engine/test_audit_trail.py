@@ -209,6 +209,31 @@ def test_a_batch_of_many_keys_logs_at_most_its_cap_and_counts_the_rest(
     assert len(json.dumps(line["keys"])) <= MAX_KEYS_CHARS
 
 
+@pytest.mark.parametrize("key", [["payload"], ["payload", "id"]], ids=["one column", "two"])
+def test_a_key_nested_thousands_deep_is_logged_cut_and_the_sweep_goes_on(
+    dsn: str,
+    conn: psycopg.Connection[Any],
+    database: Database,
+    debug: list[dict[str, Any]],
+    key: list[str],
+) -> None:
+    """A jsonb key 5,000 levels deep, past Python's JSON parser: its rows go, its batch's
+    keys line shows it as its JSON text, cut, and every other key as it is."""
+    events_table(conn, "")
+    deep = '{"a": ' * 5000 + "1" + "}" * 5000
+    conn.execute("UPDATE public.events SET payload = %s::jsonb WHERE id = 1", (deep,))
+    result = sweep(database, settings_for(dsn, batch_size=100, strategy="index", key=key))
+
+    assert result.outcome == "success" and result.rows == len(GO), result.error
+    assert ids(conn, "public.events") == STAY
+    (line,) = batch_keys(debug)
+    logged = [k if len(key) == 1 else k[0] for k in line["keys"]]
+    cut = [k for k in logged if isinstance(k, str)]
+    assert len(cut) == 1 and cut[0].startswith('{"a": {"a": ') and cut[0].endswith("...")
+    assert len(cut[0]) <= MAX_KEYS_CHARS
+    assert sorted(k["n"] for k in logged if isinstance(k, dict)) == sorted(GO - {1})
+
+
 def test_at_info_level_no_keys_are_returned_or_logged(
     dsn: str,
     conn: psycopg.Connection[Any],
