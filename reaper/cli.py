@@ -767,13 +767,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         hint = misplaced_option_hint(exc, sys.argv[1:] if argv is None else list(argv)) or (
             f" (see '{ctx.command_path} --help')" if ctx is not None else ""
         )
-        click.echo(f"reaper: {exc.format_message()}{hint}", err=True)
+        click.echo(log.inert_lines(f"reaper: {exc.format_message()}{hint}"), err=True)
         sys.exit(EXIT_USAGE)
     except errors.ConfigError as exc:
-        click.echo(f"reaper: {exc}", err=True)
+        click.echo(log.inert_lines(f"reaper: {exc}"), err=True)
         sys.exit(EXIT_USAGE)
     except errors.ReaperError as exc:
-        click.echo(f"reaper: {exc}", err=True)
+        click.echo(log.inert_lines(f"reaper: {exc}"), err=True)
         sys.exit(EXIT_FAILED)
 
 

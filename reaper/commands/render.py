@@ -7,6 +7,11 @@ construction: columns marked optional are left out, last first, until it fits (`
 keeps them all); a table that still does not fit is printed stacked, one block per row with
 one ``header: value`` line per column, wrapped. A cell is never cut: a sweep name is whole
 or not shown at all.
+
+Everything printed is inert (:func:`reaper.log.inert`): a name from the database that holds
+ESC, CR, BEL or a bidirectional override is shown as its escapes, in a cell, a stacked block
+or a line under a table, because the console itself (:func:`make_console`) and the tables
+(:func:`_table`) escape whatever they are given.
 """
 
 from __future__ import annotations
@@ -18,16 +23,17 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from rich import box
 from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
-from rich.text import Text
+from rich.text import Span, Text
 
 from reaper.config.values import format_duration
+from reaper.log import inert
 from reaper.vocab import (
     CheckStatus,
     IndexOutcome,
@@ -68,11 +74,41 @@ class Column:
 Cell = str | Text  # a str is printed as it is (never markup); a Text carries its colour
 
 
+def inert_cell(cell: Cell) -> Cell:
+    """``cell`` with its text :func:`reaper.log.inert`, a Text's colours kept on the same
+    characters."""
+    if not isinstance(cell, Text):
+        return inert(cell)
+    plain = cell.plain
+    if inert(plain) == plain:
+        return cell
+    # Where each character of plain starts in the escaped text: the spans move with it.
+    parts = [inert(ch) for ch in plain]
+    at = [0]
+    for part in parts:
+        at.append(at[-1] + len(part))
+    out = cell.copy()
+    out.plain = "".join(parts)
+    out.spans = [Span(at[sp.start], at[min(sp.end, len(plain))], sp.style) for sp in cell.spans]
+    return out
+
+
+class InertConsole(Console):
+    """A rich console that prints every str and Text it is given :func:`inert_cell`: no
+    line reaches the terminal with a control character of the database's or the config's
+    (a table's cells are made inert where the table is built, :func:`_table`)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(
+            *(inert_cell(o) if isinstance(o, (str, Text)) else o for o in objects), **kwargs
+        )
+
+
 def make_console() -> Console:
     """A console :func:`width` wide, with markup, emoji codes and highlighting off: names and
     messages come from the database and the config and are printed as they are ("[bold]" or
-    ":x:" in a table name is text)."""
-    return Console(width=width(), markup=False, emoji=False, highlight=False, soft_wrap=False)
+    ":x:" in a table name is text), and inert (:class:`InertConsole`)."""
+    return InertConsole(width=width(), markup=False, emoji=False, highlight=False, soft_wrap=False)
 
 
 def width() -> int:
@@ -86,11 +122,12 @@ def width() -> int:
 
 
 def _table(title: str, columns: Sequence[Column], rows: Sequence[Sequence[Cell]]) -> Table:
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    """The one place a table is built: each cell inert before rich measures it."""
+    table = Table(title=inert(title), box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
     for c in columns:
-        table.add_column(c.header, justify="right" if c.right else "left", no_wrap=True)
+        table.add_column(inert(c.header), justify="right" if c.right else "left", no_wrap=True)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(inert_cell(cell) for cell in row))
     return table
 
 
@@ -169,7 +206,7 @@ def print_table(
 
 
 def _plain(cell: Cell) -> str:
-    return cell.plain if isinstance(cell, Text) else cell
+    return inert(cell.plain if isinstance(cell, Text) else cell)
 
 
 def _print_stacked(
@@ -180,7 +217,7 @@ def _print_stacked(
     console: Console,
 ) -> None:
     """One block per row: its first cell, then ``header: value`` lines, wrapped."""
-    console.print(Text(title, style="italic"))
+    console.print(Text(inert(title), style="italic"))
     label = max(len(c.header) for c in columns[1:]) if len(columns) > 1 else 0
     for row in rows:
         console.print()

@@ -25,6 +25,7 @@ import structlog
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Sweep
 from reaper.daemon.scheduler import Daemon
+from reaper.log import inert_lines
 
 # The command's logger: these lines are the command's, as they always were.
 log = structlog.get_logger("reaper.cli")
@@ -63,7 +64,7 @@ def serve(daemon: Daemon, load: Callable[[], tuple[Settings, Sequence[Sweep]]]) 
             daemon.reload(load)
     clean = daemon.stop()
     if daemon.fatal:
-        click.echo(f"reaper: {daemon.fatal}", err=True)
+        click.echo(inert_lines(f"reaper: {daemon.fatal}"), err=True)
         exit_now(daemon.fatal_exit_code, clean)
     exit_now(EXIT_STOPPED, clean)
 

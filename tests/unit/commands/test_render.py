@@ -122,3 +122,57 @@ def test_a_tables_measured_width_is_its_drawn_width(long: str, keep: tuple[int, 
     alone = [render._natural_width(table((i,))) for i in range(len(columns))]
     assert render._natural_width(table(keep)) == _drawn_width(table(keep))
     assert render._joined_width(alone, keep) == _drawn_width(table(keep))
+
+
+# -- names from the database are printed inert ------------------------------------------------
+
+# What a hostile name may hold: ESC (a colour, a cleared screen, a window title), CR (a line
+# drawn over), BEL, a bidirectional override (text shown reversed), a newline (a line faked).
+HOSTILE = "idx\x1b[2J\x1b]0;title\x07\rover\u202eesrever\u2066x\u2069\nfake"
+# Each of them as a terminal must never receive it.
+ACTIVE = ("\x1b", "\r", "\x07", "\u202e", "\u2066", "\u2069")
+
+
+def _inert(text: str) -> None:
+    assert not any(ch in text for ch in ACTIVE), repr(text)
+
+
+@pytest.mark.parametrize("width", [40, 200], ids=["stacked", "table"])
+@pytest.mark.parametrize("as_text", [False, True], ids=["str", "Text"])
+def test_a_cell_is_printed_inert_in_a_table_and_stacked(
+    monkeypatch: pytest.MonkeyPatch, width: int, as_text: bool
+) -> None:
+    monkeypatch.setenv("COLUMNS", str(width))
+    out = io.StringIO()
+    cell = Text.assemble(("red ", "red"), HOSTILE) if as_text else HOSTILE
+    render.print_table(
+        "t",
+        [render.Column("sweep"), render.Column("index"), render.Column("detail")],
+        [["nodes_silent", cell, "a detail long enough to stack the table at 40 columns"]],
+        wide=True,
+        console=Console(file=out, width=width, color_system="truecolor", force_terminal=True),
+    )
+    # rich's own colours are escape sequences: the cell's text between them is inert.
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.getvalue())
+    _inert(text)
+    shown = "".join(text.split())  # a stacked cell is wrapped
+    # Its newline shown as \n, never a line of its own. (A Text is made without CR and BEL.)
+    bell = "" if as_text else "\\x07\\r"
+    assert f"idx\\x1b[2J\\x1b]0;title{bell}over\\u202eesrever\\u2066x\\u2069\\nfake" in shown
+
+
+def test_a_text_keeps_its_colours_on_the_same_characters() -> None:
+    cell = render.inert_cell(Text.assemble(("a\x1bb", "red"), ("c", "blue")))
+    assert isinstance(cell, Text)
+    assert cell.plain == "a\\x1bbc"
+    assert [(s.start, s.end, str(s.style)) for s in cell.spans] == [(0, 6, "red"), (6, 7, "blue")]
+
+
+def test_lines_under_a_table_are_inert(capsys: pytest.CaptureFixture[str]) -> None:
+    from reaper.commands.checks import Finding
+    from reaper.vocab import CheckName, CheckStatus
+
+    finding = Finding("nodes_silent", CheckName.INDEX, CheckStatus.FAIL, HOSTILE, HOSTILE, HOSTILE)
+    render.print_findings([finding], wide=False)
+    render.print_findings([finding], wide=True)
+    _inert(capsys.readouterr().out)
