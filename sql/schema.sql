@@ -1,17 +1,22 @@
 -- The reference control-plane schema: the tables reaper sweeps, as the gateway, the
 -- enrollment service and the router registry create them. Used by the tests and `make demo`.
--- Idempotent: safe to load twice.
+-- Idempotent: safe to load twice. One transaction whose search_path is pg_catalog alone:
+-- every table is named with its schema, and no function, operator or type that another role
+-- created runs or is used (docs/security.md).
 
-CREATE TABLE IF NOT EXISTS bootstrap_tokens (
+BEGIN;
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+CREATE TABLE IF NOT EXISTS public.bootstrap_tokens (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     token_hash  text NOT NULL UNIQUE,
     description text,
-    created_at  timestamptz NOT NULL DEFAULT now(),
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     expires_at  timestamptz NOT NULL,
     ephemeral   boolean NOT NULL DEFAULT false
 );
 
-CREATE TABLE IF NOT EXISTS nodes (
+CREATE TABLE IF NOT EXISTS public.nodes (
     peer_id            text PRIMARY KEY,
     -- No foreign key: a node outlives the token it enrolled with.
     bootstrap_token_id bigint,
@@ -23,21 +28,23 @@ CREATE TABLE IF NOT EXISTS nodes (
     ephemeral          boolean NOT NULL DEFAULT false
 );
 
-CREATE TABLE IF NOT EXISTS enrollment_requests (
+CREATE TABLE IF NOT EXISTS public.enrollment_requests (
     id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    token_id    bigint REFERENCES bootstrap_tokens (id),
+    token_id    bigint REFERENCES public.bootstrap_tokens (id),
     peer_id     text NOT NULL,
     status      text NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
-    created_at  timestamptz NOT NULL DEFAULT now(),
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     resolved_at timestamptz
 );
 
-CREATE TABLE IF NOT EXISTS routers (
+CREATE TABLE IF NOT EXISTS public.routers (
     router_id        text PRIMARY KEY,
     address          text NOT NULL,
     lease_expires_at timestamptz NOT NULL,
-    updated_at       timestamptz NOT NULL DEFAULT now()
+    updated_at       timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
+COMMIT;
+
 -- The indexes (kept in indexes.sql so that `reaper indexes ensure` can build them concurrently)
--- are applied by the loader after this file: see reaper.db.Database.apply_schema.
+-- are applied after this file: see reaper.dev.devserver.load_schema.

@@ -626,7 +626,8 @@ class Session(Catalog, AdvisoryLocks):
         )
 
     def execute_script(self, name: str) -> None:
-        """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``)."""
+        """Run every statement of a shipped script (``schema.sql``, ``indexes.sql``), in one
+        transaction of this session, pinned already (its own BEGIN and COMMIT left out)."""
         with self._errors(name), self._conn.transaction(), self._conn.cursor() as cur:
-            for stmt in sqltext.statements(name):
+            for stmt in sqltext.body(name):
                 cur.execute(sql.SQL(stmt))

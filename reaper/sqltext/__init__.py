@@ -87,6 +87,31 @@ def statements(name: str) -> list[str]:
     return [s for s in out if s]
 
 
+# How a script that a person runs (grants.sql, schema.sql, indexes.sql) opens and closes:
+# one transaction whose search_path is PostgreSQL's own catalog alone, so that no function,
+# operator or type another role created (in public, or in a schema of the caller's path)
+# runs with the rights of the owner or superuser who runs it.
+PINNED_OPENING = ("BEGIN", "SET LOCAL search_path = pg_catalog, pg_temp")
+PINNED_CLOSING = "COMMIT"
+
+
+def body(name: str) -> list[str]:
+    """The statements of a script such as ``indexes.sql`` without its opening BEGIN and
+    search_path pin and its closing COMMIT (:data:`PINNED_OPENING`): what reaper runs itself,
+    in a session it pinned already.
+
+    Raises:
+        ValueError: the script does not open and close so.
+    """
+    out = statements(name)
+    n = len(PINNED_OPENING)
+    if tuple(out[:n]) != PINNED_OPENING or out[-1:] != [PINNED_CLOSING]:
+        raise ValueError(
+            f"{name} does not open with {'; '.join(PINNED_OPENING)} and end with COMMIT"
+        )
+    return out[n:-1]
+
+
 def all_files() -> list[str]:
     """Every ``.sql`` file shipped in the package, as names :func:`read` accepts."""
     root = _root()

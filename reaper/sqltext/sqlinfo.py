@@ -48,9 +48,11 @@ class IndexSpec:
     concurrent_statement: str
 
 
-def parse_index_statement(statement: str, schema: str = "public") -> IndexSpec:
-    """Parse one ``CREATE INDEX`` statement; a table it names without a schema is
-    ``schema``'s.
+def parse_index_statement(
+    statement: str, schema: str = "public", *, instead_of: str | None = None
+) -> IndexSpec:
+    """Parse one ``CREATE INDEX`` statement; a table it names without a schema, or in schema
+    ``instead_of``, is ``schema``'s.
 
     Raises:
         ConfigError: not a single named CREATE INDEX statement.
@@ -70,7 +72,7 @@ def parse_index_statement(statement: str, schema: str = "public") -> IndexSpec:
         raise ConfigError(f"an index in indexes.sql has no name: {statement[:80]!r}")
     rel = node.relation
     assert rel is not None  # the grammar requires ON table
-    if not rel.schemaname:
+    if not rel.schemaname or rel.schemaname == instead_of:
         rel.schemaname = schema
     table = TableName(str(rel.schemaname), str(rel.relname))
     plain = RawStream()(node)
@@ -88,8 +90,11 @@ def parse_index_statement(statement: str, schema: str = "public") -> IndexSpec:
 
 @functools.cache
 def shipped_indexes(schema: str = "public") -> tuple[IndexSpec, ...]:
-    """The indexes of ``sql/indexes.sql``, in file order, on the tables of ``schema``."""
-    return tuple(parse_index_statement(s, schema) for s in sqltext.statements("indexes.sql"))
+    """The indexes of ``sql/indexes.sql``, in file order, on the tables of ``schema`` (the
+    file names those of the reference schema, ``public``)."""
+    return tuple(
+        parse_index_statement(s, schema, instead_of="public") for s in sqltext.body("indexes.sql")
+    )
 
 
 class PredicateSyntaxError(ValueError):

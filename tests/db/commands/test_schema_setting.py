@@ -34,8 +34,10 @@ def _load(dsn: str, schema: str) -> str:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     with psycopg.connect(_in(dsn, schema), autocommit=True) as conn:
+        # The file names its tables in public, the reference schema's.
+        there = sql.Identifier(schema).as_string(conn) + "."
         for stmt in sqltext.statements("schema.sql"):
-            conn.execute(stmt)  # type: ignore[arg-type]
+            conn.execute(stmt.replace("public.", there))  # type: ignore[arg-type]
         for spec in shipped_indexes(schema):
             conn.execute(spec.statement)  # type: ignore[arg-type]
     demo.seed(_in(dsn, schema), small_sizes())

@@ -136,7 +136,7 @@ def test_grants_sql_runs_twice_as_the_owner_and_grants_select_and_delete_only(
 
 def test_grants_sql_says_who_must_create_the_role(dsn: str) -> None:
     """Without the role and without CREATEROLE, the owner is told what to ask for."""
-    text = sqltext.statements("grants.sql")[0]
+    text = next(s for s in sqltext.statements("grants.sql") if "CREATE ROLE" in s)
     assert "CREATE ROLE reaper LOGIN" in text and "CREATEROLE" not in text.split("THEN")[0]
     assert re.search(r"may not create roles", text)
 
