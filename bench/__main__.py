@@ -395,7 +395,8 @@ def b4_verdict(results: list[tuple[Run, scenarios.Traffic, int]]) -> str:
 
 
 def wal_table(runs: list[scenarios.WalRun]) -> str:
-    from reaper.engine.pacing import BUSY_SAMPLE_AGE_SECONDS, WAL_BURST_SECONDS
+    from reaper.engine.pacing import BUSY_SAMPLE_AGE_SECONDS
+    from reaper.engine.walbrake import WAL_BURST_SECONDS
 
     # What the brake allows by design: the limit over the sweep's time, its burst, and the
     # WAL of the batches between two samples at the unbraked rate (the brake sees the WAL a

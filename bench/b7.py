@@ -35,6 +35,7 @@ from bench import report
 from bench.pg import Server, connect, wal_and_checkpoints
 from bench.variants import Run, percentile
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 
 B7_ROWS = 10_000_000
 MONTHS = 24
@@ -194,7 +195,9 @@ def child(spec: dict[str, Any]) -> int:
         with db.session() as session:
             session.now()
         t0 = time.perf_counter()
-        result = run_sweep(db, sweep, settings, now=datetime.fromisoformat(spec["now"]))
+        result = run_sweep(
+            db, sweep, engine_options(settings), now=datetime.fromisoformat(spec["now"])
+        )
         wall = time.perf_counter() - t0
     out = result.as_dict()
     out.update(wall=wall, batch_seconds=result.batch_seconds)

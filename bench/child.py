@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from bench.pg import backend_cpu_seconds
 from reaper import log
+from reaper.config.engine import engine_options
 from reaper.config.load import load_config
 from reaper.config.sweeps import by_name
 from reaper.db import ConnectionSettings, Database
@@ -67,7 +68,7 @@ def main(argv: list[str]) -> int:
         result = run_sweep(
             db,
             sweep,
-            settings,
+            engine_options(settings),
             metrics=metrics,
             on_batch=lambda r: batch_ends.append((time.time(), r.rows)),
         )

@@ -25,6 +25,7 @@ import structlog
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import by_name, configured_sweeps
 from reaper.db import Database
@@ -94,7 +95,7 @@ def main(argv: list[str]) -> int:
                 for n in range(1, args.runs + 1):
                     t0 = time.monotonic()
                     with structlog.testing.capture_logs() as logs:
-                        result = sweeper.run(db, sweep, settings)
+                        result = sweeper.run(db, sweep, engine_options(settings))
                     seconds = time.monotonic() - t0
                     failed = sum(e["event"] in ("batch_split", "row_skipped") for e in logs)
                     print(

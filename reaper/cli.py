@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from reaper import __version__, errors, log
+from reaper.config.engine import engine_options
 from reaper.config.setting import Setting, envvar
 from reaper.config.settings import DEFAULT_BACKLOG_CAP, Settings
 from reaper.vocab import IndexOutcome, Outcome
@@ -318,7 +319,7 @@ def run_once(
                 result = sweeper.run(
                     db,
                     sweep,
-                    settings,
+                    engine_options(settings),
                     metrics=metrics,
                     dry_run=dry_run,
                     on_batch=progress.batch,

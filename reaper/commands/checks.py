@@ -391,8 +391,7 @@ def _sweep_checks(
             CheckName.PARTITIONS,
             sweep.table,
             lambda: (
-                finding(CheckName.PARTITIONS, *f)
-                for f in partitions.check(session, sweep, settings, params)
+                finding(CheckName.PARTITIONS, *f) for f in partitions.check(session, sweep, params)
             ),
         )
     out.extend(_space(session, sweep, held_by, finding))

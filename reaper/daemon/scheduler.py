@@ -55,6 +55,7 @@ from prometheus_client import CollectorRegistry
 from reaper import errors
 from reaper.commands import checks
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, changed_settings
 from reaper.config.sweeps import Budget, Sweep
 from reaper.config.triggers import SweepTrigger, every
@@ -560,7 +561,7 @@ class Daemon:
                 result = self.sweeper.run(
                     self.db,
                     sweep,
-                    self._settings,
+                    engine_options(self._settings),
                     metrics=self.metrics,
                     stop=self._stop,
                     budget=budget,

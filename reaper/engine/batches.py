@@ -20,7 +20,7 @@ from typing import Any, Protocol
 import structlog
 
 from reaper import errors
-from reaper.config.settings import Settings
+from reaper.config.engine import EngineOptions
 from reaper.db import KEYSET_START, BatchRows, DeleteObstacle, HeapStatements
 from reaper.engine.context import Run
 from reaper.engine.failures import (
@@ -366,10 +366,10 @@ class IndexBatches:
         return follow_index(deleter)
 
 
-def batch_strategy(name: Strategy, settings: Settings, fraction: float | None) -> BatchStrategy:
+def batch_strategy(name: Strategy, options: EngineOptions, fraction: float | None) -> BatchStrategy:
     """The :class:`BatchStrategy` named ``name`` (``heap`` or ``index``)."""
     if name == Strategy.HEAP:
-        return HeapWalk(settings.batch_target_seconds.total_seconds(), fraction)
+        return HeapWalk(options.batch_target_seconds, fraction)
     return IndexBatches()
 
 

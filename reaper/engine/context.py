@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from reaper import errors
-from reaper.config.settings import Settings
+from reaper.config.engine import EngineOptions
 from reaper.config.sweeps import Budget, Sweep
 from reaper.db import BatchRows, SweepStatements
 from reaper.engine.archive import capped_keys
@@ -50,7 +50,7 @@ class Run:
 
     Attributes:
         sweep: what is swept.
-        settings: retentions, batch size, strategy, timeouts.
+        options: the engine's options (timeouts, batch targets, thresholds).
         session: the connection that runs the batches (:class:`reaper.db.Session`, or a fake).
         statements: the sweep's statements, one set per heap it deletes from.
         params: the statements' parameters: each cutoff by name.
@@ -78,7 +78,7 @@ class Run:
     """
 
     sweep: Sweep
-    settings: Settings
+    options: EngineOptions
     session: BatchSession
     statements: SweepStatements
     params: dict[str, Any]

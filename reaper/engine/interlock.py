@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from reaper import errors
-from reaper.config.settings import FULL_TABLE_MIN_ROWS
+from reaper.config.engine import FULL_TABLE_MIN_ROWS
 from reaper.config.sweeps import Sweep
 from reaper.db import SweepStatements
 from reaper.engine.port import BatchSession

@@ -4,7 +4,7 @@ The policy is pure: :class:`Pacer` is given a way to measure (a :class:`Sample` 
 server: its WAL position, each standby's replay position and lag, the sessions busy on the
 swept database), a clock and a way to wait, so that tests drive it with fakes in
 milliseconds. The runner calls it once before every batch (:func:`for_run` binds it to the
-run's session, settings and metrics); it measures again only when its last sample is
+run's session, options and metrics); it measures again only when its last sample is
 :data:`MAX_SAMPLE_AGE_SECONDS` old, or when a standby could have passed ``max_replica_lag``
 by the end of the next batch since the last measurement (a lag grows at most one second per
 second), so that a run alone on its database pays for about one sample a second, not one per
@@ -36,17 +36,24 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from reaper import sqltext
 from reaper.db.rows import Sample, Standby
+from reaper.engine.load import (
+    BASELINE_EVERY_SECONDS,
+    BASELINE_HOLD_SECONDS,
+    BASELINE_RETRIES,
+    LoadControl,
+)
+from reaper.engine.walbrake import WalBrake
 from reaper.vocab import StopReason, ThrottleReason
 
 if TYPE_CHECKING:
-    from reaper.config.settings import Settings
+    from reaper.config.engine import EngineOptions
     from reaper.metrics import Metrics
 
 log = structlog.get_logger("reaper.pacing")
@@ -76,58 +83,8 @@ MAX_INTERPOLATED_SECONDS = 5.0
 # live statements suffered since the sample before, and the WAL brake sees a run's WAL within
 # a tenth of a second.
 BUSY_SAMPLE_AGE_SECONDS = 0.1
-# Live traffic suffers when the 90th percentile of the latencies of its statements (pooled
-# until there are JUDGED_STATEMENTS of them) is more than HARM_RATIO times the 95th
-# percentile of their baseline, and at least HARM_MIN_SECONDS more. The statements the pacer
-# sees are those that ended just before it samples, just after a batch: nearly all ran beside
-# that batch, while the clients' own percentiles count every statement, most of which ran
-# while reaper waited. So what is judged is whether the statements that ran beside a batch
-# took longer than the slowest few that ran without one, as the live traffic's own p99
-# would show (bench B4 on a 2-core machine: 0.8 ms median, 2.6-5 ms p90 with no sweep).
-HARM_RATIO = 1.5
-HARM_MIN_SECONDS = 0.0005
-HARM_QUANTILE = 0.9
-BASELINE_QUANTILE = 0.95
-# Eight: with six clients, a judgement about every 0.15 s, so that a slow start reaches the
-# batch target within a second (bench B4's whole unpaced sweep takes one).
-JUDGED_STATEMENTS = 8
-# Each judgement takes the median of the last JUDGED_POOLS pools' ratios to the baseline: one
-# pool that a stall of the machine made slow does not halve the batches (on a shared 2-core
-# machine, half of single pools were judged harmed whatever the sweep did).
-JUDGED_POOLS = 3
-# The baseline is the latency of live statements that ran while the run deleted nothing:
-# those that ended before the run's first batch, then every BASELINE_EVERY_SECONDS while the
-# database is busy, those that ran within a hold of BASELINE_HOLD_SECONDS without a batch
-# (1% of the run's time). Its percentile is taken over the last BASELINE_KEPT of them.
-BASELINE_EVERY_SECONDS = 10.0
-BASELINE_HOLD_SECONDS = 0.1
-BASELINE_KEPT = 32
-# ... and while fewer than BASELINE_MIN make it, it is measured again before the next batch
-# (a hold of BASELINE_HOLD_SECONDS), at most BASELINE_RETRIES times a run: the percentile of
-# the few statements one sample sees (one per session) swung from 1.9 to 4.7 ms between runs
-# of bench B4, and with it every judgement (a paced round then took 2 s or 13 s).
-BASELINE_MIN = 16
-BASELINE_RETRIES = 2
-# While live traffic does not suffer, the batches' aim doubles at each judgement until it first
-# suffers (a slow start, as TCP's), then grows by 1/GROWTH_STEPS of the way from
-# --busy-batch-seconds to --batch-target-seconds (additive increase); their share of wall time
-# grows by 1/GROWTH_STEPS of --busy-share. A judgement at which it suffers halves both
-# (multiplicative decrease).
-GROWTH_STEPS = 16
-# The batches' share of wall time never falls below this fraction of --busy-share: the aim
-# is what mostly decides how long a statement waits beside a batch.
-MIN_SHARE_FRACTION = 0.5
-# The WAL brake lets a run write this many seconds' worth of --max-wal-rate at once (a token
-# bucket), and carries at most MAX_WAL_DEBT_SECONDS' worth of WAL written beyond the limit
-# (by any session: a bulk load elsewhere holds the sweep back at most that long).
-WAL_BURST_SECONDS = 1.0
-MAX_WAL_DEBT_SECONDS = 60.0
 # A wait is counted in reaper_throttled_seconds_total a slice of at most this long at a time.
 THROTTLE_SLICE_SECONDS = 1.0
-# The brake's WAL per batch is measured between two samples; batches that wrote less than this
-# between them (batches of empty heap ranges: a few hundred bytes of the server's other work)
-# say nothing of what a batch that deletes writes, and are not taken as its measure.
-MIN_WAL_PER_BATCH_BYTES = 8192
 
 
 class WalHistory:
@@ -179,180 +136,6 @@ def standby_lag(standby: Standby, history: WalHistory, now: float) -> float | No
     if standby.replay_lsn is not None:
         lag = max(lag, history.age(standby.replay_lsn, now))
     return lag
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    n = len(ordered)
-    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-
-
-def _quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-class LoadControl:
-    """The load pacer's feedback controller (AIMD): how long a batch aims to take and what
-    share of wall time batches take while other sessions use the database, from what their
-    statements suffer.
-
-    Starts where the pacer's guarantees are strictest (batches aim at ``floor``, share
-    ``share_cap``). Latencies of live statements are pooled until there are
-    :data:`JUDGED_STATEMENTS`; the pool is then judged: unharmed while its
-    :data:`HARM_QUANTILE` percentile is within :data:`HARM_RATIO` of the baseline's
-    :data:`BASELINE_QUANTILE` percentile (the median of the last :data:`JUDGED_POOLS`
-    pools' ratios; see
-    :data:`GROWTH_STEPS` for how both grow, up to ``ceiling`` and ``share_cap``), harmed
-    otherwise (both halved, down to ``floor`` and ``share_cap`` x :data:`MIN_SHARE_FRACTION`).
-    Pure: tested with plain numbers.
-
-    Args:
-        floor: the least a batch aims at (seconds, ``--busy-batch-seconds``).
-        ceiling: the most (seconds, ``--batch-target-seconds``; at least ``floor``).
-        share_cap: the largest share of wall time batches take (``--busy-share``).
-    """
-
-    def __init__(self, floor: float, ceiling: float, share_cap: float) -> None:
-        self.floor = floor
-        self.ceiling = max(ceiling, floor)
-        self.share_cap = share_cap
-        self.aim = floor
-        self.share = share_cap
-        self._baseline: list[float] = []
-        self._pool: list[float] = []
-        self._ratios: list[float] = []
-        self.slow_start = True
-        self.harmed = 0
-        self.unharmed = 0
-
-    @property
-    def baseline(self) -> float | None:
-        """The :data:`BASELINE_QUANTILE` percentile of the live statements' latency while the
-        run deletes nothing (seconds; None: not measured yet)."""
-        return _quantile(self._baseline, BASELINE_QUANTILE) if self._baseline else None
-
-    @property
-    def baseline_short(self) -> bool:
-        """Whether fewer than :data:`BASELINE_MIN` statements make the baseline: the pacer
-        measures it again before the next batch."""
-        return len(self._baseline) < BASELINE_MIN
-
-    def unexposed(self, latencies: Sequence[float]) -> None:
-        """Latencies (seconds) of live statements that ran while the run deleted nothing."""
-        self._baseline = [*self._baseline, *latencies][-BASELINE_KEPT:]
-
-    def observe(self, latencies: Sequence[float]) -> bool | None:
-        """Latencies (seconds) of the live statements that ended since the last call: once
-        :data:`JUDGED_STATEMENTS` are pooled, True when they suffered (the aim and share are
-        halved), False when not (both grow); None while the pool fills or without a
-        baseline (nothing changes)."""
-        base = self.baseline
-        if base is None:
-            return None
-        self._pool.extend(latencies)
-        if len(self._pool) < JUDGED_STATEMENTS:
-            return None
-        seen, self._pool = _quantile(self._pool, HARM_QUANTILE), []
-        limit = max(base * HARM_RATIO, base + HARM_MIN_SECONDS)
-        self._ratios = [*self._ratios, seen / limit][-JUDGED_POOLS:]
-        if len(self._ratios) < JUDGED_POOLS:
-            # Too few pools since the run began or the last halving to judge harm; a slow
-            # start goes on while every one of them was unharmed.
-            if not self.slow_start or max(self._ratios) > 1.0:
-                return None
-            suffered = False
-        else:
-            suffered = _median(self._ratios) > 1.0
-        if suffered:
-            self.harmed += 1
-            self.slow_start = False
-            self.aim = max(self.floor, self.aim / 2)
-            self.share = max(self.share_cap * MIN_SHARE_FRACTION, self.share / 2)
-            # The pools that decided this were judged at the former aim: the next decision
-            # waits for pools of the new one, so one bad spell halves once, not once a pool.
-            self._ratios = []
-        else:
-            self.unharmed += 1
-            step = self.aim if self.slow_start else (self.ceiling - self.floor) / GROWTH_STEPS
-            self.aim = min(self.ceiling, self.aim + step)
-            self.share = min(self.share_cap, self.share + self.share_cap / GROWTH_STEPS)
-        return suffered
-
-    def restart(self) -> None:
-        """Live traffic came back after a quiet spell: start again from the strictest aim
-        and the full share, with a slow start (the baseline is kept until measured again)."""
-        self.aim, self.share, self.slow_start = self.floor, self.share_cap, True
-        self._pool, self._ratios = [], []
-
-    def wait_after(self, batch_seconds: float) -> float:
-        """Seconds to wait after a batch of ``batch_seconds`` so that batches take at most
-        :attr:`share` of the wall time."""
-        return batch_seconds * (1.0 - self.share) / self.share
-
-
-class WalBrake:
-    """A token bucket of WAL bytes: the server's WAL (every session's, as
-    ``pg_current_wal_lsn()`` moves) may grow by ``rate`` bytes a second, with a burst of
-    :data:`WAL_BURST_SECONDS` of it; :meth:`owed` says how long to wait before the next batch
-    so that it does not grow faster. Pure: fed WAL positions and clock readings. One bucket
-    serves every run on a database (:meth:`Memory.brake`): a run that starts after another
-    inherits its debt, not a fresh burst, and runs at once share the limit. Thread-safe.
-
-    Args:
-        rate: bytes per second (``--max-wal-rate``).
-        now: the clock's reading at the start (seconds).
-    """
-
-    def __init__(self, rate: float, now: float) -> None:
-        self.rate = rate
-        self.burst = rate * WAL_BURST_SECONDS
-        self.tokens = self.burst
-        self._at = now
-        self._lsn: int | None = None
-        # The most the server's WAL grew by per batch between two positions (None: unknown
-        # yet): what the next batches may write, as the brake counts them.
-        self.per_batch: float | None = None
-        self._lock = threading.Lock()
-
-    def _refill(self, now: float) -> None:
-        self.tokens = min(self.burst, self.tokens + self.rate * max(now - self._at, 0.0))
-        self._at = now
-
-    def written(self, lsn: int, now: float, batches: int = 0) -> None:
-        """The server's WAL position was ``lsn`` (bytes) at ``now``, after ``batches``
-        batches since the position before (the last one any run reported). A position behind
-        the last one is taken as the new start without a debit: another server behind the
-        address (a failover), or one run's reading that another's overtook (its bytes may
-        then be counted twice: the brake errs on the side of waiting)."""
-        with self._lock:
-            self._refill(now)
-            if self._lsn is not None and lsn >= self._lsn:
-                self.tokens = max(
-                    self.tokens - (lsn - self._lsn), -self.rate * MAX_WAL_DEBT_SECONDS
-                )
-                each = (lsn - self._lsn) / batches if batches > 0 else 0.0
-                if each >= MIN_WAL_PER_BATCH_BYTES:
-                    self.per_batch = max(self.per_batch or 0.0, each)
-            self._lsn = lsn
-
-    def covers(self, batches: int, now: float) -> bool:
-        """Whether the bucket holds the WAL of ``batches`` more batches at the most WAL per
-        batch measured (False while it is unknown: until batches that wrote at least
-        :data:`MIN_WAL_PER_BATCH_BYTES` each were measured): else the position is read again
-        before the next batch, so that a fast sweep cannot run through its credit between
-        two samples, even after batches that deleted nothing."""
-        with self._lock:
-            if self.per_batch is None:
-                return False
-            self._refill(now)
-            return self.per_batch * batches <= self.tokens
-
-    def owed(self, now: float) -> float:
-        """Seconds to wait at ``now`` before the WAL written is back within the limit."""
-        with self._lock:
-            self._refill(now)
-            return max(-self.tokens / self.rate, 0.0)
 
 
 class Measure(Protocol):
@@ -708,7 +491,7 @@ class _SampleSource(Protocol):
 def for_run(
     memory: Memory,
     session: _SampleSource,
-    settings: Settings,
+    options: EngineOptions,
     sweep: str,
     metrics: Metrics | None,
     stop: threading.Event | None,
@@ -719,11 +502,10 @@ def for_run(
     Waits end early when ``stop`` is set; each wait is added to ``metrics``'
     ``reaper_throttled_seconds_total{sweep,reason}``.
     """
-    lag = settings.max_replica_lag
-    if lag is None and settings.busy_share >= 1.0 and settings.max_wal_rate is None:
+    lag, rate = options.max_replica_lag_seconds, options.max_wal_rate
+    if lag is None and options.busy_share >= 1.0 and rate is None:
         return None
     event = stop or threading.Event()
-    rate = None if settings.max_wal_rate is None else float(settings.max_wal_rate)
 
     def throttled(reason: ThrottleReason, seconds: float) -> None:
         if metrics is not None:
@@ -731,13 +513,13 @@ def for_run(
 
     return Pacer(
         lambda: session.pacing_sample(BUSY_WINDOW_SECONDS),
-        max_replica_lag=None if lag is None else lag.total_seconds(),
-        busy_share=settings.busy_share,
+        max_replica_lag=lag,
+        busy_share=options.busy_share,
         wait=event.wait,
         throttled=throttled,
         history=memory.history,
         told=memory.told,
-        busy_batch_seconds=settings.busy_batch_seconds.total_seconds(),
-        batch_target_seconds=settings.batch_target_seconds.total_seconds(),
+        busy_batch_seconds=options.busy_batch_seconds,
+        batch_target_seconds=options.batch_target_seconds,
         brake=None if rate is None else memory.brake(rate, time.monotonic()),
     )

@@ -28,7 +28,7 @@ from typing import Any
 import structlog
 
 from reaper import errors, sqltext
-from reaper.config.settings import Settings
+from reaper.config.engine import EngineOptions
 from reaper.config.sweeps import Budget, Sweep
 from reaper.db import (
     Database,
@@ -39,7 +39,7 @@ from reaper.db import (
     regclass_text,
     utc_instant,
 )
-from reaper.engine import clock, pacing, partitions
+from reaper.engine import clock, pacing, retire
 from reaper.engine.archive import LineArchive
 from reaper.engine.batches import Deleter, batch_strategy
 from reaper.engine.context import DURABLE_WAIT_SECONDS, Run
@@ -120,7 +120,7 @@ class Sweeper:
         self,
         db: Database,
         sweep: Sweep,
-        settings: Settings,
+        options: EngineOptions,
         *,
         metrics: Metrics | None = None,
         now: datetime | None = None,
@@ -136,12 +136,11 @@ class Sweeper:
         Args:
             db: the database to sweep.
             sweep: what to delete.
-            settings: retentions, batch size, strategy.
+            options: the engine's options (:func:`reaper.config.engine.engine_options`).
             metrics: counters to update per batch and per run (None: no metrics).
             now: pin the clock (tests); None uses the database's now().
             dry_run: count the eligible rows, delete nothing.
-            budget: stop after so many rows or seconds (default: the sweep's per-run budget
-                in ``settings``, else the global one).
+            budget: stop after so many rows or seconds (default: the sweep's own).
             stop: checked between batches; when set, the run ends after the batch in flight.
             on_batch: called after every batch with the result so far (progress bars).
             lock: first take the sweep's session-level advisory locks (:func:`lock_keys`) on
@@ -174,13 +173,13 @@ class Sweeper:
                     result.locked_at = time.time()
                     try:
                         db_now, refusal = self._clock(
-                            db, session, sweep, settings, now, metrics, dry_run=dry_run
+                            db, session, sweep, options, now, metrics, dry_run=dry_run
                         )
                         result.cutoffs = cutoffs_at(sweep, db_now)
                         bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
                         run = Run(
                             sweep,
-                            settings,
+                            options,
                             session,
                             session.statements(sweep.predicate, None if dry_run else keep(sweep)),
                             dict(result.cutoffs),
@@ -197,12 +196,12 @@ class Sweeper:
                                     sweep.archive_file, sweep.name, sweep.table
                                 )
                             run.pace = pacing.for_run(
-                                self.pacing(db), session, settings, sweep.name, metrics, stop
+                                self.pacing(db), session, options, sweep.name, metrics, stop
                             )
                             run.undeletable = self._of(db).undeletable
                             # A heap walk's extra connections (docs/engine.md, "Parallel
                             # heap ranges").
-                            run.parallel = settings.parallel
+                            run.parallel = options.parallel
                             run.helper_session = db.helper_session
                         if refusal is None:
                             _sweep_batches(session, run, self.ledger(db, projected=dry_run))
@@ -232,7 +231,7 @@ class Sweeper:
         db: Database,
         session: Session,
         sweep: Sweep,
-        settings: Settings,
+        options: EngineOptions,
         now: datetime | None,
         metrics: Metrics | None,
         *,
@@ -252,7 +251,7 @@ class Sweeper:
             return utc_instant(session.now(now)), None
         reading = clock.read_clock(session.now, self._wall, self._monotonic)
         history = self._of(db).clock
-        verdict = clock.judge_clock(sweep.name, reading, history.last, settings.max_clock_skew)
+        verdict = clock.judge_clock(sweep.name, reading, history.last, options.max_clock_skew)
         if metrics is not None and not dry_run:
             metrics.clock_read(verdict.host_skew)
         if verdict.refused_by is None:
@@ -274,17 +273,17 @@ class Sweeper:
         raise errors.ClockSkewRefused(verdict.message)
 
     def run_all(
-        self, db: Database, sweeps: Iterable[Sweep], settings: Settings, **kwargs: Any
+        self, db: Database, sweeps: Iterable[Sweep], options: EngineOptions, **kwargs: Any
     ) -> list[SweepResult]:
         """Run ``sweeps`` one after the other (already in dependency order); one failing never
         stops the next. Keyword arguments go to :meth:`run`."""
-        return [self.run(db, s, settings, **kwargs) for s in sweeps]
+        return [self.run(db, s, options, **kwargs) for s in sweeps]
 
 
 def run_sweep(
     db: Database,
     sweep: Sweep,
-    settings: Settings,
+    options: EngineOptions,
     *,
     sweeper: Sweeper | None = None,
     **kwargs: Any,
@@ -292,13 +291,13 @@ def run_sweep(
     """One run of ``sweep`` by ``sweeper`` (:meth:`Sweeper.run`, which takes the keyword
     arguments). Without one, the run is judged alone: a new Sweeper, whose interlock ledger
     knows of no earlier deletion."""
-    return (sweeper or Sweeper()).run(db, sweep, settings, **kwargs)
+    return (sweeper or Sweeper()).run(db, sweep, options, **kwargs)
 
 
 def run_sweeps(
     db: Database,
     sweeps: Iterable[Sweep],
-    settings: Settings,
+    options: EngineOptions,
     *,
     sweeper: Sweeper | None = None,
     **kwargs: Any,
@@ -306,7 +305,7 @@ def run_sweeps(
     """Run ``sweeps`` one after the other (already in dependency order) by one ``sweeper``
     (a new one when None), so that the interlock judges them together; one failing never
     stops the next. Keyword arguments go to :meth:`Sweeper.run`."""
-    return (sweeper or Sweeper()).run_all(db, sweeps, settings, **kwargs)
+    return (sweeper or Sweeper()).run_all(db, sweeps, options, **kwargs)
 
 
 def _settle(db: Database, run: Run) -> None:
@@ -524,11 +523,10 @@ def _retire(session: Session, run: Run) -> None:
     run's result; none of an ordinary table (:attr:`SweepStatements.ordinary`)."""
     if run.statements.ordinary:
         return
-    sweep, settings, result = run.sweep, run.settings, run.result
-    removed = partitions.retire(
+    sweep, result = run.sweep, run.result
+    removed = retire.retire(
         session,
         sweep,
-        settings,
         result.cutoffs,
         dry_run=run.dry_run,
         metrics=run.metrics,
@@ -577,20 +575,20 @@ def _count(
 
 def _delete(session: Session, run: Run, measure: EligibleMeasure) -> None:
     """Partitions retired, then the batches of every heap (results into ``run.result``)."""
-    sweep, settings, result = run.sweep, run.settings, run.result
+    sweep, options, result = run.sweep, run.options, run.result
     _retire(session, run)
     if result.partitions:
         # The heaps that remain.
         run.statements = session.statements(sweep.predicate, keep(sweep))
     batch_size = sweep.batch_size
-    sizer = BatchSizer(batch_size, settings.statement_timeout.total_seconds())
+    sizer = BatchSizer(batch_size, options.statement_timeout_seconds)
     result.stopped_by = StopReason.DONE
     for hs in run.statements.heaps:
         strategy, fraction = choose_strategy(run, hs, sample=measure.samples.get(hs.heap.table))
         if strategy not in result.strategies:
             result.strategies.append(strategy)
         deleter = Deleter(run, hs, sizer)
-        result.stopped_by = batch_strategy(strategy, settings, fraction).run(deleter)
+        result.stopped_by = batch_strategy(strategy, options, fraction).run(deleter)
         if result.stopped_by != StopReason.DONE:
             break
     if not run.statements.heaps:

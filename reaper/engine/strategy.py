@@ -42,7 +42,7 @@ def choose_strategy(
     one. ``sample``: ``(eligible, sampled, percent)`` of this heap already
     measured (:func:`reaper.engine.interlock.measure_eligible`), reused.
     """
-    session, settings, sweep = run.session, run.settings, run.sweep
+    session, options, sweep = run.session, run.options, run.sweep
     wanted = sweep.strategy
     batch_size = sweep.batch_size
     if session.server_version < MIN_HEAP_WALK_VERSION or wanted == Strategy.INDEX:
@@ -62,6 +62,6 @@ def choose_strategy(
     if wanted != Strategy.AUTO:
         return Strategy(wanted), fraction
     projected_batches = eligible * 100.0 / percent / batch_size
-    if fraction >= settings.heap_walk_threshold or projected_batches > MAX_INDEX_BATCHES:
+    if fraction >= options.heap_walk_threshold or projected_batches > MAX_INDEX_BATCHES:
         return Strategy.HEAP, fraction
     return Strategy.INDEX, fraction

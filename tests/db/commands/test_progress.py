@@ -10,6 +10,7 @@ import pytest
 
 from reaper.cli import open_database
 from reaper.commands import progress
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.engine.run import run_sweep
@@ -67,7 +68,7 @@ def test_bars_count_rows_of_the_estimated_backlog(dsn: str, conn: psycopg.Connec
             seen.append((task.completed, task.total))
 
         bars.start(sweep.name, 300)
-        result = run_sweep(db, sweep, settings, on_batch=on_batch)
+        result = run_sweep(db, sweep, engine_options(settings), on_batch=on_batch)
         bars.finish(result)
     assert seen[:3] == [(100, 300), (200, 300), (300, 300)]
     assert result.rows == 300

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from reaper import errors
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings
 from reaper.config.sweeps import by_name
 from reaper.daemon.scheduler import Daemon
@@ -145,7 +146,7 @@ def test_a_sweep_that_meets_a_lock_timeout_fails_as_one(
         Database(connection_settings(settings)) as db,
         table_locked(dsn, "routers"),
     ):
-        result = runner.run_sweep(db, LEASES, settings, now=NOW)
+        result = runner.run_sweep(db, LEASES, engine_options(settings), now=NOW)
     assert (result.outcome, result.error_type, result.sqlstate) == (
         "failure",
         "LockTimeout",
@@ -180,7 +181,11 @@ def test_a_sweep_cancelled_by_a_shutdown_fails_as_cancelled(
         worker = threading.Thread(
             target=lambda: results.append(
                 runner.run_sweep(
-                    db, sweeps_of(settings)["router_leases"], settings, now=NOW, stop=stop
+                    db,
+                    sweeps_of(settings)["router_leases"],
+                    engine_options(settings),
+                    now=NOW,
+                    stop=stop,
                 )
             ),
         )

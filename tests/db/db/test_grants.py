@@ -19,6 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from reaper import sqltext
 from reaper.cli import open_database
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.dev import demo
 from reaper.engine.run import run_sweeps
@@ -169,7 +170,7 @@ def test_every_sweep_runs_as_the_reaper_role(dsn: str, reaper_only: str) -> None
     before = demo.census(dsn)
     settings = build_settings({"dsn": reaper_only, "batch_size": 50})
     with open_database(settings) as db:
-        results = run_sweeps(db, tuple(sweeps_of(settings).values()), settings)
+        results = run_sweeps(db, tuple(sweeps_of(settings).values()), engine_options(settings))
     assert [(r.sweep, r.outcome, r.error) for r in results] == [
         (s.name, "success", None) for s in BUILTIN_SWEEPS
     ]
@@ -223,7 +224,8 @@ def test_missing_privilege_names_it_and_the_table_and_the_rest_goes_on(
     settings = build_settings({"dsn": reaper_dsn})
     with open_database(settings) as db:
         results = {
-            r.sweep: r for r in run_sweeps(db, tuple(sweeps_of(settings).values()), settings)
+            r.sweep: r
+            for r in run_sweeps(db, tuple(sweeps_of(settings).values()), engine_options(settings))
         }
     for name in ("nodes_session", "nodes_silent", "nodes_ephemeral"):
         assert results[name].outcome == "failure"
@@ -259,7 +261,7 @@ def test_every_sweep_runs_without_any_update_privilege(dsn: str) -> None:
     before = demo.census(dsn)
     settings = build_settings({"dsn": reaper_dsn, "batch_size": 50})
     with open_database(settings) as db:
-        results = run_sweeps(db, tuple(sweeps_of(settings).values()), settings)
+        results = run_sweeps(db, tuple(sweeps_of(settings).values()), engine_options(settings))
     assert [(r.sweep, r.outcome, r.error) for r in results] == [
         (s.name, "success", None) for s in BUILTIN_SWEEPS
     ]

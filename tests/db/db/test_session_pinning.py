@@ -23,6 +23,7 @@ from psycopg import sql
 
 from reaper import errors
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import configured_sweeps, dependency_order
 from reaper.db import ConnectionSettings, Database, error_kind
@@ -170,7 +171,7 @@ def _sweep_all(dsn: str, decoys: bool = True) -> tuple[dict[str, set[str]], dict
     settings = _settings(dsn)
     sweeps = dependency_order(configured_sweeps(settings))
     with Database(connection_settings(settings)) as db:
-        results = run_sweeps(db, sweeps, settings)
+        results = run_sweeps(db, sweeps, engine_options(settings))
     for r in results:
         assert r.outcome == "success", (r.sweep, r.error_type, r.error)
     # The test's own look, as the role it logged in as, under no hostile timeout or path.

@@ -23,6 +23,7 @@ from psycopg import sql
 
 from reaper.commands import checks
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.db import Database
 from reaper.engine.archive import MAX_KEYS_CHARS
@@ -103,7 +104,7 @@ def batch_keys(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def sweep(database: Database, settings: Settings, name: str = "events") -> Any:
-    return run_sweep(database, sweeps_of(settings)[name], settings, now=NOW)
+    return run_sweep(database, sweeps_of(settings)[name], engine_options(settings), now=NOW)
 
 
 # --- keys ---------------------------------------------------------------------------------
@@ -416,7 +417,7 @@ def test_without_insert_on_the_archive_nothing_is_deleted_and_check_names_the_gr
         )
         settings = settings_for(login_as(dsn, role), archive="audit.events_archive")
         with Database(connection_settings(settings)) as db:
-            result = run_sweep(db, sweeps_of(settings)["events"], settings, now=NOW)
+            result = run_sweep(db, sweeps_of(settings)["events"], engine_options(settings), now=NOW)
             found = checks.run_checks(db, [sweeps_of(settings)["events"]], settings, now=NOW)
         assert result.outcome == "failure" and result.rows == 0
         assert result.error is not None

@@ -23,6 +23,7 @@ from psycopg import sql
 
 from reaper import sqltext
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.db import Database
 from reaper.engine.result import SweepResult
@@ -60,7 +61,7 @@ def sweep_events(
     (sweep,) = enabled(settings, ["events"])
     metrics = Metrics([sweep], CollectorRegistry())
     with structlog.testing.capture_logs() as logs, Database(connection_settings(settings)) as db:
-        result = run_sweep(db, sweep, settings, metrics=metrics, **kwargs)
+        result = run_sweep(db, sweep, engine_options(settings), metrics=metrics, **kwargs)
     return result, metrics, logs
 
 
@@ -421,7 +422,9 @@ def test_request_sweeps_with_many_ephemeral_tokens(
     settings = make_settings(node_retention="30d", ephemeral_node_retention="1h")
     with Database(connection_settings(settings)) as db:
         results = {
-            (name, dry): run_sweep(db, sweeps_of(settings)[name], settings, dry_run=dry)
+            (name, dry): run_sweep(
+                db, sweeps_of(settings)[name], engine_options(settings), dry_run=dry
+            )
             for name in ("enrollment_requests", "enrollment_requests_ephemeral")
             for dry in (True, False)
         }

@@ -24,6 +24,7 @@ import psycopg
 import pytest
 import structlog
 
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings
 from reaper.db import ConnectionSettings, Database
 from reaper.engine.result import SweepResult
@@ -129,7 +130,11 @@ def test_refreshes_racing_a_sweep_keep_their_rows(
 
     with open_database(settings) as db:
         result = run_sweep(
-            db, sweeps_of(settings)["nodes_silent"], settings, now=NOW, on_batch=interleave
+            db,
+            sweeps_of(settings)["nodes_silent"],
+            engine_options(settings),
+            now=NOW,
+            on_batch=interleave,
         )
     stop.set()
     for r in refreshers:
@@ -207,7 +212,7 @@ def test_a_writer_holding_row_locks_is_neither_waited_for_nor_deadlocked(
         result = run_sweep(
             db,
             sweeps_of(settings)["nodes_silent"],
-            settings,
+            engine_options(settings),
             now=NOW,
             on_batch=lambda r: writer.errors and writer.sweep_done.set(),
         )
@@ -257,7 +262,9 @@ def test_a_request_being_inserted_keeps_its_token(dsn, conn, make_settings) -> N
     with psycopg.connect(dsn) as writer:
         add_request(writer, "raced-request", token_id=raced, created_at=NOW)
         with open_database(settings) as db:
-            result = run_sweep(db, sweeps_of(settings)["bootstrap_tokens"], settings, now=NOW)
+            result = run_sweep(
+                db, sweeps_of(settings)["bootstrap_tokens"], engine_options(settings), now=NOW
+            )
         writer.commit()
     check_tokens(conn, result)
 
@@ -326,7 +333,7 @@ def test_a_request_committed_during_the_token_batch_keeps_its_token(
     thread = threading.Thread(target=insert_while_the_batch_waits, daemon=True)
     thread.start()
     with structlog.testing.capture_logs() as logs, open_database(settings) as db:
-        result = run_sweep(db, slowed, settings, now=NOW)
+        result = run_sweep(db, slowed, engine_options(settings), now=NOW)
     thread.join(timeout=30)
     assert not errors and inserted.is_set()
     # The foreign key refused the first attempt; the batch was split, and the smaller retries
@@ -370,7 +377,7 @@ def test_requests_and_tokens_in_one_run_under_a_stream_of_new_requests(
         t.start()
     sweeps = [sweeps_of(settings)[n] for n in ("enrollment_requests", "bootstrap_tokens")]
     with open_database(settings) as db:
-        results = run_sweeps(db, sweeps, settings, now=NOW)
+        results = run_sweeps(db, sweeps, engine_options(settings), now=NOW)
     stop.set()
     for t in threads:
         t.join(timeout=30)

@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
 from reaper import cli
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.db import Database, SweepStatements
@@ -88,7 +89,7 @@ def test_declared_sweeps_delete_the_right_tokens_and_count_under_their_reason(
     # Pre-initialised: an alert on increase() sees the custom reason from the first scrape.
     assert registry.get_sample_value("reaper_deleted_rows_total", labels) == 0
 
-    results = run_sweeps(database, sweeps, settings, metrics=metrics)
+    results = run_sweeps(database, sweeps, engine_options(settings), metrics=metrics)
 
     assert [(r.sweep, r.outcome, r.rows) for r in results] == [
         ("worker_tokens", "success", 2),
@@ -164,9 +165,9 @@ def test_a_builtin_takes_its_own_retention_from_the_config(
     default = build_settings({"dsn": dsn})
     shorter = build_settings({"dsn": dsn}, {"sweeps": {"nodes_silent": {"retention": "14d"}}})
 
-    (kept,) = run_sweeps(database, enabled(default, ["nodes_silent"]), default)
+    (kept,) = run_sweeps(database, enabled(default, ["nodes_silent"]), engine_options(default))
     assert kept.rows == 0
-    (swept,) = run_sweeps(database, enabled(shorter, ["nodes_silent"]), shorter)
+    (swept,) = run_sweeps(database, enabled(shorter, ["nodes_silent"]), engine_options(shorter))
     assert swept.rows == 1
     assert [r[0] for r in conn.execute("SELECT peer_id FROM nodes")] == ["silent-10d"]
 
@@ -182,7 +183,9 @@ def test_a_sweep_budget_stops_only_that_sweep(
         "max_rows_per_run": 1,
     }
     settings = build_settings({"dsn": dsn, "batch_size": "1"}, {"sweeps": declared})
-    results = {r.sweep: r for r in run_sweeps(database, enabled(settings, []), settings)}
+    results = {
+        r.sweep: r for r in run_sweeps(database, enabled(settings, []), engine_options(settings))
+    }
     assert (results["worker_tokens"].rows, results["worker_tokens"].stopped_by) == (1, "max_rows")
     assert (results["machine_tokens"].rows, results["machine_tokens"].stopped_by) == (2, "done")
 
@@ -214,7 +217,9 @@ def test_a_predicate_naming_a_missing_column_fails_that_sweep_only(
     )
     results = {
         r.sweep: r
-        for r in run_sweeps(database, enabled(settings, ["typo", "worker_tokens"]), settings)
+        for r in run_sweeps(
+            database, enabled(settings, ["typo", "worker_tokens"]), engine_options(settings)
+        )
     }
     assert results["typo"].outcome == "failure"
     assert "last_seen" in (results["typo"].error or "")
@@ -366,7 +371,7 @@ def test_a_partitioned_table_is_swept_through_its_partitions(
         """
     )
     settings = _one_sweep(dsn, "public.ev", strategy=strategy, batch_size="500")
-    (result,) = run_sweeps(database, enabled(settings, ["events"]), settings)
+    (result,) = run_sweeps(database, enabled(settings, ["events"]), engine_options(settings))
     assert result.outcome == "success"
     old, young = (
         conn.execute(
@@ -394,6 +399,6 @@ def test_a_mixed_case_schema_qualified_table_is_the_one_swept(
         """
     )
     settings = _one_sweep(dsn, "Audit.Events", strategy="heap")
-    (result,) = run_sweeps(database, enabled(settings, ["events"]), settings)
+    (result,) = run_sweeps(database, enabled(settings, ["events"]), engine_options(settings))
     assert (result.outcome, result.strategy, result.rows) == ("success", "heap", 70)
     assert conn.execute('SELECT count(*) FROM "Audit"."Events"').fetchone() == (30,)

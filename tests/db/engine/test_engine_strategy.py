@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings
 from reaper.db import Database
 from reaper.engine.run import run_sweep
@@ -70,7 +71,9 @@ def test_auto_walks_a_backlog_and_follows_the_index_for_a_trickle(
     seed(conn, num, den)
     garbage = ROWS * num // den
     settings = make_settings(batch_size=1000)
-    result = run_sweep(database, sweeps_of(settings)["enrollment_requests"], settings)
+    result = run_sweep(
+        database, sweeps_of(settings)["enrollment_requests"], engine_options(settings)
+    )
     assert (result.outcome, result.strategy) == ("success", strategy)
     assert result.rows == garbage
     assert left(conn) == (0, ROWS - garbage)
@@ -83,9 +86,13 @@ def test_a_forced_strategy_deletes_the_same_rows(
 ) -> None:
     seed(conn, 1, 10)
     settings = make_settings(strategy="index", batch_size=500)
-    first = run_sweep(database, sweeps_of(settings)["enrollment_requests"], settings)
+    first = run_sweep(
+        database, sweeps_of(settings)["enrollment_requests"], engine_options(settings)
+    )
     assert (first.strategy, first.rows, first.batches) == ("index", ROWS // 10, 5)
     assert left(conn) == (0, ROWS - ROWS // 10)
     settings = make_settings(strategy="heap")
-    again = run_sweep(database, sweeps_of(settings)["enrollment_requests"], settings)
+    again = run_sweep(
+        database, sweeps_of(settings)["enrollment_requests"], engine_options(settings)
+    )
     assert (again.strategy, again.rows) == ("heap", 0)

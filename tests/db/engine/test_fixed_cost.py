@@ -13,6 +13,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.db import Database
 from reaper.engine.run import run_sweep
@@ -64,7 +65,9 @@ def test_a_slow_statement_trigger_makes_ranges_larger(
     assert settings.batch_target_seconds.total_seconds() < SLEEP_SECONDS
     (sweep,) = enabled(settings, ["events"])
     with structlog.testing.capture_logs(), Database(connection_settings(settings)) as db:
-        result = run_sweep(db, sweep, settings, metrics=Metrics([sweep], CollectorRegistry()))
+        result = run_sweep(
+            db, sweep, engine_options(settings), metrics=Metrics([sweep], CollectorRegistry())
+        )
     assert result.outcome == "success", result.error
     assert result.rows == 100
     left = conn.execute(

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from psycopg import sql
 
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings
 from reaper.db import ConnectionSettings, Database
 from reaper.engine.result import SweepResult
@@ -82,7 +83,7 @@ def test_batches_committed_before_a_failure_stay_deleted_and_counted(
             silent, routers = run_sweeps(
                 db,
                 [sweeps_of(settings)[n] for n in ("nodes_silent", "router_leases")],
-                settings,
+                engine_options(settings),
                 metrics=metrics,
                 now=NOW,
                 on_batch=after_batch,

@@ -21,6 +21,7 @@ import pytest
 from psycopg import sql
 
 from reaper import sqltext
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings
 from reaper.db import KEYSET_START, BatchRows, Database
 from reaper.db.session import Session
@@ -108,7 +109,7 @@ def test_keyset_walk_deletes_exactly_the_garbage(
         conn.execute(REFERENCE, {"now": NOW, "hashes": [late]})
         added["late"] = str(late)
 
-    first = run_sweep(database, sweep, settings, now=NOW, on_batch=meanwhile)
+    first = run_sweep(database, sweep, engine_options(settings), now=NOW, on_batch=meanwhile)
 
     assert first.outcome == "success", first.error
     assert keysets[0] == KEYSET_START
@@ -120,7 +121,7 @@ def test_keyset_walk_deletes_exactly_the_garbage(
     # Every garbage token but the one referenced meanwhile, and "ahead".
     assert first.rows == len(garbage - {added["late"]}) + 1
 
-    second = run_sweep(database, sweep, settings, now=NOW)
+    second = run_sweep(database, sweep, engine_options(settings), now=NOW)
 
     assert second.outcome == "success", second.error
     assert second.rows == 1
@@ -175,7 +176,7 @@ def test_a_batch_reads_no_more_as_the_run_drains_the_table(
 
     monkeypatch.setattr(Session, "delete_index_batch", measured)
 
-    result = run_sweep(database, sweep, settings, now=NOW)
+    result = run_sweep(database, sweep, engine_options(settings), now=NOW)
 
     assert result.outcome == "success", result.error
     assert result.rows == 20000

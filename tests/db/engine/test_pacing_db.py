@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from reaper.commands import checks
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.db import Database
 from reaper.engine.result import SweepResult
@@ -64,7 +65,9 @@ def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     with Database(connection_settings(settings)) as db:
         with live_client(dsn):
-            busy = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
+            busy = run_sweep(
+                db, sweeps_of(settings)["nodes_silent"], engine_options(settings), metrics=metrics
+            )
         assert busy.outcome == SUCCESS and busy.rows == 5_000
         assert counts(conn) == (0, 100)
         waited = throttled(registry, "load")
@@ -75,7 +78,9 @@ def test_live_sessions_slow_the_sweep_and_a_quiet_database_does_not(
         # second ago): no wait at all.
         seed_nodes(conn, garbage=5_000, keep=0)
         time.sleep(1.5)
-        quiet = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
+        quiet = run_sweep(
+            db, sweeps_of(settings)["nodes_silent"], engine_options(settings), metrics=metrics
+        )
         assert quiet.rows == 5_000
         assert throttled(registry, "load") == waited
 
@@ -101,7 +106,9 @@ def test_live_sessions_make_the_batches_short(dsn: str, conn: psycopg.Connection
         sizes.append(r.rows - sum(sizes))
 
     with Database(connection_settings(settings)) as db, live_client(dsn):
-        busy = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, on_batch=on_batch)
+        busy = run_sweep(
+            db, sweeps_of(settings)["nodes_silent"], engine_options(settings), on_batch=on_batch
+        )
     assert busy.outcome == SUCCESS and busy.rows == 30_000
     assert counts(conn) == (0, 100)
     assert sizes[0] == 5_000  # nothing measured yet: the batch size
@@ -142,7 +149,9 @@ def test_the_wal_brake_keeps_a_sweep_within_its_rate(
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     with Database(connection_settings(settings)) as db:
         wal0, t0 = _wal(conn), time.monotonic()
-        result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
+        result = run_sweep(
+            db, sweeps_of(settings)["nodes_silent"], engine_options(settings), metrics=metrics
+        )
         wal1, wall = _wal(conn), time.monotonic() - t0
     assert result.outcome == SUCCESS and result.rows > 0
     assert counts(conn) == (20_000 - result.rows, 100)

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from prometheus_client import CollectorRegistry
 
+from reaper.config.engine import engine_options
 from reaper.engine.run import run_sweep
 from reaper.metrics import Metrics
 from tests.support import NOW, keys, sweeps_of
@@ -63,7 +64,7 @@ def test_disjoint_ranges_on_several_connections_delete_every_garbage_row_once(
     settings = make_settings(strategy="heap", batch_size=500, parallel=parallel)
     sweep = sweeps_of(settings)["nodes_silent"]
     metrics = Metrics([sweep], CollectorRegistry())
-    result = run_sweep(database, sweep, settings, now=NOW, metrics=metrics)
+    result = run_sweep(database, sweep, engine_options(settings), now=NOW, metrics=metrics)
     assert (result.outcome, result.stopped_by) == ("success", "done"), result.error
     go = {k for k in before if k.startswith("go-")}
     assert keys(conn, "nodes") == before - go
@@ -84,7 +85,7 @@ def test_a_parallel_walk_stops_at_its_row_budget_and_on_a_stop(
     seed(conn, 40_000)
     settings = make_settings(strategy="heap", batch_size=500, parallel=3, max_rows_per_run=7_000)
     sweep = sweeps_of(settings)["nodes_silent"]
-    result = run_sweep(database, sweep, settings, now=NOW)
+    result = run_sweep(database, sweep, engine_options(settings), now=NOW)
     assert (result.outcome, result.stopped_by) == ("success", "max_rows")
     # The workers' batches share what the budget has left: never past it.
     assert result.rows == 7_000 == sum(deleters(conn).values())
@@ -94,7 +95,7 @@ def test_a_parallel_walk_stops_at_its_row_budget_and_on_a_stop(
     result = run_sweep(
         database,
         sweeps_of(settings)["nodes_silent"],
-        settings,
+        engine_options(settings),
         now=NOW,
         stop=stop,
         on_batch=lambda r: r.rows >= 14_000 and stop.set(),
@@ -123,7 +124,9 @@ def test_live_traffic_leaves_the_run_its_own_connection_only(
     client = threading.Thread(target=traffic, daemon=True)
     client.start()
     try:
-        result = run_sweep(database, sweeps_of(settings)["nodes_silent"], settings, now=NOW)
+        result = run_sweep(
+            database, sweeps_of(settings)["nodes_silent"], engine_options(settings), now=NOW
+        )
     finally:
         done.set()
         client.join(timeout=30)

@@ -20,6 +20,7 @@ import pytest
 import structlog
 
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.db import Database
 from reaper.engine.run import run_sweep
 from tests.support import NOW
@@ -76,7 +77,7 @@ def test_an_old_snapshot_delays_the_detaches_but_never_fails_the_run(
             for _ in range(2):  # every run while the snapshot lasts
                 t0 = time.monotonic()
                 with structlog.testing.capture_logs() as logs:
-                    result = run_sweep(db, sweep, settings, now=NOW)
+                    result = run_sweep(db, sweep, engine_options(settings), now=NOW)
                 seconds = time.monotonic() - t0
                 assert result.outcome == "success", result.error
                 assert keys(conn) == expected
@@ -99,7 +100,7 @@ def test_an_old_snapshot_delays_the_detaches_but_never_fails_the_run(
         # The snapshot is gone: the next run finishes the detach and drops every partition
         # past the cutoff.
         with structlog.testing.capture_logs() as logs:
-            result = run_sweep(db, sweep, settings, now=NOW)
+            result = run_sweep(db, sweep, engine_options(settings), now=NOW)
     assert result.outcome == "success", result.error
     assert pending(conn) == []
     assert not (EXPIRED & partitions(conn))
@@ -125,7 +126,7 @@ def test_a_detach_left_pending_by_an_earlier_run_holds_back_only_its_parent(
             Database(connection_settings(settings)) as db,
             structlog.testing.capture_logs() as logs,
         ):
-            result = run_sweep(db, sweep, settings, now=NOW)
+            result = run_sweep(db, sweep, engine_options(settings), now=NOW)
     assert result.outcome == "success", result.error
     assert keys(conn) == expected
     assert len(events_named(logs, "partition_detach_finalize_failed")) == 1

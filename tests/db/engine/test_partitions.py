@@ -20,10 +20,11 @@ from prometheus_client import CollectorRegistry
 
 from reaper.commands import checks
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep, configured_sweeps
 from reaper.db import Database
-from reaper.engine import partitions as partitions_module
+from reaper.engine import retire
 from reaper.engine.result import SweepResult
 from reaper.engine.run import run_sweep
 from reaper.errors import ConfigError
@@ -68,7 +69,7 @@ def sweep_once(
     **kwargs: Any,
 ) -> tuple[SweepResult, Metrics]:
     metrics = Metrics([sweep], registry or CollectorRegistry())
-    result = run_sweep(db, sweep, settings, metrics=metrics, now=NOW, **kwargs)
+    result = run_sweep(db, sweep, engine_options(settings), metrics=metrics, now=NOW, **kwargs)
     assert result.outcome == "success", result.error
     return result, metrics
 
@@ -236,12 +237,12 @@ def test_drops_that_would_empty_the_table_wait_for_an_explicit_opt_in(
     conn.execute("ANALYZE events")
     settings, sweep = events_settings(dsn)
     with structlog.testing.capture_logs() as logs:
-        dry = run_sweep(db, sweep, settings, now=NOW, dry_run=True)
+        dry = run_sweep(db, sweep, engine_options(settings), now=NOW, dry_run=True)
     assert dry.partitions == []
     refused = [e for e in logs if e["event"] == "partition_drop_refused"]
     assert refused and "max_eligible_fraction" in refused[0]["reason"]
     # A real run stops before its first drop or delete.
-    result = run_sweep(db, sweep, settings, now=NOW)
+    result = run_sweep(db, sweep, engine_options(settings), now=NOW)
     assert result.outcome == "failure" and "max_eligible_fraction" in (result.error or "")
     assert "events_2025_06" in partitions(conn)
     assert result.partitions == []
@@ -361,7 +362,9 @@ def test_timestamp_keys_outside_utc_keep_the_spring_forward_gap(
     settings, sweep = events_settings(dsn, retention="1d", timestamp_time_zone="America/New_York")
     metrics = Metrics([sweep], CollectorRegistry())
     with Database(connection_settings(settings)) as fresh:
-        result = run_sweep(fresh, sweep, settings, metrics=metrics, now=cutoff + timedelta(days=1))
+        result = run_sweep(
+            fresh, sweep, engine_options(settings), metrics=metrics, now=cutoff + timedelta(days=1)
+        )
     assert result.outcome == "success", result.error
     assert keys(conn) == {"stay-in-gap", "stay-late"}
     assert "events_gap" in partitions(conn)
@@ -401,7 +404,9 @@ def test_a_bound_on_the_cutoff_is_exact_where_the_key_converts_exactly(
     conn.execute("INSERT INTO events VALUES ('nov', '2025-11-15'), ('dec', '2025-12-15')")
     settings, sweep = events_settings(dsn, retention="1d", timestamp_time_zone=timezone)
     with Database(connection_settings(settings)) as fresh:
-        result = run_sweep(fresh, sweep, settings, now=ON_BOUND_CUTOFF + timedelta(days=1))
+        result = run_sweep(
+            fresh, sweep, engine_options(settings), now=ON_BOUND_CUTOFF + timedelta(days=1)
+        )
     assert result.outcome == "success", result.error
     assert ("events_nov" not in partitions(conn)) is dropped
     assert keys(conn) == {"dec"}
@@ -595,7 +600,7 @@ def test_a_large_partition_reports_the_catalog_estimate(
 ) -> None:
     # Every partition counts as large: its rows are the catalog's estimate (exact after the
     # ANALYZE of seed()), not a scan of the whole partition.
-    monkeypatch.setattr(partitions_module, "EXACT_COUNT_MAX_BYTES", 0)
+    monkeypatch.setattr(retire, "EXACT_COUNT_MAX_BYTES", 0)
     create_events(conn)
     seed(conn, STRADDLE_CUTOFF)
     settings, sweep = events_settings(dsn)

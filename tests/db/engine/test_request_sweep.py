@@ -25,6 +25,7 @@ import pytest
 from psycopg import sql
 
 from reaper import sqltext
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep
 from reaper.db import Database, SweepStatements
@@ -218,7 +219,7 @@ def test_batches_delete_exactly_the_eligible_requests(
     seed(conn)
     before = keys(conn, "enrollment_requests")
     settings = make_settings(strategy=strategy, batch_size=700)
-    result = run_sweep(database, request_sweep(settings), settings, now=NOW)
+    result = run_sweep(database, request_sweep(settings), engine_options(settings), now=NOW)
     assert result.outcome == "success", result.error
     stay = {k for k in before if k.startswith("stay-")}
     assert keys(conn, "enrollment_requests") == stay
@@ -337,7 +338,7 @@ def test_a_declared_sweep_of_three_ages_deletes_exactly_its_rows(
     seed_tickets(conn)
     before = {r[0] for r in conn.execute("SELECT key FROM public.tickets")}
     settings = tickets_settings(dsn, strategy="index", batch_size=250)
-    result = run_sweep(database, sweeps_of(settings)["tickets"], settings, now=NOW)
+    result = run_sweep(database, sweeps_of(settings)["tickets"], engine_options(settings), now=NOW)
     assert result.outcome == "success", result.error
     left = {r[0] for r in conn.execute("SELECT key FROM public.tickets")}
     assert left == {k for k in before if k.startswith("stay-")}

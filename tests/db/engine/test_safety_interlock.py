@@ -14,6 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
@@ -62,9 +63,9 @@ def test_the_daemon_judges_runs_on_one_database_together(
     sweeps = {s.name: s for s in configured_sweeps(settings)}
     sweeper = Sweeper()
     with Database(connection_settings(settings)) as db:
-        first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
-        second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
-        third = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
+        first = run_sweep(db, sweeps["half_a"], engine_options(settings), sweeper=sweeper)
+        second = run_sweep(db, sweeps["half_b"], engine_options(settings), sweeper=sweeper)
+        third = run_sweep(db, sweeps["half_b"], engine_options(settings), sweeper=sweeper)
     assert first.outcome == "success" and first.rows == 950
     assert second.outcome == "failure" and second.error_type == "FullTableRefused"
     assert third.outcome == "failure" and second.rows == third.rows == 0
@@ -86,8 +87,8 @@ def test_runs_under_the_threshold_together_go_on(dsn: str, conn: psycopg.Connect
     sweeps = {s.name: s for s in configured_sweeps(settings)}
     sweeper = Sweeper()
     with Database(connection_settings(settings)) as db:
-        first = run_sweep(db, sweeps["half_a"], settings, sweeper=sweeper)
-        second = run_sweep(db, sweeps["half_b"], settings, sweeper=sweeper)
+        first = run_sweep(db, sweeps["half_a"], engine_options(settings), sweeper=sweeper)
+        second = run_sweep(db, sweeps["half_b"], engine_options(settings), sweeper=sweeper)
     assert first.rows == 950 and second.outcome == "success" and second.rows == 475
     assert _big(conn) == 475
 
@@ -122,7 +123,7 @@ def test_a_busy_table_is_not_refused_for_its_churn(dsn: str, conn: psycopg.Conne
                 " SELECT now() - interval '60 days' FROM generate_series(1, 1000);"
                 "ANALYZE busy"
             )
-            result = run_sweep(db, sweep, settings)
+            result = run_sweep(db, sweep, engine_options(settings))
             assert result.outcome == "success" and result.rows == 1000, result.error
     got = conn.execute("SELECT count(*) FROM busy").fetchone()
     assert got == (10000,)

@@ -18,6 +18,7 @@ from psycopg.conninfo import make_conninfo
 
 from reaper.commands import status
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
@@ -97,7 +98,9 @@ def _settings(dsn: str, **values: Any) -> Settings:
 def _run(dsn: str, now: datetime, **values: Any) -> None:
     settings = _settings(dsn, **values)
     with Database(connection_settings(settings)) as db:
-        result = run_sweep(db, sweeps_of(settings)["router_leases"], settings, now=now)
+        result = run_sweep(
+            db, sweeps_of(settings)["router_leases"], engine_options(settings), now=now
+        )
     assert result.outcome == SUCCESS, result.error
 
 

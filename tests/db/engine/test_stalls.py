@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from reaper.commands import checks
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.db import Database
 from reaper.engine.result import SweepResult
@@ -70,7 +71,7 @@ def sweep(settings: Settings) -> tuple[SweepResult, Metrics, list[dict[str, Any]
     (s,) = enabled(settings, ["events"])
     metrics = Metrics([s], CollectorRegistry())
     with structlog.testing.capture_logs() as logs, Database(connection_settings(settings)) as db:
-        result = run_sweep(db, s, settings, metrics=metrics)
+        result = run_sweep(db, s, engine_options(settings), metrics=metrics)
     return result, metrics, logs
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings
 from reaper.config.sweeps import select
 from reaper.db import Database
@@ -42,7 +43,7 @@ WALKS = pytest.mark.parametrize(("strategy", "parallel"), [("heap", 1), ("heap",
 
 def sweep_once(database: Database, settings: Settings, name: str) -> int:
     """Run sweep ``name`` at NOW; return the rows it deleted."""
-    result = run_sweep(database, sweeps_of(settings)[name], settings, now=NOW)
+    result = run_sweep(database, sweeps_of(settings)[name], engine_options(settings), now=NOW)
     assert result.outcome == "success", result.error
     assert result.strategy == settings.strategy
     return result.rows
@@ -135,7 +136,7 @@ def test_ephemeral_and_regular_members_use_their_own_retention(
     add_node(conn, "go-session", enrolled_at=NOW - NODE * 2, expires_at=NOW - NODE)
     before = keys(conn, "nodes")
     sweeps = [sweeps_of(settings)[n] for n in ("nodes_session", "nodes_silent", "nodes_ephemeral")]
-    results = run_sweeps(database, sweeps, settings, now=NOW)
+    results = run_sweeps(database, sweeps, engine_options(settings), now=NOW)
     assert {r.sweep: r.rows for r in results} == {
         "nodes_session": 1,
         "nodes_silent": 1,
@@ -296,7 +297,7 @@ def test_token_referenced_only_by_stale_requests_goes_in_the_same_run(
     )
     # Asked for tokens first: the engine still runs the requests first.
     chosen = select(BUILTIN_SWEEPS, ["bootstrap_tokens", "enrollment_requests"])
-    results = run_sweeps(database, chosen, settings, now=NOW)
+    results = run_sweeps(database, chosen, engine_options(settings), now=NOW)
     assert [r.sweep for r in results] == ["enrollment_requests", "bootstrap_tokens"]
     assert all(r.outcome == "success" for r in results), [r.error for r in results]
     by = {r.sweep: r.rows for r in results}
@@ -317,7 +318,9 @@ def test_batches_add_up(conn, make_settings, database, strategy, parallel, batch
         (old,),
     )
     before = keys(conn, "nodes")
-    result = run_sweep(database, sweeps_of(settings)["nodes_silent"], settings, now=NOW)
+    result = run_sweep(
+        database, sweeps_of(settings)["nodes_silent"], engine_options(settings), now=NOW
+    )
     assert result.outcome == "success", result.error
     assert_swept(conn, "nodes", before, result.rows)
     if strategy == "index":
@@ -330,7 +333,11 @@ def test_dry_run_counts_and_deletes_nothing(conn, make_settings, database: Datab
     add_node(conn, "b", enrolled_at=NOW - timedelta(days=60))
     add_node(conn, "c", enrolled_at=NOW)
     result = run_sweep(
-        database, sweeps_of(settings)["nodes_silent"], settings, now=NOW, dry_run=True
+        database,
+        sweeps_of(settings)["nodes_silent"],
+        engine_options(settings),
+        now=NOW,
+        dry_run=True,
     )
     assert (result.outcome, result.rows, result.dry_run) == ("success", 2, True)
     assert keys(conn, "nodes") == {"a", "b", "c"}
@@ -339,7 +346,9 @@ def test_dry_run_counts_and_deletes_nothing(conn, make_settings, database: Datab
 def test_cutoffs_come_from_the_database_clock(conn, database, settings) -> None:
     """Unpinned, the cutoff is the server's now() minus the retention, computed once."""
     db_now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
-    result = run_sweep(database, sweeps_of(settings)["enrollment_requests"], settings)
+    result = run_sweep(
+        database, sweeps_of(settings)["enrollment_requests"], engine_options(settings)
+    )
     assert result.outcome == "success"
     assert set(result.cutoffs) == {"cutoff"}
     assert abs(result.cutoffs["cutoff"] + NODE - db_now) < timedelta(seconds=30)
@@ -360,7 +369,9 @@ def test_a_run_stops_at_its_row_budget_after_the_batch_in_flight(
     # Analyzed: the heap walk sizes its ranges from the table (unanalyzed, its first range is
     # 64 blocks, here the whole table in one batch whatever the batch size).
     conn.execute("ANALYZE nodes")
-    result = run_sweep(database, sweeps_of(settings)["nodes_silent"], settings, now=NOW)
+    result = run_sweep(
+        database, sweeps_of(settings)["nodes_silent"], engine_options(settings), now=NOW
+    )
     assert (result.outcome, result.stopped_by) == ("success", "max_rows")
     assert result.rows >= 25
     assert len(keys(conn, "nodes")) == 2000 - result.rows > 0
@@ -381,7 +392,7 @@ def test_a_stop_request_ends_the_run_between_batches(conn, make_settings, databa
     result = run_sweep(
         database,
         sweeps_of(settings)["nodes_silent"],
-        settings,
+        engine_options(settings),
         now=NOW,
         stop=stop,
         on_batch=lambda r: r.batches == 2 and stop.set(),

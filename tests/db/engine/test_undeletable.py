@@ -14,6 +14,7 @@ import structlog
 from prometheus_client import CollectorRegistry
 
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.db import Database
 from reaper.engine.result import SweepResult
@@ -81,7 +82,7 @@ def test_held_rows_are_paid_for_once(
 
     def run() -> tuple[SweepResult, list[dict[str, Any]]]:
         with structlog.testing.capture_logs() as logs:
-            result = sweeper.run(db, sweep, settings, metrics=metrics)
+            result = sweeper.run(db, sweep, engine_options(settings), metrics=metrics)
         assert result.outcome == "success", result.error
         return result, logs
 

@@ -4,6 +4,7 @@ that Prometheus' own parser reads, replaced atomically."""
 
 from __future__ import annotations
 
+from reaper.config.engine import engine_options
 from reaper.dev import demo
 from reaper.engine.run import run_sweep, run_sweeps
 from reaper.metrics import Metrics
@@ -23,7 +24,9 @@ def test_deletion_counters_equal_the_rows_deleted(dsn, conn, database, settings,
     demo.seed(dsn, small_sizes())
     before = census(conn)
     metrics = Metrics(BUILTIN_SWEEPS, registry)
-    results = run_sweeps(database, tuple(sweeps_of(settings).values()), settings, metrics=metrics)
+    results = run_sweeps(
+        database, tuple(sweeps_of(settings).values()), engine_options(settings), metrics=metrics
+    )
     assert all(r.outcome == "success" for r in results), [r.error for r in results]
     after = census(conn)
     value = registry.get_sample_value
@@ -49,7 +52,11 @@ def test_a_dry_run_counts_no_deletion(conn, database, settings, registry) -> Non
     add_node(conn, "old", enrolled_at=NOW.replace(year=2020))
     metrics = Metrics(BUILTIN_SWEEPS, registry)
     result = run_sweep(
-        database, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics, dry_run=True
+        database,
+        sweeps_of(settings)["nodes_silent"],
+        engine_options(settings),
+        metrics=metrics,
+        dry_run=True,
     )
     assert result.rows == 1
     assert (

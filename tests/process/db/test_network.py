@@ -22,6 +22,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from reaper import errors
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings
 from reaper.config.sweeps import by_name
 from reaper.daemon.health import READINESS_PROBE_SECONDS
@@ -501,9 +502,11 @@ def test_a_sweep_through_a_transaction_pooler_is_refused_before_any_delete(
         ),
     )
     with db:
-        result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings)
+        result = run_sweep(db, sweeps_of(settings)["nodes_silent"], engine_options(settings))
         assert (result.outcome, result.error_type, result.rows) == ("failure", "LockNotHeld", 0)
-        result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, lock=False)
+        result = run_sweep(
+            db, sweeps_of(settings)["nodes_silent"], engine_options(settings), lock=False
+        )
         assert (result.outcome, result.error_type, result.rows) == ("failure", "LockNotHeld", 0)
     assert scalar(conn, "SELECT count(*) FROM nodes WHERE peer_id LIKE 'stale-%%'") == 100
     assert advisory_locks(conn) == 0

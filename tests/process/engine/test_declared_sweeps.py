@@ -22,6 +22,7 @@ import pytest
 from psycopg import sql
 
 from reaper import sqltext
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.db import Database
@@ -145,10 +146,12 @@ def test_each_shape_deletes_exactly_its_rows(
 ) -> None:
     conn.execute(ITEMS)
     settings = items_sweep(dsn, {**body, "strategy": strategy})
-    (dry,) = run_sweeps(database, enabled(settings, ["items"]), settings, dry_run=True)
+    (dry,) = run_sweeps(
+        database, enabled(settings, ["items"]), engine_options(settings), dry_run=True
+    )
     assert (dry.outcome, dry.rows) == ("success", len(gone)), dry.error
     assert items(conn) == ALL_ITEMS
-    (result,) = run_sweeps(database, enabled(settings, ["items"]), settings)
+    (result,) = run_sweeps(database, enabled(settings, ["items"]), engine_options(settings))
     assert (result.outcome, result.rows) == ("success", len(gone)), result.error
     assert items(conn) == ALL_ITEMS - gone
 
@@ -180,7 +183,7 @@ def test_a_mixed_case_quoted_schema_and_table_are_the_ones_swept(
             }
         },
     )
-    (result,) = run_sweeps(database, enabled(settings, ["ev"]), settings)
+    (result,) = run_sweeps(database, enabled(settings, ["ev"]), engine_options(settings))
     assert (result.outcome, result.rows) == ("success", 1), result.error
     assert conn.execute('SELECT count(*) FROM "Audit Log"."Events"').fetchone() == (2,)
     assert conn.execute("SELECT count(*) FROM audit_log.events").fetchone() == (3,)
@@ -321,9 +324,9 @@ def test_operators_and_functions_of_another_role_are_never_called(
 
     (row,) = status.sweep_status(database, enabled(settings, ["st"]), settings)
     assert row.error is None and row.backlog_rows == 2
-    (dry,) = run_sweeps(database, enabled(settings, ["st"]), settings, dry_run=True)
+    (dry,) = run_sweeps(database, enabled(settings, ["st"]), engine_options(settings), dry_run=True)
     assert (dry.outcome, dry.rows) == ("success", 2), dry.error
-    (result,) = run_sweeps(database, enabled(settings, ["st"]), settings)
+    (result,) = run_sweeps(database, enabled(settings, ["st"]), engine_options(settings))
     assert (result.outcome, result.rows) == ("success", 2), result.error
     assert {r[0] for r in conn.execute("SELECT key FROM public.stamped")} == {
         "stay-c",

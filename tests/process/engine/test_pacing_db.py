@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 
 from bench import replica
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.db import Database
 from reaper.dev import devserver
@@ -63,7 +64,12 @@ def test_paused_standby_stops_the_sweep_until_it_replays_again(
         with Database(connection_settings(settings)) as db:
             worker = threading.Thread(
                 target=lambda: results.append(
-                    run_sweep(db, sweeps_of(settings)["nodes_silent"], settings, metrics=metrics)
+                    run_sweep(
+                        db,
+                        sweeps_of(settings)["nodes_silent"],
+                        engine_options(settings),
+                        metrics=metrics,
+                    )
                 )
             )
             worker.start()
@@ -118,7 +124,7 @@ def test_paused_run_ends_at_its_budget_and_says_why() -> None:
         )
         with Database(connection_settings(settings)) as db:
             t0 = time.monotonic()
-            result = run_sweep(db, sweeps_of(settings)["nodes_silent"], settings)
+            result = run_sweep(db, sweeps_of(settings)["nodes_silent"], engine_options(settings))
             took = time.monotonic() - t0
         assert result.outcome == SUCCESS
         assert result.stopped_by == "replica_lag"

@@ -15,6 +15,7 @@ import psycopg.conninfo
 import pytest
 
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.db import Database
 from reaper.engine.run import run_sweep
@@ -54,7 +55,7 @@ def test_dry_run_lists_the_partitions_with_estimated_rows_and_changes_nothing(
     seed(conn, STRADDLE_CUTOFF)
     before_keys, before_partitions = keys(conn), partitions(conn)
     settings, sweep = events_settings(dsn)
-    result = run_sweep(db, sweep, settings, now=NOW, dry_run=True)
+    result = run_sweep(db, sweep, engine_options(settings), now=NOW, dry_run=True)
     assert result.outcome == "success"
     assert keys(conn) == before_keys and partitions(conn) == before_partitions
     assert [(p["partition"], p["estimated_rows"]) for p in result.partitions] == [

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from bench import replica
 from reaper.config.connection import connection_settings
+from reaper.config.engine import engine_options
 from reaper.config.settings import build_settings
 from reaper.config.sweeps import Budget
 from reaper.db import Database
@@ -94,7 +95,11 @@ def test_a_failover_to_a_standby_that_missed_batches_leaves_the_counter_exact(
             with Database(connection_settings(settings)) as db:
                 # The standby receives everything: every deleted row counted.
                 result = runner.run_sweep(
-                    db, sweep, settings, metrics=metrics, budget=Budget(max_rows=1_000)
+                    db,
+                    sweep,
+                    engine_options(settings),
+                    metrics=metrics,
+                    budget=Budget(max_rows=1_000),
                 )
                 assert result.outcome == "success" and result.rows == 1_000
                 assert deleted_counter(registry) == 1_000
@@ -102,7 +107,7 @@ def test_a_failover_to_a_standby_that_missed_batches_leaves_the_counter_exact(
                 # standby never receives.
                 proxy.pause()
                 with structlog.testing.capture_logs() as logs:
-                    result = runner.run_sweep(db, sweep, settings, metrics=metrics)
+                    result = runner.run_sweep(db, sweep, engine_options(settings), metrics=metrics)
                 assert result.outcome == "success" and result.rows == 2_000
                 assert garbage_left(dsn) == 0
             # Not counted: the standby never confirmed them, and the run says so.

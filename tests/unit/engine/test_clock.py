@@ -13,6 +13,7 @@ from typing import Any, cast
 import pytest
 from prometheus_client import CollectorRegistry
 
+from reaper.config.engine import engine_options
 from reaper.config.settings import DEFAULT_MAX_CLOCK_SKEW, Settings, build_settings
 from reaper.config.sweeps import Sweep, by_name, configured_sweeps
 from reaper.engine.clock import ClockHistory, ClockReading, judge_clock, read_clock
@@ -240,7 +241,7 @@ def test_a_run_whose_database_clock_is_ahead_fails_before_any_statement() -> Non
     sweep, host = _sweep(settings), _HostClock(HOST)
     db = _Database(HOST + timedelta(days=60))
     metrics = _metrics(sweep)
-    result = _sweeper(host).run(cast(Any, db), sweep, settings, metrics=metrics)
+    result = _sweeper(host).run(cast(Any, db), sweep, engine_options(settings), metrics=metrics)
     assert result.outcome == Outcome.FAILURE
     assert result.error_type == "ClockSkewRefused"
     assert result.error is not None and "is 60d ahead of reaper's host clock" in result.error
@@ -262,7 +263,7 @@ def test_a_dry_run_reports_the_refusal_a_real_run_would_meet_and_counts_nothing(
     db = _Database(HOST + timedelta(days=60))
     metrics = _metrics(sweep)
     result = _sweeper(host).run(
-        cast(Any, db), sweep, settings, metrics=metrics, dry_run=True, lock=False
+        cast(Any, db), sweep, engine_options(settings), metrics=metrics, dry_run=True, lock=False
     )
     assert result.outcome == Outcome.SUCCESS and result.error is None
     assert result.refusal is not None
@@ -276,7 +277,7 @@ def test_a_clock_within_the_bound_goes_on_past_the_check() -> None:
     sweep, host = _sweep(settings), _HostClock(HOST)
     db = _Database(HOST + timedelta(minutes=4))
     metrics = _metrics(sweep)
-    result = _sweeper(host).run(cast(Any, db), sweep, settings, metrics=metrics)
+    result = _sweeper(host).run(cast(Any, db), sweep, engine_options(settings), metrics=metrics)
     assert result.error_type == "_Reached"
     assert _refusals(metrics, ClockCheck.HOST) == 0.0
     assert metrics.registry.get_sample_value("reaper_clock_skew_seconds") == 240.0
@@ -285,7 +286,9 @@ def test_a_clock_within_the_bound_goes_on_past_the_check() -> None:
 def test_opting_out_lets_a_skewed_clock_through() -> None:
     settings = _settings(max_clock_skew="0")
     sweep, host = _sweep(settings), _HostClock(HOST)
-    result = _sweeper(host).run(cast(Any, _Database(HOST + timedelta(days=60))), sweep, settings)
+    result = _sweeper(host).run(
+        cast(Any, _Database(HOST + timedelta(days=60))), sweep, engine_options(settings)
+    )
     assert result.error_type == "_Reached"
 
 
@@ -296,23 +299,29 @@ def test_the_daemon_refuses_a_jump_of_both_clocks_by_its_earlier_reading() -> No
     sweep, host = _sweep(settings), _HostClock(HOST)
     db = _Database(HOST)
     sweeper, metrics = _sweeper(host), _metrics(sweep)
-    assert sweeper.run(cast(Any, db), sweep, settings, metrics=metrics).error_type == "_Reached"
+    assert (
+        sweeper.run(cast(Any, db), sweep, engine_options(settings), metrics=metrics).error_type
+        == "_Reached"
+    )
     host.advance(3600, wall=60 * DAY + 3600)
     db.clock = HOST + timedelta(days=60, hours=1)
-    result = sweeper.run(cast(Any, db), sweep, settings, metrics=metrics)
+    result = sweeper.run(cast(Any, db), sweep, engine_options(settings), metrics=metrics)
     assert result.error_type == "ClockSkewRefused"
     assert result.error is not None and "jumped 60d ahead since reaper last read it" in result.error
     assert _refusals(metrics, ClockCheck.HISTORY) == 1.0
     # The clock comes back: the next run goes on.
     host.advance(60, wall=-60 * DAY + 60)
     db.clock = HOST + timedelta(hours=1, minutes=1)
-    assert sweeper.run(cast(Any, db), sweep, settings, metrics=metrics).error_type == "_Reached"
+    assert (
+        sweeper.run(cast(Any, db), sweep, engine_options(settings), metrics=metrics).error_type
+        == "_Reached"
+    )
 
 
 def test_a_pinned_now_is_not_checked() -> None:
     settings = _settings()
     sweep, host = _sweep(settings), _HostClock(HOST)
     result = _sweeper(host).run(
-        cast(Any, _Database(HOST)), sweep, settings, now=HOST + timedelta(days=60)
+        cast(Any, _Database(HOST)), sweep, engine_options(settings), now=HOST + timedelta(days=60)
     )
     assert result.error_type == "_Reached"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep, by_name, configured_sweeps
 from reaper.db import KEYSET_START, WalMark
@@ -45,7 +46,7 @@ def _run(session: FakeSession, heap: FakeHeap, settings: Settings | None = None)
     result = SweepResult(sweep.name, sweep.table, sweep.reason)
     return Run(
         sweep,
-        settings,
+        engine_options(settings),
         session,
         statements(heap),
         {},
@@ -59,8 +60,8 @@ def _sweep_heap(
     run: Run, strategy: Strategy, fraction: float | None = None, batch_size: int = 20_000
 ) -> StopReason:
     (hs,) = run.statements.heaps
-    sizer = BatchSizer(batch_size, run.settings.statement_timeout.total_seconds())
-    return batch_strategy(strategy, run.settings, fraction).run(Deleter(run, hs, sizer))
+    sizer = BatchSizer(batch_size, run.options.statement_timeout_seconds)
+    return batch_strategy(strategy, run.options, fraction).run(Deleter(run, hs, sizer))
 
 
 def _metric(run: Run, name: str, **labels: str) -> float | None:
@@ -237,7 +238,7 @@ def test_ranges_shrink_toward_the_time_target_and_the_garbage_all_goes() -> None
     spans = [end - first for first, end in session.ranges]
     assert spans[0] == 1024
     assert spans[1:5] == [512, 256, 128, 64]
-    target = run.settings.batch_target_seconds.total_seconds()
+    target = run.options.batch_target_seconds
     late = run.result.batch_seconds[6:-1]
     assert late and all(target / 2 <= s <= target * 2 for s in late), late
 

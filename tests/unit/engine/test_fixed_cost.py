@@ -35,7 +35,7 @@ def test_sparse_garbage_and_a_live_tail_take_a_few_batches(fixed: float) -> None
     )
     session = FakeSession()
     run = _run(session, heap)
-    assert run.settings.batch_target_seconds.total_seconds() == TARGET
+    assert run.options.batch_target_seconds == TARGET
     assert _sweep_heap(run, Strategy.HEAP, fraction=0.005) == StopReason.DONE
     assert heap.garbage == [] and run.result.rows == 500
     spans = [end - first for first, end in session.ranges]

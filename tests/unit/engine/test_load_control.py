@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from reaper.config.settings import build_settings
 from reaper.db import Sample
-from reaper.engine.pacing import (
+from reaper.engine.load import (
     BASELINE_EVERY_SECONDS,
     BASELINE_HOLD_SECONDS,
     BASELINE_MIN,
@@ -20,14 +20,11 @@ from reaper.engine.pacing import (
     GROWTH_STEPS,
     JUDGED_POOLS,
     JUDGED_STATEMENTS,
-    MAX_WAL_DEBT_SECONDS,
     MIN_SHARE_FRACTION,
-    WAL_BURST_SECONDS,
     LoadControl,
-    Memory,
-    Pacer,
-    WalBrake,
 )
+from reaper.engine.pacing import Memory, Pacer
+from reaper.engine.walbrake import MAX_WAL_DEBT_SECONDS, WAL_BURST_SECONDS, WalBrake
 from reaper.metrics import Metrics
 from tests.unit.engine.test_pacing import FakeClock
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from reaper import errors
+from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Budget, by_name, configured_sweeps
 from reaper.db import BatchRows
@@ -111,7 +112,7 @@ def _run(
 
     run = Run(
         sweep,
-        settings,
+        engine_options(settings),
         own,
         statements(heap),
         {},  # type: ignore[arg-type]
@@ -128,8 +129,8 @@ def _run(
 
 def _walk(run: Run, batch_size: int = 100) -> StopReason:
     (hs,) = run.statements.heaps
-    sizer = BatchSizer(batch_size, run.settings.statement_timeout.total_seconds())
-    return batch_strategy(Strategy.HEAP, run.settings, 0.5).run(Deleter(run, hs, sizer))
+    sizer = BatchSizer(batch_size, run.options.statement_timeout_seconds)
+    return batch_strategy(Strategy.HEAP, run.options, 0.5).run(Deleter(run, hs, sizer))
 
 
 def _heap(blocks: int = 400) -> FakeHeap:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from prometheus_client import CollectorRegistry
 
+from reaper.config.engine import engine_options
 from reaper.config.sweeps import Budget
 from reaper.engine.context import Run
 from reaper.engine.result import SweepResult
@@ -24,7 +25,7 @@ def _windowed_run(budget: Budget) -> tuple[Run, FakeHeap]:
     result = SweepResult(SWEEP.name, SWEEP.table, SWEEP.reason)
     run = Run(
         SWEEP,
-        _settings(),
+        engine_options(_settings()),
         session,
         statements(heap),
         {},
