@@ -671,7 +671,7 @@ def daemon_gauges(
     from reaper.config.load import load_config
     from reaper.config.sweeps import BUILTINS
     from reaper.db import Database
-    from reaper.engine.run import compute_cutoffs
+    from reaper.engine.clock import compute_cutoffs
     from reaper.sqltext.names import TableName
 
     config = load_config({"dsn": server.dsn_of(template)})

@@ -271,7 +271,8 @@ def run_once(
     # Imported once the configuration is valid (as in every command): bad input costs none.
     from reaper.commands.progress import SweepProgress
     from reaper.commands.stop import StopOnSignal
-    from reaper.engine.run import Sweeper, refuse_unsweepable, warn_if_superuser_in
+    from reaper.engine.preflight import refuse_unsweepable, warn_if_superuser_in
+    from reaper.engine.run import RunRequest, Sweeper
 
     stdout = [s.name for s in sweeps if s.archive_file == "-"]
     if as_json and stdout and not dry_run:
@@ -320,10 +321,8 @@ def run_once(
                     db,
                     sweep,
                     engine_options(settings),
+                    RunRequest(dry_run=dry_run, on_batch=progress.batch, stop=interrupt.stop),
                     metrics=metrics,
-                    dry_run=dry_run,
-                    on_batch=progress.batch,
-                    stop=interrupt.stop,
                 )
                 progress.finish(result)
                 results.append(result)
@@ -526,7 +525,7 @@ def _refuse_unsweepable_if_reachable(settings: Settings, sweeps: Sequence[Sweep]
     now (down, or behind a proxy the daemon refuses itself) is left to the daemon, which
     waits for it or says why. The relation check takes one connection of its own, no
     pool."""
-    from reaper.engine.run import refuse_unsweepable, warn_if_superuser
+    from reaper.engine.preflight import refuse_unsweepable, warn_if_superuser
 
     db = open_database(settings)
     try:
@@ -676,7 +675,7 @@ def status_command(
     config = load(config_path, raw)
     settings, sweeps = config.settings, config.enabled(sweep_names)
     from reaper.commands import render, status
-    from reaper.engine.run import refuse_unsweepable
+    from reaper.engine.preflight import refuse_unsweepable
 
     db = open_database(settings)
     with contextlib.ExitStack() as stack:

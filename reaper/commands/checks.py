@@ -41,7 +41,8 @@ from reaper.db import (
     regclass_text,
 )
 from reaper.engine import pacing, partitions
-from reaper.engine.run import compute_cutoffs, keep
+from reaper.engine.clock import compute_cutoffs
+from reaper.engine.execute import keep
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.sqltext import sqlinfo
 from reaper.sqltext.names import TableName, sql_name

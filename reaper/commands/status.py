@@ -22,7 +22,8 @@ from reaper.config.settings import DEFAULT_BACKLOG_CAP, Settings
 from reaper.config.sweeps import Sweep
 from reaper.config.values import format_duration
 from reaper.db import Database, LockHolder, Session, TableStatus, XminHolder, regclass_text
-from reaper.engine.run import compute_cutoffs, lock_keys
+from reaper.engine.clock import compute_cutoffs
+from reaper.engine.run import lock_keys
 
 
 @dataclass

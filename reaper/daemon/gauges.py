@@ -22,7 +22,7 @@ from reaper.commands import space
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Sweep
 from reaper.db import Database, Session, SweepStatements
-from reaper.engine.run import compute_cutoffs
+from reaper.engine.clock import compute_cutoffs
 from reaper.metrics import Metrics
 from reaper.vocab import HorizonHolder
 

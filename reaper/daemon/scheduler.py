@@ -74,7 +74,7 @@ from reaper.daemon.http import HttpServer, make_app
 from reaper.daemon.policy import SweepState
 from reaper.db import Database, Session, SweepStatements
 from reaper.engine.result import SweepResult
-from reaper.engine.run import Sweeper
+from reaper.engine.run import RunRequest, Sweeper
 from reaper.metrics import Metrics
 from reaper.sqltext.names import TableName
 from reaper.vocab import Outcome
@@ -562,10 +562,12 @@ class Daemon:
                     self.db,
                     sweep,
                     engine_options(self._settings),
+                    RunRequest(
+                        budget=budget,
+                        stop=self._stop,
+                        waiting_since=self._submitted.pop(name, None),
+                    ),
                     metrics=self.metrics,
-                    stop=self._stop,
-                    budget=budget,
-                    waiting_since=self._submitted.pop(name, None),
                 )
             if policy.stops_every_sweep(result.error_type):
                 self._health.set(

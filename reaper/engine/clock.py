@@ -23,7 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from reaper.config.sweeps import Sweep
 from reaper.config.values import format_duration
+from reaper.db import Session, utc_instant
 from reaper.vocab import ClockCheck
 
 
@@ -157,3 +159,20 @@ def _instant(t: datetime) -> str:
 def _span(seconds: float) -> str:
     """A duration to the second (``60d``, ``1h5m``, ``0s``)."""
     return format_duration(timedelta(seconds=round(abs(seconds))))
+
+
+def compute_cutoffs(session: Session, sweep: Sweep, now: datetime | None) -> dict[str, datetime]:
+    """Each of the sweep's cutoffs: ``now - retention``, from one reading of the database
+    clock (so that all cutoffs of a run agree), retentions as exact durations, as UTC
+    instants: the arithmetic is done on UTC (no DST), never on the session zone's wall
+    clock, so a cutoff is the same instant whatever the server, database, role, DSN or
+    process time zone.
+    """
+    return cutoffs_at(sweep, utc_instant(session.now(now)))
+
+
+def cutoffs_at(sweep: Sweep, db_now: datetime) -> dict[str, datetime]:
+    """Each of the sweep's cutoffs at ``db_now`` (a reading of the database clock), as
+    :func:`compute_cutoffs` computes them."""
+    db_now = utc_instant(db_now)
+    return {param: utc_instant(db_now - retention) for param, retention in sweep.retentions.items()}

@@ -285,7 +285,7 @@ class Pacer:
         sample taken, no live traffic (when load pacing is on), no standby more than
         IDLE_LAG_SECONDS or a quarter of ``max_replica_lag`` behind (when replica pacing is
         on), no WAL owed to the brake (when it is on). A run uses its extra connections only then
-        (:meth:`reaper.engine.context.Run.idle`)."""
+        (:meth:`reaper.engine.gate.Gate.idle`)."""
         if self._last is None or self.busy:
             return False
         if self.brake is not None and self.brake.owed(self.clock()) > 0:

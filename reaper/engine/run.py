@@ -1,12 +1,12 @@
 """The engine: run one sweep, in short batches, and report what it did.
 
-Every sweep has the same skeleton: compute the cutoffs once by the database clock, checked
-against the host's clock and its own last reading (:mod:`reaper.engine.clock`), and log
-them; pick how to find the garbage (walk the heap in block ranges when it is a large part of
-the table, follow the predicate's index when it is scattered); delete in bounded batches,
-each its own transaction, until nothing is left, a budget is spent, or a stop is asked for;
-report rows, batches, seconds and the outcome. A failure is caught here, logged, counted and
-returned as a result: the next sweep runs as if nothing happened.
+Every sweep has the same skeleton (:meth:`Sweeper.run`): take the sweep's locks; read the
+database clock, checked against the host's clock and its own last reading
+(:mod:`reaper.engine.clock`), for the cutoffs; plan the run (its statements, budget and
+collaborators, fixed before the first batch: :class:`reaper.engine.context.Run`); execute it
+(:mod:`reaper.engine.execute`: the interlock, the partitions, the batches); settle the count
+of its deleted rows; report rows, batches, seconds and the outcome. A failure is caught here,
+logged, counted and returned as a result: the next sweep runs as if nothing happened.
 
 One :class:`Sweeper` per process (run-once makes one, the daemon one) runs the sweeps and
 keeps what outlives a run: per database, the rows deleted per table (the full-table
@@ -16,52 +16,78 @@ undeletable (:mod:`reaper.engine.undeletable`).
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import structlog
 
-from reaper import errors, sqltext
+from reaper import errors
 from reaper.config.engine import EngineOptions
 from reaper.config.sweeps import Budget, Sweep
-from reaper.db import (
-    Database,
-    Keep,
-    Session,
-    WhoAmI,
-    advisory_lock_key,
-    regclass_text,
-    utc_instant,
-)
-from reaper.engine import clock, pacing, retire
+from reaper.db import Database, Session, advisory_lock_key, utc_instant
+from reaper.engine import clock, pacing
 from reaper.engine.archive import LineArchive
-from reaper.engine.batches import Deleter, batch_strategy
-from reaper.engine.context import DURABLE_WAIT_SECONDS, Run
-from reaper.engine.interlock import (
-    DeletionLedger,
-    EligibleMeasure,
-    TableWindow,
-    judge_table,
-    measure_eligible,
-)
+from reaper.engine.context import Run, RunSpec, RunTools
+from reaper.engine.execute import LOG_NAME, execute, keep
+from reaper.engine.interlock import DeletionLedger
 from reaper.engine.result import SweepResult
-from reaper.engine.sizing import BatchSizer
-from reaper.engine.strategy import choose_strategy
 from reaper.engine.undeletable import UndeletableRows
 from reaper.metrics import Metrics
-from reaper.sqltext.names import TableName
-from reaper.vocab import Outcome, StopReason
+from reaper.vocab import Outcome
 
-_LOG_NAME = "reaper.runner"
-log = structlog.get_logger(_LOG_NAME)
+log = structlog.get_logger(LOG_NAME)
 
 SUCCESS, FAILURE, SKIPPED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.SKIPPED
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """How one invocation asks for a run of a sweep (what run-once and a job vary).
+
+    Attributes:
+        now: pin the clock (tests); None uses the database's now().
+        dry_run: count the eligible rows, delete nothing.
+        budget: stop after so many rows or seconds (None: the sweep's own).
+        stop: checked between batches; when set, the run ends after the batch in flight.
+        on_batch: called after every batch with the result so far (progress bars).
+        lock: first take the sweep's session-level advisory locks (:func:`lock_keys`) on
+            the connection that runs the batches, released at the end; when another
+            session holds one, the run is ``skipped``. A dry run takes no lock.
+        waiting_since: when the run started waiting for its turn (``time.monotonic()``):
+            its wait for the database counts from then (``since`` of
+            :meth:`reaper.db.Database.session`).
+    """
+
+    now: datetime | None = None
+    dry_run: bool = False
+    budget: Budget | None = None
+    stop: threading.Event | None = None
+    on_batch: Callable[[SweepResult], None] | None = None
+    lock: bool = True
+    waiting_since: float | None = None
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One run asked of the :class:`Sweeper`, as its steps share it."""
+
+    db: Database
+    sweep: Sweep
+    options: EngineOptions
+    request: RunRequest
+    metrics: Metrics | None
+    # When the run began (time.monotonic()): its budget counts from there.
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def dry_run(self) -> bool:
+        return self.request.dry_run
 
 
 @dataclass
@@ -121,15 +147,9 @@ class Sweeper:
         db: Database,
         sweep: Sweep,
         options: EngineOptions,
+        request: RunRequest = RunRequest(),
         *,
         metrics: Metrics | None = None,
-        now: datetime | None = None,
-        dry_run: bool = False,
-        budget: Budget | None = None,
-        stop: threading.Event | None = None,
-        on_batch: Callable[[SweepResult], None] | None = None,
-        lock: bool = True,
-        waiting_since: float | None = None,
     ) -> SweepResult:
         """Run one sweep to completion, budget or stop. Never raises for a sweep's failure.
 
@@ -137,18 +157,8 @@ class Sweeper:
             db: the database to sweep.
             sweep: what to delete.
             options: the engine's options (:func:`reaper.config.engine.engine_options`).
+            request: how this invocation asks for the run (dry run, budget, stop ...).
             metrics: counters to update per batch and per run (None: no metrics).
-            now: pin the clock (tests); None uses the database's now().
-            dry_run: count the eligible rows, delete nothing.
-            budget: stop after so many rows or seconds (default: the sweep's own).
-            stop: checked between batches; when set, the run ends after the batch in flight.
-            on_batch: called after every batch with the result so far (progress bars).
-            lock: first take the sweep's session-level advisory locks (:func:`lock_keys`) on
-                the connection that runs the batches, released at the end; when another
-                session holds one, the run is ``skipped``. A dry run takes no lock.
-            waiting_since: when the run started waiting for its turn (``time.monotonic()``):
-                its wait for the database counts from then (``since`` of
-                :meth:`reaper.db.Database.session`).
 
         Returns:
             The run's :class:`SweepResult`; ``outcome`` is ``skipped`` when another session
@@ -156,87 +166,30 @@ class Sweeper:
             does not hold across transactions raises LockNotHeld). Batches committed before a
             failure stay deleted and are counted.
         """
-        result = SweepResult(sweep.name, sweep.table, sweep.reason, dry_run=dry_run)
-        budget = budget or sweep.budget
-        started = time.monotonic()
-        bound = log.bind(sweep=sweep.name, table=sweep.table, reason=sweep.reason)
-        keys = lock_keys(sweep) if lock and not dry_run else []
+        job = _Job(db, sweep, options, request, metrics)
+        result = SweepResult(sweep.name, sweep.table, sweep.reason, dry_run=job.dry_run)
         bug: Exception | None = None
         run: Run | None = None
         try:
-            with db.session(read_only=dry_run, since=waiting_since) as session:
-                if keys and not session.try_advisory_locks(keys):
-                    result.outcome = SKIPPED
-                    result.holders = session.advisory_lock_holders(keys)
-                    result.lock_holders = [h.pid for h in result.holders]
-                else:
-                    result.locked_at = time.time()
-                    try:
-                        db_now, refusal = self._clock(
-                            db, session, sweep, options, now, metrics, dry_run=dry_run
-                        )
-                        result.cutoffs = cutoffs_at(sweep, db_now)
-                        bound.debug("sweep_started", cutoffs=_iso(result.cutoffs), dry_run=dry_run)
-                        run = Run(
-                            sweep,
-                            options,
-                            session,
-                            session.statements(sweep.predicate, None if dry_run else keep(sweep)),
-                            dict(result.cutoffs),
-                            result,
-                            budget,
-                            metrics=None if dry_run else metrics,
-                            stop=stop,
-                            on_batch=on_batch,
-                            started=started,
-                        )
-                        if not dry_run:
-                            if sweep.archive_file is not None:
-                                run.before_commit = LineArchive(
-                                    sweep.archive_file, sweep.name, sweep.table
-                                )
-                            run.pace = pacing.for_run(
-                                self.pacing(db), session, options, sweep.name, metrics, stop
-                            )
-                            run.undeletable = self._of(db).undeletable
-                            # A heap walk's extra connections (docs/engine.md, "Parallel
-                            # heap ranges").
-                            run.parallel = options.parallel
-                            run.helper_session = db.helper_session
-                        if refusal is None:
-                            _sweep_batches(session, run, self.ledger(db, projected=dry_run))
-                        else:
-                            result.refusal = refusal  # a dry run: a real run would stop here
-                    finally:
-                        result.unlocked_at = time.time()
-                        if keys:
-                            session.release_advisory_locks()
+            with (
+                db.session(read_only=job.dry_run, since=request.waiting_since) as session,
+                _locked(session, job, result) as held,
+            ):
+                if held:
+                    now, refusal = self._read_clock(job, session)
+                    run = self._plan(job, session, result, now)
+                    if refusal is None:
+                        execute(session, run, self.ledger(db, projected=job.dry_run))
+                    else:
+                        result.refusal = refusal  # a dry run: a real run would stop here
         except Exception as exc:
-            result.outcome = FAILURE
-            result.error = str(exc) if isinstance(exc, errors.ReaperError) else repr(exc)
-            result.error_type = type(exc).__name__
-            result.sqlstate = exc.sqlstate if isinstance(exc, errors.ReaperError) else None
-            if not isinstance(exc, errors.ReaperError):
-                bug = exc
+            bug = _failed(result, exc)
         if run is not None:
             _settle(db, run)
-        result.seconds = time.monotonic() - started
-        if metrics is not None and not dry_run:
-            metrics.sweep_finished(result.sweep, result.outcome, result.seconds)
-        _log_result(bound, result, bug)
+        _report(job, result, bug)
         return result
 
-    def _clock(
-        self,
-        db: Database,
-        session: Session,
-        sweep: Sweep,
-        options: EngineOptions,
-        now: datetime | None,
-        metrics: Metrics | None,
-        *,
-        dry_run: bool,
-    ) -> tuple[datetime, str | None]:
+    def _read_clock(self, job: _Job, session: Session) -> tuple[datetime, str | None]:
         """The database clock's reading that the run's cutoffs come from, checked against
         the host's clock and this process's earlier reading (:mod:`reaper.engine.clock`), the
         one chokepoint of the clock check: ``(now, None)``, or for a dry run whose clock a
@@ -247,11 +200,12 @@ class Sweeper:
             ClockSkewRefused: a real run's clock is refused (counted in ``metrics``; a dry
                 run counts nothing).
         """
-        if now is not None:
-            return utc_instant(session.now(now)), None
+        sweep, metrics, dry_run = job.sweep, job.metrics, job.dry_run
+        if job.request.now is not None:
+            return utc_instant(session.now(job.request.now)), None
         reading = clock.read_clock(session.now, self._wall, self._monotonic)
-        history = self._of(db).clock
-        verdict = clock.judge_clock(sweep.name, reading, history.last, options.max_clock_skew)
+        history = self._of(job.db).clock
+        verdict = clock.judge_clock(sweep.name, reading, history.last, job.options.max_clock_skew)
         if metrics is not None and not dry_run:
             metrics.clock_read(verdict.host_skew)
         if verdict.refused_by is None:
@@ -272,12 +226,72 @@ class Sweeper:
             metrics.clock_refused(sweep.name, verdict.refused_by)
         raise errors.ClockSkewRefused(verdict.message)
 
+    def _plan(self, job: _Job, session: Session, result: SweepResult, now: datetime) -> Run:
+        """The run, fixed before its first batch: its cutoffs at ``now`` (logged), its
+        statements, budget and collaborators (a dry run's: its session alone)."""
+        sweep, request, dry_run = job.sweep, job.request, job.dry_run
+        result.cutoffs = clock.cutoffs_at(sweep, now)
+        log.debug(
+            "sweep_started",
+            sweep=sweep.name,
+            table=sweep.table,
+            reason=sweep.reason,
+            cutoffs=_iso(result.cutoffs),
+            dry_run=dry_run,
+        )
+        spec = RunSpec(
+            sweep,
+            session.statements(sweep.predicate, None if dry_run else keep(sweep)),
+            dict(result.cutoffs),
+            job.options,
+            request.budget or sweep.budget,
+            dry_run,
+        )
+        if dry_run:
+            return Run.begin(
+                spec,
+                RunTools(session),
+                result=result,
+                on_batch=request.on_batch,
+                stop=request.stop,
+                started=job.started,
+            )
+        archive = sweep.archive_file
+        tools = RunTools(
+            session,
+            before_commit=None
+            if archive is None
+            else LineArchive(archive, sweep.name, sweep.table),
+            undeletable=self._of(job.db).undeletable,
+            # A heap walk's extra connections (docs/engine.md, "Parallel heap ranges").
+            helper_session=job.db.helper_session,
+        )
+        pacer = pacing.for_run(
+            self.pacing(job.db), session, job.options, sweep.name, job.metrics, request.stop
+        )
+        return Run.begin(
+            spec,
+            tools,
+            result=result,
+            metrics=job.metrics,
+            on_batch=request.on_batch,
+            stop=request.stop,
+            pacer=pacer,
+            started=job.started,
+        )
+
     def run_all(
-        self, db: Database, sweeps: Iterable[Sweep], options: EngineOptions, **kwargs: Any
+        self,
+        db: Database,
+        sweeps: Iterable[Sweep],
+        options: EngineOptions,
+        request: RunRequest = RunRequest(),
+        *,
+        metrics: Metrics | None = None,
     ) -> list[SweepResult]:
         """Run ``sweeps`` one after the other (already in dependency order); one failing never
-        stops the next. Keyword arguments go to :meth:`run`."""
-        return [self.run(db, s, options, **kwargs) for s in sweeps]
+        stops the next."""
+        return [self.run(db, s, options, request, metrics=metrics) for s in sweeps]
 
 
 def run_sweep(
@@ -286,12 +300,13 @@ def run_sweep(
     options: EngineOptions,
     *,
     sweeper: Sweeper | None = None,
-    **kwargs: Any,
+    metrics: Metrics | None = None,
+    **request: Any,
 ) -> SweepResult:
-    """One run of ``sweep`` by ``sweeper`` (:meth:`Sweeper.run`, which takes the keyword
-    arguments). Without one, the run is judged alone: a new Sweeper, whose interlock ledger
-    knows of no earlier deletion."""
-    return (sweeper or Sweeper()).run(db, sweep, options, **kwargs)
+    """One run of ``sweep`` by ``sweeper`` (:meth:`Sweeper.run`; the other keyword arguments
+    make its :class:`RunRequest`). Without one, the run is judged alone: a new Sweeper, whose
+    interlock ledger knows of no earlier deletion."""
+    return (sweeper or Sweeper()).run(db, sweep, options, RunRequest(**request), metrics=metrics)
 
 
 def run_sweeps(
@@ -300,12 +315,47 @@ def run_sweeps(
     options: EngineOptions,
     *,
     sweeper: Sweeper | None = None,
-    **kwargs: Any,
+    metrics: Metrics | None = None,
+    **request: Any,
 ) -> list[SweepResult]:
     """Run ``sweeps`` one after the other (already in dependency order) by one ``sweeper``
     (a new one when None), so that the interlock judges them together; one failing never
-    stops the next. Keyword arguments go to :meth:`Sweeper.run`."""
-    return (sweeper or Sweeper()).run_all(db, sweeps, options, **kwargs)
+    stops the next. The other keyword arguments make the :class:`RunRequest`."""
+    return (sweeper or Sweeper()).run_all(
+        db, sweeps, options, RunRequest(**request), metrics=metrics
+    )
+
+
+@contextlib.contextmanager
+def _locked(session: Session, job: _Job, result: SweepResult) -> Iterator[bool]:
+    """Hold the sweep's advisory locks (:func:`lock_keys`) for the run: True while held (or
+    none are asked for); False, with the run ``skipped`` and its holders named, when another
+    session holds one."""
+    keys = lock_keys(job.sweep) if job.request.lock and not job.dry_run else []
+    if keys and not session.try_advisory_locks(keys):
+        result.outcome = SKIPPED
+        result.holders = session.advisory_lock_holders(keys)
+        result.lock_holders = [h.pid for h in result.holders]
+        yield False
+        return
+    result.locked_at = time.time()
+    try:
+        yield True
+    finally:
+        result.unlocked_at = time.time()
+        if keys:
+            session.release_advisory_locks()
+
+
+def _failed(result: SweepResult, exc: Exception) -> Exception | None:
+    """Record ``exc`` as the run's failure; returns it when it is a bug (not one of
+    reaper's own errors), whose traceback the log keeps."""
+    own = isinstance(exc, errors.ReaperError)
+    result.outcome = FAILURE
+    result.error = str(exc) if own else repr(exc)
+    result.error_type = type(exc).__name__
+    result.sqlstate = exc.sqlstate if isinstance(exc, errors.ReaperError) else None
+    return None if own else exc
 
 
 def _settle(db: Database, run: Run) -> None:
@@ -313,18 +363,26 @@ def _settle(db: Database, run: Run) -> None:
     known, or the flush did not come in time): asked once more on a session of its own (a
     killed backend, a lost connection: the server that kept them answers), else dropped,
     never counted, with one ``deleted_rows_not_counted`` line."""
-    if not run.uncounted:
+    durable = run.tally.durable
+    if durable is None or not durable.uncounted:
         return
     try:
         with db.session() as session:
-            if not run.count_durable(wait=DURABLE_WAIT_SECONDS, session=session):
+            if not durable.finish(session):
                 return
     except errors.ReaperError:
         pass
-    run.drop_uncounted(
-        "their durability could not be confirmed (the connection failed, or the server or "
-        f"a standby did not flush them within {DURABLE_WAIT_SECONDS:.0f} s)"
-    )
+    durable.give_up()
+
+
+def _report(job: _Job, result: SweepResult, bug: Exception | None) -> None:
+    """The run's seconds, its outcome counted in the metrics (not a dry run's) and its one
+    canonical line logged."""
+    result.seconds = time.monotonic() - job.started
+    if job.metrics is not None and not job.dry_run:
+        job.metrics.sweep_finished(result.sweep, result.outcome, result.seconds)
+    bound = log.bind(sweep=result.sweep, table=result.table, reason=result.reason)
+    _log_result(bound, result, bug)
 
 
 def _log_result(bound: Any, result: SweepResult, bug: Exception | None) -> None:
@@ -373,19 +431,6 @@ def _log_result(bound: Any, result: SweepResult, bug: Exception | None) -> None:
         )
 
 
-def keep(sweep: Sweep) -> Keep:
-    """What a run of ``sweep`` keeps of the rows it deletes: their keys when the
-    ``batch_keys`` line would be shown (the runner's log at debug level: returning them costs
-    a batch about what its RETURNING costs, bench B1), its archive table's rows and its
-    archive file's lines."""
-    return Keep(
-        keys=logging.getLogger(_LOG_NAME).isEnabledFor(logging.DEBUG),
-        key=sweep.key,
-        archive=sweep.archive,
-        lines=sweep.archive_file is not None,
-    )
-
-
 def lock_keys(sweep: Sweep) -> list[int]:
     """The advisory lock keys a run of ``sweep`` holds: its own, and those of the sweeps it
     runs after (``after``), sorted. Holding its predecessors' locks means a sweep never runs
@@ -393,206 +438,6 @@ def lock_keys(sweep: Sweep) -> list[int]:
     and the reverse.
     """
     return sorted({advisory_lock_key(n) for n in (sweep.name, *sweep.after)})
-
-
-def compute_cutoffs(session: Session, sweep: Sweep, now: datetime | None) -> dict[str, datetime]:
-    """Each of the sweep's cutoffs: ``now - retention``, from one reading of the database
-    clock (so that all cutoffs of a run agree), retentions as exact durations, as UTC
-    instants: the arithmetic is done on UTC (no DST), never on the session zone's wall
-    clock, so a cutoff is the same instant whatever the server, database, role, DSN or
-    process time zone.
-    """
-    return cutoffs_at(sweep, utc_instant(session.now(now)))
-
-
-def cutoffs_at(sweep: Sweep, db_now: datetime) -> dict[str, datetime]:
-    """Each of the sweep's cutoffs at ``db_now`` (a reading of the database clock), as
-    :func:`compute_cutoffs` computes them."""
-    db_now = utc_instant(db_now)
-    return {param: utc_instant(db_now - retention) for param, retention in sweep.retentions.items()}
-
-
-def warn_if_superuser(db: Database) -> bool:
-    """Log one warning when reaper's role is a superuser: it bypasses every grant and every
-    row-level security policy, so nothing in the database limits what a sweep reads or
-    deletes. True when it is (``reaper check`` fails then).
-
-    Raises:
-        DatabaseError: the role could not be read.
-    """
-    with db.session(read_only=True) as session:
-        return warn_if_superuser_in(session)
-
-
-def warn_if_superuser_in(session: Session) -> bool:
-    """:func:`warn_if_superuser` on a session the caller holds (run-once's first checks).
-
-    Raises:
-        DatabaseError: the role could not be read.
-    """
-    superuser = session.fetch(WhoAmI, sqltext.ops("whoami"))[0].superuser
-    if superuser:
-        log.warning(
-            "superuser_role",
-            advice="run reaper as a role of its own that is not a superuser (see "
-            "docs/security.md and grants.sql)",
-        )
-    return superuser
-
-
-def refuse_unsweepable(session: Session, sweeps: Iterable[Sweep], *, trails: bool = False) -> None:
-    """Check, before any sweep runs, that every sweep's table is one reaper can delete from
-    (an ordinary table, or a partitioned or inheritance parent whose every member is one), and
-    that a declared sweep reads only tables and columns of built-in types, and with
-    ``trails`` (``run-once``) that the key columns and the archive table a sweep names exist
-    and can take its rows: what :meth:`reaper.db.Session.statements` refuses, without
-    composing the statements (the relations of a table that several sweeps delete from are
-    read once).
-
-    A table that does not exist is left to the run (which fails and says so).
-
-    Raises:
-        RelationRefused: the first sweep whose table is a view, a foreign table, a
-            materialized view ... or covers one, or whose archive cannot take its rows; the
-            message names the table and why.
-        DatabaseError: the catalog could not be read.
-    """
-    read: set[TableName] = set()
-    missing: set[TableName] = set()
-    for sweep in sweeps:
-        if sweep.table in missing:
-            continue
-        trail = keep(sweep) if trails and (sweep.archive is not None or sweep.key) else None
-        try:
-            session.refuse_unsweepable(sweep.predicate, trail, relations=sweep.table not in read)
-        except errors.ObjectMissing:
-            missing.add(sweep.table)
-            continue
-        except errors.RelationRefused as exc:
-            raise errors.RelationRefused(f"sweep {sweep.name}: {exc}") from None
-        read.add(sweep.table)
-
-
-def _sweep_batches(session: Session, run: Run, ledger: DeletionLedger) -> None:
-    """The body of a run, on its session, once its cutoffs and statements are known: the
-    interlock, then the count (dry run) or the partitions and batches (results into
-    ``run.result``). ``ledger``: the rows deleted per table by this process
-    (:func:`reaper.engine.interlock.refuse_table_window`); a dry run's own ledger, of the
-    rows it counted, for a dry run."""
-    sweep, result = run.sweep, run.result
-    # The full-table interlock sees the table whole, partitions that could be dropped included:
-    # dropping every partition empties a table as surely as deleting every row.
-    measure = measure_eligible(session, run.statements, run.params)
-    threshold = sweep.max_eligible_fraction
-    key = _table_key(session, sweep)
-    if run.dry_run:
-        _count(session, run, measure, threshold, ledger.window(key, measure.rows))
-        if result.refusal is None:
-            ledger.record(key, result.rows)
-        return
-    judge_table(
-        session,
-        sweep,
-        run.statements,
-        run.params,
-        measure,
-        threshold,
-        ledger.window(key, measure.rows),
-    )
-    # What the progress bar counts toward: the sample the run takes anyway, never a count of
-    # its own before the first delete.
-    result.estimated_backlog = round(measure.eligible)
-    before = result.rows
-    try:
-        _delete(session, run, measure)
-    finally:
-        ledger.record(key, result.rows - before)
-        # The run's rows are counted once durable (docs/metrics.md): wait for the last ones
-        # (on a session of its own when this one failed: Sweeper.run).
-        run.count_durable(wait=DURABLE_WAIT_SECONDS)
-
-
-def _table_key(session: Session, sweep: Sweep) -> str:
-    """The swept table's key in a :class:`DeletionLedger`: its oid ("big" and "public.big"
-    are one table)."""
-    return str(session.scalar(sqltext.engine("table_oid"), {"table": regclass_text(sweep.table)}))
-
-
-def _retire(session: Session, run: Run) -> None:
-    """The partitions wholly past the cutoff, removed (or, for a dry run, listed) into the
-    run's result; none of an ordinary table (:attr:`SweepStatements.ordinary`)."""
-    if run.statements.ordinary:
-        return
-    sweep, result = run.sweep, run.result
-    removed = retire.retire(
-        session,
-        sweep,
-        result.cutoffs,
-        dry_run=run.dry_run,
-        metrics=run.metrics,
-        stop=run.stop,
-    )
-    for p in removed:
-        if not run.dry_run:
-            result.rows += p.rows
-        result.partitions.append(p.as_dict())
-
-
-def _count(
-    session: Session,
-    run: Run,
-    measure: EligibleMeasure,
-    threshold: float,
-    window: TableWindow,
-) -> None:
-    """A dry run: the partitions a run would retire, the rows it would delete, and
-    (``result.refusal``) whether the full-table interlock would stop it before its first
-    delete, judged as a real run of the same invocation would be (:func:`judge_table`): the
-    rows that the dry run's earlier sweeps counted in this table count as deleted
-    (``window``, of the projected ledger). Exact when the sweeps of a table delete different
-    rows; when they share rows, the refusal may be projected where a real run would go on
-    (never the other way round)."""
-    result = run.result
-    _retire(session, run)
-    result.rows = session.count_eligible(run.statements, run.params)
-    result.stopped_by = StopReason.DONE
-    try:
-        judge_table(
-            session,
-            run.sweep,
-            run.statements,
-            run.params,
-            measure,
-            threshold,
-            window,
-            projected=True,
-            eligible=result.rows,
-        )
-    except errors.FullTableRefused as exc:
-        result.refusal = str(exc)
-        result.refusal_summary = exc.summary
-
-
-def _delete(session: Session, run: Run, measure: EligibleMeasure) -> None:
-    """Partitions retired, then the batches of every heap (results into ``run.result``)."""
-    sweep, options, result = run.sweep, run.options, run.result
-    _retire(session, run)
-    if result.partitions:
-        # The heaps that remain.
-        run.statements = session.statements(sweep.predicate, keep(sweep))
-    batch_size = sweep.batch_size
-    sizer = BatchSizer(batch_size, options.statement_timeout_seconds)
-    result.stopped_by = StopReason.DONE
-    for hs in run.statements.heaps:
-        strategy, fraction = choose_strategy(run, hs, sample=measure.samples.get(hs.heap.table))
-        if strategy not in result.strategies:
-            result.strategies.append(strategy)
-        deleter = Deleter(run, hs, sizer)
-        result.stopped_by = batch_strategy(strategy, options, fraction).run(deleter)
-        if result.stopped_by != StopReason.DONE:
-            break
-    if not run.statements.heaps:
-        result.strategies = [sweep.strategy]
 
 
 def _iso(cutoffs: Mapping[str, datetime]) -> dict[str, str]:

@@ -42,7 +42,8 @@ def choose_strategy(
     one. ``sample``: ``(eligible, sampled, percent)`` of this heap already
     measured (:func:`reaper.engine.interlock.measure_eligible`), reused.
     """
-    session, options, sweep = run.session, run.options, run.sweep
+    session, spec = run.tools.session, run.spec
+    options, sweep = spec.options, spec.sweep
     wanted = sweep.strategy
     batch_size = sweep.batch_size
     if session.server_version < MIN_HEAP_WALK_VERSION or wanted == Strategy.INDEX:
@@ -57,7 +58,7 @@ def choose_strategy(
         eligible, sampled, percent = sample
     else:
         percent = sample_percent(stats.blocks)
-        eligible, sampled = session.sample_eligible(run.statements, hs, run.params, percent)
+        eligible, sampled = session.sample_eligible(spec.statements, hs, spec.params, percent)
     fraction = eligible / sampled if sampled else 0.0
     if wanted != Strategy.AUTO:
         return Strategy(wanted), fraction

@@ -28,6 +28,7 @@ from reaper.config.settings import Settings
 from reaper.config.sweeps import by_name
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database, Session
+from reaper.engine import execute
 from reaper.engine import run as runner
 from tests.support import BUILTIN_SWEEPS, NOW, add_router, sweeps_of
 from tests.support.daemon import seed_routers
@@ -234,7 +235,7 @@ def test_an_unexpected_exception_is_logged_as_a_bug_and_the_daemon_goes_on(
         raise KeyError("a bug")
 
     monkeypatch.setattr(Session, "count_eligible", broken)
-    monkeypatch.setattr(runner, "measure_eligible", broken)
+    monkeypatch.setattr(execute, "measure_eligible", broken)
     try:
         with structlog.testing.capture_logs() as logs:
             first = daemon.run_sweep(LEASES.name)

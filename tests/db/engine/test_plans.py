@@ -19,7 +19,7 @@ from reaper.config.settings import DEFAULT_BATCH_SIZE, Settings, build_settings
 from reaper.config.sweeps import Sweep
 from reaper.db import ConnectionSettings, Database
 from reaper.dev import devserver
-from reaper.engine.run import compute_cutoffs
+from reaper.engine.clock import compute_cutoffs
 from tests.support import BUILTIN_SWEEPS, NOW
 
 pytestmark = pytest.mark.slow

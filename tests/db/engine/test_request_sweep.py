@@ -29,7 +29,8 @@ from reaper.config.engine import engine_options
 from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep
 from reaper.db import Database, SweepStatements
-from reaper.engine.run import compute_cutoffs, run_sweep
+from reaper.engine.clock import compute_cutoffs
+from reaper.engine.run import run_sweep
 from tests.support import NOW, TEST_DEFAULTS, credentials, keys, sweeps_of
 from tests.support.checks import failed, findings_of
 from tests.support.ops import apply_grants, run_json

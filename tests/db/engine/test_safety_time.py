@@ -23,7 +23,8 @@ from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import configured_sweeps
 from reaper.daemon.scheduler import Daemon
 from reaper.db import Database
-from reaper.engine.run import SUCCESS, compute_cutoffs, run_sweep
+from reaper.engine.clock import compute_cutoffs
+from reaper.engine.run import SUCCESS, run_sweep
 from tests.support import SWEEPS, add_router, keys, sweeps_of
 from tests.support.safety_time import _alter_lease_column, _dbname
 

@@ -26,6 +26,7 @@ from reaper.config.settings import build_settings
 from reaper.config.sweeps import Budget
 from reaper.db import Database
 from reaper.dev import devserver
+from reaper.engine import durable
 from reaper.engine import run as runner
 from reaper.metrics import Metrics
 from tests.support import BUILTIN_SWEEPS, sweeps_of
@@ -69,7 +70,7 @@ def test_a_failover_to_a_standby_that_missed_batches_leaves_the_counter_exact(
     if reason:
         pytest.skip(reason)
     # The run's wait for its last batches' durability, shortened (10 s by default).
-    monkeypatch.setattr(runner, "DURABLE_WAIT_SECONDS", 2.0)
+    monkeypatch.setattr(durable, "DURABLE_WAIT_SECONDS", 2.0)
     with replica.primary_and_standby(fsync="off") as pair:
         dbname = f"reaper_durable_{uuid.uuid4().hex[:6]}"
         dsn = devserver.create_database(pair.primary, dbname)

@@ -17,7 +17,7 @@ from reaper.config.engine import engine_options
 from reaper.config.settings import DEFAULT_MAX_CLOCK_SKEW, Settings, build_settings
 from reaper.config.sweeps import Sweep, by_name, configured_sweeps
 from reaper.engine.clock import ClockHistory, ClockReading, judge_clock, read_clock
-from reaper.engine.run import Sweeper
+from reaper.engine.run import RunRequest, Sweeper
 from reaper.metrics import Metrics
 from reaper.vocab import ClockCheck, Outcome
 
@@ -263,7 +263,11 @@ def test_a_dry_run_reports_the_refusal_a_real_run_would_meet_and_counts_nothing(
     db = _Database(HOST + timedelta(days=60))
     metrics = _metrics(sweep)
     result = _sweeper(host).run(
-        cast(Any, db), sweep, engine_options(settings), metrics=metrics, dry_run=True, lock=False
+        cast(Any, db),
+        sweep,
+        engine_options(settings),
+        RunRequest(dry_run=True, lock=False),
+        metrics=metrics,
     )
     assert result.outcome == Outcome.SUCCESS and result.error is None
     assert result.refusal is not None
@@ -322,6 +326,9 @@ def test_a_pinned_now_is_not_checked() -> None:
     settings = _settings()
     sweep, host = _sweep(settings), _HostClock(HOST)
     result = _sweeper(host).run(
-        cast(Any, _Database(HOST)), sweep, engine_options(settings), now=HOST + timedelta(days=60)
+        cast(Any, _Database(HOST)),
+        sweep,
+        engine_options(settings),
+        RunRequest(now=HOST + timedelta(days=60)),
     )
     assert result.error_type == "_Reached"

@@ -17,10 +17,10 @@ from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Sweep, by_name, configured_sweeps
 from reaper.db import KEYSET_START, WalMark
 from reaper.db.statements import parse_tid
-from reaper.engine.batches import Deleter, batch_strategy
-from reaper.engine.context import Run
+from reaper.engine.batches import batch_strategy
+from reaper.engine.context import Run, RunSpec, RunTools
+from reaper.engine.deleter import Deleter
 from reaper.engine.interlock import EXACT_MARGIN, EligibleMeasure, TableWindow, judge_table
-from reaper.engine.result import SweepResult
 from reaper.engine.sizing import BatchSizer
 from reaper.engine.strategy import choose_strategy
 from reaper.errors import ConnectionFailed, FullTableRefused
@@ -43,30 +43,24 @@ SWEEP: Sweep = _sweep(_settings())
 def _run(session: FakeSession, heap: FakeHeap, settings: Settings | None = None) -> Run:
     settings = settings or _settings()
     sweep = _sweep(settings)
-    result = SweepResult(sweep.name, sweep.table, sweep.reason)
-    return Run(
-        sweep,
-        engine_options(settings),
-        session,
-        statements(heap),
-        {},
-        result,  # type: ignore[arg-type]
+    return Run.begin(
+        RunSpec(sweep, statements(heap), {}, engine_options(settings)),
+        RunTools(session, clock=session.clock),  # type: ignore[arg-type]
         metrics=Metrics([sweep], CollectorRegistry()),
-        clock=session.clock,
     )
 
 
 def _sweep_heap(
     run: Run, strategy: Strategy, fraction: float | None = None, batch_size: int = 20_000
 ) -> StopReason:
-    (hs,) = run.statements.heaps
-    sizer = BatchSizer(batch_size, run.options.statement_timeout_seconds)
-    return batch_strategy(strategy, run.options, fraction).run(Deleter(run, hs, sizer))
+    (hs,) = run.spec.statements.heaps
+    sizer = BatchSizer(batch_size, run.spec.options.statement_timeout_seconds)
+    return batch_strategy(strategy, run.spec.options, fraction).run(Deleter(run, hs, sizer))
 
 
 def _metric(run: Run, name: str, **labels: str) -> float | None:
-    assert run.metrics is not None
-    return run.metrics.registry.get_sample_value(name, labels)
+    assert run.tally.metrics is not None
+    return run.tally.metrics.registry.get_sample_value(name, labels)
 
 
 # -- a batch that meets a row it cannot delete -------------------------------------------------
@@ -89,7 +83,7 @@ def test_a_row_a_foreign_key_keeps_is_isolated_and_only_it_is_skipped(
     assert _metric(run, "reaper_skipped_rows_total", table=table, reason="foreign_key") == 1
     assert _metric(run, "reaper_skipped_rows_total", table=table, reason="locked") == 0
     # Deleted rows are counted once durable: at the latest when the run ends.
-    assert run.count_durable(wait=1.0) == 0
+    assert run.tally.durable is not None and run.tally.durable.count(wait=1.0) == 0
     assert _metric(run, "reaper_deleted_rows_total", table=table, reason=SWEEP.reason) == 11
 
 
@@ -185,7 +179,7 @@ def test_auto_walks_the_heap_when_much_of_it_is_garbage(
 ) -> None:
     session = FakeSession()
     run = _run(session, _heap_with(fraction))
-    (hs,) = run.statements.heaps
+    (hs,) = run.spec.statements.heaps
     strategy, measured = choose_strategy(run, hs)
     assert strategy == expected
     assert measured == pytest.approx(fraction, rel=0.05)
@@ -196,28 +190,28 @@ def test_auto_walks_the_heap_when_the_index_would_take_many_batches() -> None:
     # batches of 10, one batch of the default size.
     session = FakeSession()
     run = _run(session, _heap_with(0.01, blocks=2000), _settings(batch_size=10))
-    (hs,) = run.statements.heaps
+    (hs,) = run.spec.statements.heaps
     assert choose_strategy(run, hs)[0] == Strategy.HEAP
     run = _run(session, _heap_with(0.01, blocks=2000))
-    (hs,) = run.statements.heaps
+    (hs,) = run.spec.statements.heaps
     assert choose_strategy(run, hs)[0] == Strategy.INDEX
 
 
 def test_a_small_table_and_an_old_server_take_the_index_without_a_sample() -> None:
     session = FakeSession()
     run = _run(session, _heap_with(0.5, blocks=64))
-    (hs,) = run.statements.heaps
+    (hs,) = run.spec.statements.heaps
     assert choose_strategy(run, hs) == (Strategy.INDEX, None)
     old = FakeSession(server_version=130_000)
     run = _run(old, _heap_with(0.5))
-    (hs,) = run.statements.heaps
+    (hs,) = run.spec.statements.heaps
     assert choose_strategy(run, hs) == (Strategy.INDEX, None)
     assert "sample_eligible" not in session.calls and "sample_eligible" not in old.calls
 
 
 def test_a_forced_strategy_wins_over_the_fraction() -> None:
     run = _run(FakeSession(), _heap_with(0.001), _settings(strategy="heap"))
-    (hs,) = run.statements.heaps
+    (hs,) = run.spec.statements.heaps
     assert choose_strategy(run, hs)[0] == Strategy.HEAP
 
 
@@ -238,7 +232,7 @@ def test_ranges_shrink_toward_the_time_target_and_the_garbage_all_goes() -> None
     spans = [end - first for first, end in session.ranges]
     assert spans[0] == 1024
     assert spans[1:5] == [512, 256, 128, 64]
-    target = run.options.batch_target_seconds
+    target = run.spec.options.batch_target_seconds
     late = run.result.batch_seconds[6:-1]
     assert late and all(target / 2 <= s <= target * 2 for s in late), late
 
@@ -406,14 +400,16 @@ class _WalSession(FakeSession):
 def test_rows_are_counted_once_durable_and_never_when_unknown() -> None:
     session = _WalSession()
     run = _run(session, FakeHeap.of("nodes", blocks=1, per_block=1, garbage=[]))
-    run.sleep = lambda seconds: session.clock.advance(seconds)
+    durable = run.tally.durable
+    assert durable is not None
+    durable.sleep = lambda seconds: session.clock.advance(seconds)
 
     def counted() -> float | None:
         return _metric(run, "reaper_deleted_rows_total", table=SWEEP.table, reason=SWEEP.reason)
 
     def batch(rows: int) -> None:
-        run.batch(rows, 0.1)
-        run.should_stop()  # before the next batch: where durability is checked
+        run.tally.batch(rows, 0.1)
+        run.gate.before_batch()  # before the next batch: where durability is checked
 
     batch(100)  # the first batch sets mark 1 over its rows
     assert counted() == 0
@@ -428,25 +424,25 @@ def test_rows_are_counted_once_durable_and_never_when_unknown() -> None:
     batch(10)  # mark 1 flushed: its 100 rows; the 85 since wait under mark 3
     assert counted() == 100
     session.flushed = 99  # the end of the run waits until every batch's rows are counted
-    assert run.count_durable(wait=5.0) == 0
+    assert durable.count(wait=5.0) == 0
     assert counted() == 185
     # The connection fails: the rows wait, and another session of the same server counts
     # them (a killed backend: the server kept them).
-    run.batch(40, 0.1)
+    run.tally.batch(40, 0.1)
     session.gone = True
-    assert run.count_durable(wait=5.0) == 40 and counted() == 185
+    assert durable.count(wait=5.0) == 40 and counted() == 185
     other = _WalSession()
     other.flushed, other.next_mark = 99, session.next_mark
-    assert run.count_durable(wait=5.0, session=other) == 0
+    assert durable.count(wait=5.0, session=other) == 0
     assert counted() == 225
     # A server restarted (or another one, after a failover) since: never counted.
     session.gone, session.flushed = False, 99
-    run.batch(30, 0.1)
+    run.tally.batch(30, 0.1)
     session.started = "second"
-    assert run.count_durable(wait=5.0) == 0
+    assert durable.count(wait=5.0) == 0
     assert counted() == 225
     # A flush that never comes within the wait: left uncounted, for the caller to give up.
     session.started, session.flushed = "first", 0
-    run.batch(20, 0.1)
-    assert run.count_durable(wait=0.5) == 20
+    run.tally.batch(20, 0.1)
+    assert durable.count(wait=0.5) == 20
     assert counted() == 225

@@ -11,7 +11,7 @@ import itertools
 
 import pytest
 
-from reaper.engine.batches import FIXED_SHARE, MAX_BLOCKS_PER_BATCH, next_span
+from reaper.engine.heaprange import FIXED_SHARE, MAX_BLOCKS_PER_BATCH, next_span
 from reaper.vocab import StopReason, Strategy
 from tests.unit.engine.fakes import FakeHeap, FakeSession
 from tests.unit.engine.test_decisions import _run, _sweep_heap
@@ -35,7 +35,7 @@ def test_sparse_garbage_and_a_live_tail_take_a_few_batches(fixed: float) -> None
     )
     session = FakeSession()
     run = _run(session, heap)
-    assert run.options.batch_target_seconds == TARGET
+    assert run.spec.options.batch_target_seconds == TARGET
     assert _sweep_heap(run, Strategy.HEAP, fraction=0.005) == StopReason.DONE
     assert heap.garbage == [] and run.result.rows == 500
     spans = [end - first for first, end in session.ranges]

@@ -7,6 +7,7 @@ tests/db/engine (the invariant tests run with ``--parallel`` above 1)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,10 +21,10 @@ from reaper.config.settings import Settings, build_settings
 from reaper.config.sweeps import Budget, by_name, configured_sweeps
 from reaper.db import BatchRows
 from reaper.db.rows import Sample, Standby
-from reaper.engine.batches import Deleter, batch_strategy
-from reaper.engine.context import Run
+from reaper.engine.batches import batch_strategy
+from reaper.engine.context import Run, RunSpec, RunTools
+from reaper.engine.deleter import Deleter
 from reaper.engine.pacing import Pacer
-from reaper.engine.result import SweepResult
 from reaper.engine.sizing import BatchSizer
 from reaper.vocab import StopReason, Strategy
 from tests.unit.engine.fakes import FakeHeap, FakeSession, Tid, statements
@@ -110,27 +111,20 @@ def _run(
     def helper_session() -> Iterator[_Session]:
         yield next(lent)
 
-    run = Run(
-        sweep,
-        engine_options(settings),
-        own,
-        statements(heap),
-        {},  # type: ignore[arg-type]
-        SweepResult(sweep.name, sweep.table, sweep.reason),
-        budget or Budget(),
-        metrics=None,
+    options = dataclasses.replace(engine_options(settings), parallel=parallel)
+    run = Run.begin(
+        RunSpec(sweep, statements(heap), {}, options, budget or Budget()),
+        RunTools(own, helper_session=helper_session),  # type: ignore[arg-type]
         stop=stop,
-        pace=pace,
-        parallel=parallel,
-        helper_session=helper_session,
+        pacer=pace,
     )
     return run, own
 
 
 def _walk(run: Run, batch_size: int = 100) -> StopReason:
-    (hs,) = run.statements.heaps
-    sizer = BatchSizer(batch_size, run.options.statement_timeout_seconds)
-    return batch_strategy(Strategy.HEAP, run.options, 0.5).run(Deleter(run, hs, sizer))
+    (hs,) = run.spec.statements.heaps
+    sizer = BatchSizer(batch_size, run.spec.options.statement_timeout_seconds)
+    return batch_strategy(Strategy.HEAP, run.spec.options, 0.5).run(Deleter(run, hs, sizer))
 
 
 def _heap(blocks: int = 400) -> FakeHeap:

@@ -9,7 +9,7 @@ import pytest
 
 from reaper import errors
 from reaper.db import DeleteObstacle
-from reaper.engine.batches import Deleter
+from reaper.engine.deleter import Deleter
 from reaper.engine.sizing import BatchSizer
 from reaper.engine.stalls import MAX_SHORT_BATCHES, StallGuard
 from reaper.vocab import ObstacleKind, Strategy
@@ -73,11 +73,11 @@ def test_a_heap_walk_never_trusts_a_range_where_the_catalog_names_an_obstacle() 
     # keeps them, it would look like a range without garbage, and the run would succeed.
     heap = _heap(obstacles=[SOFT_DELETE])
     run = _run(FakeSession(), heap)
-    (hs,) = run.statements.heaps
+    (hs,) = run.spec.statements.heaps
     deleter = Deleter(run, hs, BatchSizer(100))
     assert not deleter.trusts_ranges()
     plain = _run(FakeSession(), _heap(kept=set()))
-    (hs,) = plain.statements.heaps
+    (hs,) = plain.spec.statements.heaps
     assert Deleter(plain, hs, BatchSizer(100)).trusts_ranges()
 
 

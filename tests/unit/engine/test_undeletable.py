@@ -6,11 +6,12 @@ test_undeletable.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
-from reaper.engine.run import Run
+from reaper.engine.context import Run
 from reaper.engine.sizing import Splitter
 from reaper.engine.undeletable import MAX_ROWS_PER_HEAP, REMEMBER_SECONDS, UndeletableRows
 from reaper.vocab import SkipReason, Strategy
@@ -35,8 +36,7 @@ def _refusing(n: int, k: int, **kwargs: object) -> FakeHeap:
 
 def _with_memory(session: FakeSession, heap: FakeHeap, memory: UndeletableRows) -> Run:
     run = _run(session, heap)
-    run.undeletable = memory
-    return run
+    return dataclasses.replace(run, tools=dataclasses.replace(run.tools, undeletable=memory))
 
 
 @STRATEGIES
@@ -90,7 +90,7 @@ def test_a_changed_row_and_an_expired_one_are_tried_again(strategy: Strategy) ->
     heap.versions[held[0]] = 7
     heap.refused.discard(held[0])
     heap.refused.discard(held[1])
-    session = FakeSession(clock=run.clock)  # type: ignore[arg-type]
+    session = FakeSession(clock=run.tools.clock)  # type: ignore[arg-type]
     again = _with_memory(session, heap, memory)
     _sweep_heap(again, strategy, fraction=0.5, batch_size=1000)
     # The changed row is tried and goes; the unchanged one is left until the memory expires.
@@ -111,7 +111,7 @@ def test_a_row_a_writer_held_is_not_remembered() -> None:
     run = _with_memory(FakeSession(), heap, memory)
     _sweep_heap(run, Strategy.INDEX)
     assert run.result.skipped == {SkipReason.LOCKED: 1}
-    assert memory.recall(heap.oid, run.clock()) == {}
+    assert memory.recall(heap.oid, run.tools.clock()) == {}
 
 
 def test_the_memory_of_a_heap_is_bounded() -> None:

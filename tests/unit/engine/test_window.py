@@ -9,8 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from reaper.config.engine import engine_options
 from reaper.config.sweeps import Budget
-from reaper.engine.context import Run
-from reaper.engine.result import SweepResult
+from reaper.engine.context import Run, RunSpec, RunTools
 from reaper.metrics import Metrics
 from reaper.vocab import BUDGET_STOPS, StopReason, Strategy
 from tests.unit.engine.fakes import FakeHeap, FakeSession, statements
@@ -22,17 +21,10 @@ GARBAGE = [(b, o) for b in range(20) for o in range(1, 11)]
 def _windowed_run(budget: Budget) -> tuple[Run, FakeHeap]:
     heap = FakeHeap.of("nodes", 20, 10, GARBAGE, batch_seconds=1.0)
     session = FakeSession()
-    result = SweepResult(SWEEP.name, SWEEP.table, SWEEP.reason)
-    run = Run(
-        SWEEP,
-        engine_options(_settings()),
-        session,
-        statements(heap),
-        {},
-        result,  # type: ignore[arg-type]
-        budget,
+    run = Run.begin(
+        RunSpec(SWEEP, statements(heap), {}, engine_options(_settings()), budget),
+        RunTools(session, clock=session.clock),  # type: ignore[arg-type]
         metrics=Metrics([SWEEP], CollectorRegistry()),
-        clock=session.clock,
     )
     return run, heap
 

@@ -91,3 +91,15 @@ def test_no_import_cycles() -> None:
         if mod not in state:
             visit(mod)
     assert cycles == []
+
+
+def test_the_engine_takes_its_options_not_the_settings() -> None:
+    """The engine reads :class:`reaper.config.engine.EngineOptions`, built once from the
+    settings outside it: no engine module imports the settings module."""
+    offenders = sorted(
+        mod
+        for mod, deps in _modules().items()
+        if mod.startswith("reaper.engine") and "reaper.config.settings" in deps
+    )
+    assert offenders == []
+    assert "reaper.config.engine" in _modules()["reaper.engine.context"]
