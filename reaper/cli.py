@@ -335,9 +335,7 @@ def run_once(
     if dry_run:
         from reaper.commands import render
 
-        notes = render.dependants_notes(
-            sweeps, {r.sweep: r.rows for r in results if r.outcome != Outcome.FAILURE}
-        )
+        notes = render.dependants_notes(sweeps, {r.sweep: r.rows for r in results if not r.failed})
         for r in results:
             r.note = notes.get(r.sweep)
     if as_json:
@@ -355,7 +353,7 @@ def run_once(
             not_started=[s.name for s in sweeps[len(results) :]],
         )
         sys.exit(interrupt.exit_code)
-    failed = any(r.outcome == Outcome.FAILURE for r in results) or not metrics_written
+    failed = any(r.failed for r in results) or not metrics_written
     if failed:
         sys.exit(EXIT_FAILED)
     # Nothing ran at all: a squatter on the lock keys must not look like a clean run.

@@ -20,6 +20,10 @@ class ReaperError(Exception):
         super().__init__(message or (self.__doc__ or "").strip())
 
 
+class Refusal(ReaperError):
+    """reaper refused to run a sweep: a safety check stopped it before its first delete."""
+
+
 class ConfigError(ReaperError):
     """The configuration is invalid.
 
@@ -28,7 +32,7 @@ class ConfigError(ReaperError):
     """
 
 
-class RelationRefused(ConfigError):
+class RelationRefused(ConfigError, Refusal):
     """The sweep's table is, or covers, a relation reaper cannot delete rows from by tuple
     id (a view, a foreign table, a materialized view, ...)."""
 
@@ -113,7 +117,7 @@ class BatchStalled(ReaperError):
     stopped rather than repeat it."""
 
 
-class FullTableRefused(ReaperError):
+class FullTableRefused(Refusal):
     """A run would delete all, or nearly all, of a table; it stopped before its first delete."""
 
     def __init__(self, message: str | None = None, *, summary: str | None = None) -> None:
@@ -122,7 +126,7 @@ class FullTableRefused(ReaperError):
         self.summary = summary
 
 
-class ClockSkewRefused(ReaperError):
+class ClockSkewRefused(Refusal):
     """The database clock disagrees with a second clock by more than max_clock_skew; the run
     stopped before its first delete."""
 

@@ -77,7 +77,7 @@ class Metrics:
         )
         self.sweep_runs = Counter(
             "reaper_sweep_runs",
-            "Sweep runs, by outcome (success, failure, skipped).",
+            "Sweep runs, by outcome (success, failure, skipped, refused).",
             ["sweep", "outcome"],
             registry=registry,
         )

@@ -25,6 +25,12 @@ class Outcome(_Word):
     FAILURE = "failure"
     # Another session held the sweep's advisory lock: nothing was done.
     SKIPPED = "skipped"
+    # A safety check stopped the run before its first delete (errors.Refusal).
+    REFUSED = "refused"
+
+
+# A run that ended on one of these did not do its work: run-once exits 1, the daemon backs off.
+FAILED_OUTCOMES = (Outcome.FAILURE, Outcome.REFUSED)
 
 
 @unique

@@ -29,7 +29,7 @@ from datetime import timedelta
 from typing import Protocol
 
 from reaper import errors
-from reaper.vocab import BUDGET_STOPS, Outcome
+from reaper.vocab import BUDGET_STOPS, FAILED_OUTCOMES, Outcome
 
 # A run stopped at its budget is followed by the next one this soon: back to back.
 BACKLOG_RERUN_SECONDS = 0.0
@@ -57,7 +57,7 @@ class RunReport(Protocol):
 
     @property
     def outcome(self) -> str:
-        """``success``, ``failure`` or ``skipped`` (:class:`reaper.vocab.Outcome`)."""
+        """``success``, ``failure``, ``skipped`` or ``refused`` (:class:`reaper.vocab.Outcome`)."""
         ...
 
     @property
@@ -186,7 +186,7 @@ def after_run(
         The sweep's new state, and when it (and its dependants) should run next.
     """
     runs = state.runs + 1
-    if crashed or (result is not None and result.outcome == Outcome.FAILURE):
+    if crashed or (result is not None and result.outcome in FAILED_OUTCOMES):
         failures = state.failures + 1
         wait = backoff_delay(failures, backoff.first, backoff.cap).total_seconds()
         delay: float | None = wait * (1 + uniform(0, backoff.jitter))

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from reaper.db import LockHolder
-from reaper.vocab import Outcome, Projection, SkipReason, StopReason, Strategy
+from reaper.vocab import FAILED_OUTCOMES, Outcome, Projection, SkipReason, StopReason, Strategy
 
 
 @dataclass
@@ -19,7 +19,7 @@ class SweepResult:
         rows: rows deleted (with ``dry_run``: rows eligible, none deleted).
         batches: batch transactions committed.
         seconds: wall time of the run.
-        outcome: ``success``, ``failure`` or ``skipped``.
+        outcome: ``success``, ``failure``, ``skipped`` or ``refused``.
         strategies: the strategy of each heap, in the order first used (empty for a dry run
             or a failure before the choice); :attr:`strategy` joins them.
         stopped_by: why the loop ended: ``done``, ``max_rows``, ``max_seconds``, ``stop``,
@@ -80,6 +80,11 @@ class SweepResult:
     refusal_summary: str | None = None
     note: str | None = None
     estimated_backlog: int | None = None
+
+    @property
+    def failed(self) -> bool:
+        """The run failed or was refused (run-once exits 1, the daemon backs off)."""
+        return self.outcome in FAILED_OUTCOMES
 
     @property
     def shown_outcome(self) -> Outcome | Projection:

@@ -43,7 +43,12 @@ from reaper.vocab import Outcome
 
 log = structlog.get_logger(LOG_NAME)
 
-SUCCESS, FAILURE, SKIPPED = Outcome.SUCCESS, Outcome.FAILURE, Outcome.SKIPPED
+SUCCESS, FAILURE, SKIPPED, REFUSED = (
+    Outcome.SUCCESS,
+    Outcome.FAILURE,
+    Outcome.SKIPPED,
+    Outcome.REFUSED,
+)
 
 
 @dataclass(frozen=True)
@@ -348,10 +353,10 @@ def _locked(session: Session, job: _Job, result: SweepResult) -> Iterator[bool]:
 
 
 def _failed(result: SweepResult, exc: Exception) -> Exception | None:
-    """Record ``exc`` as the run's failure; returns it when it is a bug (not one of
-    reaper's own errors), whose traceback the log keeps."""
+    """Record ``exc`` as the run's failure (a refusal: :class:`errors.Refusal`); returns it
+    when it is a bug (not one of reaper's own errors), whose traceback the log keeps."""
     own = isinstance(exc, errors.ReaperError)
-    result.outcome = FAILURE
+    result.outcome = REFUSED if isinstance(exc, errors.Refusal) else FAILURE
     result.error = str(exc) if own else repr(exc)
     result.error_type = type(exc).__name__
     result.sqlstate = exc.sqlstate if isinstance(exc, errors.ReaperError) else None
@@ -386,8 +391,8 @@ def _report(job: _Job, result: SweepResult, bug: Exception | None) -> None:
 
 
 def _log_result(bound: Any, result: SweepResult, bug: Exception | None) -> None:
-    """The run's one canonical line: ``sweep_finished``, ``sweep_skipped`` or
-    ``sweep_failed``."""
+    """The run's one canonical line: ``sweep_finished``, ``sweep_skipped``,
+    ``sweep_refused`` or ``sweep_failed``."""
     fields = dict(
         rows=result.rows,
         batches=result.batches,
@@ -412,6 +417,10 @@ def _log_result(bound: Any, result: SweepResult, bug: Exception | None) -> None:
             **traceback,
             **fields,
         )
+    elif result.outcome == REFUSED:
+        # A safety check stopped the run before its first delete, as it was told to: one
+        # line naming the check and the fix, never a traceback.
+        bound.error("sweep_refused", error=result.error, error_type=result.error_type, **fields)
     elif result.outcome == SKIPPED:
         # Another process (a replica, a run-once by hand) runs this sweep or one it depends
         # on: not an error, the next scheduled run tries again. Or any login squats on the

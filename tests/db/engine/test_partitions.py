@@ -243,7 +243,7 @@ def test_drops_that_would_empty_the_table_wait_for_an_explicit_opt_in(
     assert refused and "max_eligible_fraction" in refused[0]["reason"]
     # A real run stops before its first drop or delete.
     result = run_sweep(db, sweep, engine_options(settings), now=NOW)
-    assert result.outcome == "failure" and "max_eligible_fraction" in (result.error or "")
+    assert result.outcome == "refused" and "max_eligible_fraction" in (result.error or "")
     assert "events_2025_06" in partitions(conn)
     assert result.partitions == []
 

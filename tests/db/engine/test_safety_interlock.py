@@ -1,6 +1,6 @@
 """The full-table interlock: a run that would delete all, or nearly all, of a table of at
 least FULL_TABLE_MIN_ROWS rows stops before its first delete (exit 1; the daemon logs and
-counts a failure), naming the sweep, the eligible fraction and the setting that allows it.
+counts a refusal), naming the sweep, the eligible fraction and the setting that allows it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from tests.support import sweeps_of
 from tests.support.safety_interlock import BIG, HALVES, _big, _count, _seed
 
 
-def test_the_daemon_logs_and_counts_a_failure(
+def test_the_daemon_logs_and_counts_a_refusal(
     dsn: str, conn: psycopg.Connection[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     _seed(conn, garbage=3000, keep=0)
@@ -38,14 +38,20 @@ def test_the_daemon_logs_and_counts_a_failure(
         result = daemon.run_sweep("nodes_silent")
     finally:
         daemon.stop(timedelta(seconds=5))
-    assert result is not None and result.outcome == "failure"
+    assert result is not None and result.outcome == "refused"
     assert result.error_type == "FullTableRefused"
-    failures = registry.get_sample_value(
-        "reaper_sweep_runs_total", {"sweep": "nodes_silent", "outcome": "failure"}
-    )
-    assert failures == 1
+    runs = {
+        outcome: registry.get_sample_value(
+            "reaper_sweep_runs_total", {"sweep": "nodes_silent", "outcome": outcome}
+        )
+        for outcome in ("refused", "failure")
+    }
+    assert runs == {"refused": 1, "failure": 0}
     out = capsys.readouterr()
     assert "max_eligible_fraction" in out.out + out.err
+    # One line of its own: a refusal is no failure.
+    assert "sweep_refused" in out.out + out.err
+    assert "sweep_failed" not in out.out + out.err
     assert _count(conn, "garbage-") == 3000
 
 
@@ -67,8 +73,8 @@ def test_the_daemon_judges_runs_on_one_database_together(
         second = run_sweep(db, sweeps["half_b"], engine_options(settings), sweeper=sweeper)
         third = run_sweep(db, sweeps["half_b"], engine_options(settings), sweeper=sweeper)
     assert first.outcome == "success" and first.rows == 950
-    assert second.outcome == "failure" and second.error_type == "FullTableRefused"
-    assert third.outcome == "failure" and second.rows == third.rows == 0
+    assert second.outcome == "refused" and second.error_type == "FullTableRefused"
+    assert third.outcome == "refused" and second.rows == third.rows == 0
     assert _big(conn) == 950
 
 
@@ -148,9 +154,9 @@ def test_a_sample_off_either_way_never_lets_a_run_past_the_threshold(
     up to 10% off either way, and the eligible fraction 3 points off (a sample's eligible
     and sampled rows come from the same blocks: their ratio is what it measures best). Near
     the threshold the judgement counts, and its verdict is that of the true figures."""
+    from reaper.engine.clock import compute_cutoffs
     from reaper.engine.interlock import EligibleMeasure, judge_table
     from reaper.engine.interlock import TableWindow as _TableWindow
-    from reaper.engine.run import compute_cutoffs
 
     start = 10_000
     rows = start - deleted_before

@@ -144,7 +144,7 @@ def test_a_database_clock_60_days_ahead_deletes_nothing_until_it_is_back(
         run = run_reaper("run-once", env={"REAPER_DSN": dsn})
         assert run.code == 1, run.stdout + run.stderr
         assert {t: keys(conn, t) for t in ("nodes", "routers")} == before
-        failed = {e["sweep"]: e for e in run.events() if e.get("event") == "sweep_failed"}
+        failed = {e["sweep"]: e for e in run.events() if e.get("event") == "sweep_refused"}
         assert set(failed) == set(BUILTIN_NAMES), run.stderr
         for sweep, event in failed.items():
             assert event["error_type"] == "ClockSkewRefused", event

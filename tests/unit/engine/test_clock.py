@@ -242,7 +242,7 @@ def test_a_run_whose_database_clock_is_ahead_fails_before_any_statement() -> Non
     db = _Database(HOST + timedelta(days=60))
     metrics = _metrics(sweep)
     result = _sweeper(host).run(cast(Any, db), sweep, engine_options(settings), metrics=metrics)
-    assert result.outcome == Outcome.FAILURE
+    assert result.outcome == Outcome.REFUSED
     assert result.error_type == "ClockSkewRefused"
     assert result.error is not None and "is 60d ahead of reaper's host clock" in result.error
     assert result.rows == 0 and db.touched == []
@@ -251,7 +251,7 @@ def test_a_run_whose_database_clock_is_ahead_fails_before_any_statement() -> Non
     assert metrics.registry.get_sample_value("reaper_clock_skew_seconds") == 60 * DAY
     assert (
         metrics.registry.get_sample_value(
-            "reaper_sweep_runs_total", {"sweep": "nodes_silent", "outcome": "failure"}
+            "reaper_sweep_runs_total", {"sweep": "nodes_silent", "outcome": "refused"}
         )
         == 1.0
     )
