@@ -1,6 +1,6 @@
 """The full-table interlock: a run that would delete all, or nearly all, of a table of at
 least FULL_TABLE_MIN_ROWS rows stops before its first delete (exit 1; the daemon logs and
-counts a failure), naming the sweep, the eligible fraction and the setting that allows it.
+counts a refusal), naming the sweep, the eligible fraction and the setting that allows it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_a_run_that_would_empty_the_table_stops_before_its_first_delete(
     )
     assert run.code == 1, run.stderr
     (result,) = run.json()
-    assert result["outcome"] == "failure" and result["rows"] == 0
+    assert result["outcome"] == "refused" and result["rows"] == 0
     error = result["error"]
     assert "sweep nodes_silent: 100.0% of nodes" in error, error
     assert "max_eligible_fraction 0.95" in error and "nothing was deleted" in error
@@ -154,7 +154,7 @@ def test_a_dry_run_judges_a_sweep_after_the_ones_before_it_as_a_run_would(
     real = run_reaper(*args, env={"REAPER_DSN": dsn})
     assert real.code == 1, real.stderr
     outcomes = {r["sweep"]: r["outcome"] for r in real.json()}
-    assert outcomes == {"half_a": "success", "half_b": "failure"}
+    assert outcomes == {"half_a": "success", "half_b": "refused"}
 
 
 @pytest.mark.parametrize("value", ["1.5", "-0.1", "most"])
@@ -192,7 +192,7 @@ def test_halves_in_one_invocation_are_judged_together(
     assert run.code == 1, run.stderr
     by_name = {r["sweep"]: r for r in run.json()}
     assert by_name["half_a"]["outcome"] == "success" and by_name["half_a"]["rows"] == 950
-    assert by_name["half_b"]["outcome"] == "failure" and by_name["half_b"]["rows"] == 0
+    assert by_name["half_b"]["outcome"] == "refused" and by_name["half_b"]["rows"] == 0
     error = by_name["half_b"]["error"]
     assert "950 rows already deleted from big" in error, error
     assert "100.0% would be gone" in error, error
@@ -295,7 +295,7 @@ def test_a_real_run_never_leaves_less_than_the_threshold_allows_and_the_dry_run_
     refused = {
         r["sweep"]
         for r in real.json()
-        if r["outcome"] == "failure" and "max_eligible_fraction" in (r["error"] or "")
+        if r["outcome"] == "refused" and "max_eligible_fraction" in (r["error"] or "")
     }
     assert refused and refused == would_refuse, (dry.stdout, real.stdout)
     after = int(conn.execute("SELECT count(*) FROM nodes").fetchone()[0])  # type: ignore[index]
