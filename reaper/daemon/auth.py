@@ -1,9 +1,9 @@
 """HTTP basic auth against bcrypt hashes, at a bounded cost, for the HTTP port.
 
 A bcrypt check takes a core for up to a third of a second. So the checks run one at a time,
-and those waiting are served best first: an address with no recent failure before one that
-guessed wrong. A client with the right password is answered within a second, however many
-addresses guess at once.
+with one more place kept for addresses that have not guessed. Those waiting are served best
+first: an address with no recent failure before one that guessed wrong. A client with the
+right password is answered within a second, however many addresses guess at once.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ MAX_PENALIZED_CLIENTS = 1024
 # Failures are also counted per network (an IPv4 /24, an IPv6 /64): a crowd of addresses of
 # one network that guesses waits behind the addresses of other networks.
 _NETWORK_BITS = {4: 24, 6: 64}
-# bcrypt checks at once: one core at most, so guessing never takes the whole machine.
+# bcrypt checks at once: one core at most, so guessing never takes the whole machine (and
+# one more, kept for addresses that have not guessed: CheckQueue).
 CHECKS_AT_ONCE = 1
 # Checks waiting for their turn at most; past this the worst placed waiter is answered 503.
 MAX_WAITING_CHECKS = 4
@@ -202,19 +203,20 @@ def _parse_basic(header: str) -> tuple[str, bytes] | None:
 
 
 class CheckQueue:
-    """The bcrypt checks of an event loop: :data:`CHECKS_AT_ONCE` run at a time, in a thread
-    of their own, and at most :data:`MAX_WAITING_CHECKS` wait, lowest :attr:`Check.rank`
-    first.
+    """The bcrypt checks of an event loop, in threads of their own.
 
-    When one more would wait, the worst placed waiter (highest rank, then the newest) is
-    turned away (:attr:`Verdict.BUSY`): a client that has not guessed wrong displaces one
-    that has.
+    :data:`CHECKS_AT_ONCE` run at a time, and one more for a clean address (no wrong
+    password, no request that needed a check since its last success): a scraper never waits
+    for a guesser's check. At most :data:`MAX_WAITING_CHECKS` wait, lowest
+    :attr:`Check.rank` first. When one more would wait, the worst placed waiter (highest
+    rank, then the newest) is turned away (:attr:`Verdict.BUSY`).
     """
 
     def __init__(self, auth: BasicAuth) -> None:
         self._auth = auth
-        self._threads = ThreadPoolExecutor(CHECKS_AT_ONCE, thread_name_prefix="reaper-bcrypt")
-        self._running = 0
+        self._threads = ThreadPoolExecutor(CHECKS_AT_ONCE + 1, thread_name_prefix="reaper-bcrypt")
+        self._running = 0  # checks running
+        self._unclean = 0  # of them, checks of addresses that are not clean
         self._order = itertools.count()
         # (rank, arrival, turn): the turn's result says whether the waiter runs.
         self._waiting: list[tuple[Rank, int, asyncio.Future[bool]]] = []
@@ -225,15 +227,25 @@ class CheckQueue:
         if isinstance(screened, Verdict):
             return screened
         loop = asyncio.get_running_loop()
-        if self._running < CHECKS_AT_ONCE and not self._waiting:
-            self._running += 1
-        elif not await self._turn(loop, screened.rank):
+        rank = screened.rank
+        if self._may_run(rank):
+            self._start(rank)
+        elif not await self._turn(loop, rank):
             return Verdict.BUSY
-        # The slot is freed when bcrypt returns, even if this request's client went away.
+        # The place is freed when bcrypt returns, even if this request's client went away.
         done = loop.run_in_executor(self._threads, screened.run)
-        done.add_done_callback(lambda _: self._release())
+        done.add_done_callback(lambda _: self._release(rank))
         matched = await asyncio.shield(done)
         return self._auth.settle(screened, matched)
+
+    def _may_run(self, rank: Rank) -> bool:
+        if self._running > CHECKS_AT_ONCE:
+            return False
+        return rank[:2] == (0, 0) or self._unclean < CHECKS_AT_ONCE
+
+    def _start(self, rank: Rank) -> None:
+        self._running += 1
+        self._unclean += rank[:2] != (0, 0)
 
     async def _turn(self, loop: asyncio.AbstractEventLoop, rank: Rank) -> bool:
         """Wait for a place to run (True), or be turned away (False)."""
@@ -253,18 +265,21 @@ class CheckQueue:
             if entry in self._waiting:
                 self._waiting.remove(entry)
             elif turn.done() and not turn.cancelled() and turn.result():
-                self._release()  # its place, given as it went
+                self._release(rank)  # its place, given as it went
             raise
 
-    def _release(self) -> None:
-        """A check ended: the best placed waiter runs."""
+    def _release(self, rank: Rank) -> None:
+        """A check ended: the best placed waiters that may run, run."""
         self._running -= 1
-        while self._waiting and self._running < CHECKS_AT_ONCE:
-            best = min(self._waiting, key=lambda e: (e[0], e[1]))
+        self._unclean -= rank[:2] != (0, 0)
+        while True:
+            ready = [e for e in self._waiting if not e[2].done() and self._may_run(e[0])]
+            if not ready:
+                return
+            best = min(ready, key=lambda e: (e[0], e[1]))
             self._waiting.remove(best)
-            if not best[2].done():  # not cancelled as its client went away
-                self._running += 1
-                best[2].set_result(True)
+            self._start(best[0])
+            best[2].set_result(True)
 
     def close(self) -> None:
         """Stop the check thread (a check in flight finishes)."""

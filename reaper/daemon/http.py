@@ -12,7 +12,8 @@ stays within a few MiB of its baseline. reaper bounds:
   arrived, then those whose answer is not read, the longest stalled first. A connection
   being answered, or busy with its exchange (a new one, a fresh probe), is never closed, so
   no crowd locks a scraper out and no scraper gets an empty reply. Past
-  :data:`MAX_CONNECTIONS_HARD`, new ones wait in the kernel's backlog until one stalls;
+  :data:`MAX_CONNECTIONS_HARD`, new ones wait in the kernel's backlog until one stalls or
+  has waited a moment for its request;
 - a request's arrival: its headers must arrive whole within :data:`READ_TIMEOUT_SECONDS` of its
   first byte (or of the connection), however slowly they trickle in;
 - an answer's departure: an answer the client does not read for :data:`READ_TIMEOUT_SECONDS`
@@ -63,8 +64,10 @@ MAX_CONNECTIONS = 64
 # Connections at most while the others are all busy with their exchange: past this, new
 # ones wait in the kernel's backlog (answered late, never refused) until one stalls.
 MAX_CONNECTIONS_HARD = 2 * MAX_CONNECTIONS
-# How often accepting looks again for room when full.
+# How often accepting looks again for room when full, and how long a connection must have
+# waited for its request to be closed then.
 _FULL_POLL_SECONDS = 0.1
+_FULL_STALL_SECONDS = 0.1
 # A connection that has stayed this long in one stage (idle between requests, waiting for
 # its request, sending its answer) is stalled, and may be closed for room. A client that
 # connects, or asks again, has just left its last stage: curl, Prometheus and the kubelet
@@ -273,7 +276,11 @@ class _Port:
         loop = asyncio.get_running_loop()
         while True:
             while len(self._connections) >= MAX_CONNECTIONS_HARD:
-                self._make_room(None, loop.time(), MAX_CONNECTIONS_HARD - 1)
+                most = MAX_CONNECTIONS_HARD - 1
+                self._make_room(None, loop.time(), most)
+                # No stalled one: one that has waited a moment for its request goes, so that
+                # the backlog keeps moving (a crowd of new connections ahead of a scraper).
+                self._make_room(None, loop.time(), most, _FULL_STALL_SECONDS)
                 if len(self._connections) >= MAX_CONNECTIONS_HARD:
                     await asyncio.sleep(_FULL_POLL_SECONDS)
             accepted = asyncio.ensure_future(loop.sock_accept(listener))
@@ -306,6 +313,8 @@ class _Port:
     async def _serve(self, conn: _Connection) -> None:
         """One connection, from accept to close."""
         loop = asyncio.get_running_loop()
+        # It waits for its request from now: a busy loop's delay is not the client's.
+        conn.since = loop.time()
         h = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
         try:
             while True:
@@ -426,7 +435,9 @@ class _Port:
                 raise _Closed
             left = transport.get_write_buffer_size()
 
-    def _make_room(self, new: _Connection | None, now: float, most: int) -> None:
+    def _make_room(
+        self, new: _Connection | None, now: float, most: int, stall: float = STALL_SECONDS
+    ) -> None:
         """Close stalled connections (:data:`STALL_SECONDS` in one stage, not being
         answered) while more than ``most`` are open: idle ones first, then those whose
         request has not arrived, then those whose answer is not read, the longest stalled
@@ -435,9 +446,7 @@ class _Port:
             stalled = [
                 c
                 for c in self._connections
-                if c is not new
-                and c.stage is not _Stage.ANSWERING
-                and now - c.since > STALL_SECONDS
+                if c is not new and c.stage is not _Stage.ANSWERING and now - c.since > stall
             ]
             if not stalled:
                 return  # every other one is busy with its exchange
