@@ -61,6 +61,7 @@ from reaper.config.sweeps import Budget, Sweep
 from reaper.config.triggers import SweepTrigger, every
 from reaper.config.values import format_duration
 from reaper.daemon import policy
+from reaper.daemon.answers import make_app
 from reaper.daemon.gauges import GaugeRefresher
 from reaper.daemon.health import (
     HEARTBEAT_SECONDS,
@@ -70,8 +71,9 @@ from reaper.daemon.health import (
     NotReady,
     probe,
 )
-from reaper.daemon.http import HttpServer, make_app
+from reaper.daemon.http import HttpServer
 from reaper.daemon.policy import SweepState
+from reaper.daemon.webconfig import WebConfig
 from reaper.db import Database, Session, SweepStatements
 from reaper.engine.result import SweepResult
 from reaper.engine.run import RunRequest, Sweeper
@@ -311,16 +313,19 @@ class Daemon:
     def apply(self, settings: Settings, sweeps: Sequence[Sweep]) -> None:
         """Swap in new settings and sweeps (a SIGHUP reload): jobs of removed sweeps go, new
         sweeps get jobs, changed intervals are rescheduled, a changed connection setting
-        opens a new pool (runs in flight finish on the old one, which then closes).
-        ``--listen`` is not re-bound (log says so): it needs a restart.
+        opens a new pool (runs in flight finish on the old one, which then closes), and the
+        web config file is read again. ``--listen`` is not re-bound (log says so): it needs a
+        restart.
 
         Raises:
-            ConfigError: ``sweeps`` is empty.
+            ConfigError: ``sweeps`` is empty, or the web config file is invalid.
         """
         if not sweeps:
             raise errors.ConfigError(
                 "no sweep is enabled: set enabled = true in a [sweeps.NAME] table"
             )
+        # Read before anything changes: a bad file leaves every running setting as it was.
+        web = WebConfig.load(Path(settings.web_config_file)) if settings.web_config_file else None
         with self._config_lock:
             old = self._settings
             # Any connection setting changed (the DSN, a timeout, the time zone...): a new pool.
@@ -340,6 +345,7 @@ class Daemon:
                     hint="restart reaper to listen elsewhere",
                 )
             self._settings = settings
+            self.http.configure(web)
             new = {s.name: s for s in sweeps}
             for name in set(self._sweeps) - set(new):
                 with contextlib.suppress(JobLookupError):

@@ -6,10 +6,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from reaper.daemon.http import (
-    HttpServer,
-    make_app,
-)
+from reaper.daemon.answers import make_app
+from reaper.daemon.http import HttpServer
 
 
 def _server(web_config: Path | None = None) -> HttpServer:

@@ -14,21 +14,21 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry, Counter, make_wsgi_app
 
-from reaper.daemon.health import Health, NotReady
-from reaper.daemon.http import (
+from reaper.daemon.answers import (
     AUTHENTICATED,
-    FAILURES_BEFORE_PENALTY,
-    MAX_BCRYPT_COST,
-    MAX_FAILURE_PENALTY_SECONDS,
     MAX_METRICS_KINDS,
-    MAX_WEB_CONFIG_BYTES,
     METRICS_REUSE_SECONDS,
-    BasicAuth,
     SharedRenders,
-    Verdict,
-    WebConfig,
     make_app,
 )
+from reaper.daemon.auth import (
+    FAILURES_BEFORE_PENALTY,
+    MAX_FAILURE_PENALTY_SECONDS,
+    BasicAuth,
+    Verdict,
+)
+from reaper.daemon.health import Health, NotReady
+from reaper.daemon.webconfig import MAX_BCRYPT_COST, MAX_WEB_CONFIG_BYTES, WebConfig
 from reaper.errors import ConfigError
 from tests.support.http_port import _server
 
