@@ -32,7 +32,7 @@ demo-server: $(VENV)/.demo
 
 ## docs: build the documentation site into site/ (mkdocs build --strict: a broken link fails)
 docs: $(VENV)/.test
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 ## docs-reference: rewrite the settings, metrics and commands references in docs/ from the code
 docs-reference: $(VENV)/.test

@@ -181,8 +181,23 @@ def stale_pages() -> list[Path]:
     return out
 
 
+# The changelog lives at the repository's root (CHANGELOG.md), where its links to the pages
+# read ``docs/engine.md``; the site's changelog page includes it with those links made
+# relative to docs/, so that the strict build checks them like any other page's.
+_CHANGELOG_INCLUDE = '--8<-- "CHANGELOG.md"'
+_DOCS_LINK = re.compile(r"\]\(docs/")
+
+
+def changelog_page() -> str:
+    """CHANGELOG.md as the site's changelog page shows it: links into docs/ made relative."""
+    return _DOCS_LINK.sub("](", (DOCS.parent / "CHANGELOG.md").read_text("utf-8"))
+
+
 def on_page_markdown(markdown: str, page: Any = None, **_: Any) -> str:
-    """MkDocs hook: a page whose reference is stale fails the build."""
+    """MkDocs hook: a page whose reference is stale fails the build; the changelog page is
+    CHANGELOG.md with its links made relative to docs/ (:func:`changelog_page`)."""
+    if markdown.strip() == _CHANGELOG_INCLUDE:
+        return changelog_page()
     if with_references(markdown) != markdown:
         from mkdocs.exceptions import PluginError
 

@@ -243,7 +243,7 @@ def next_steps(env_file: Path, *, serving: bool) -> str:
     lines += [
         f"  source {_shown(env_file)}",
         f"  {reaper} status",
-        f"  {reaper} check",
+        f"  {reaper} check    # exits 1: the demo connects as a superuser (check role)",
         f"  {reaper} run-once --dry-run",
         f"  {reaper} run --listen 127.0.0.1:9465 --interval 1m --max-eligible-fraction 1",
         "and from a third one:",

@@ -94,6 +94,10 @@ def test_the_printed_next_commands_work(demo_server, tmp_path: Path) -> None:
         superuser_only = (
             " check" in command and "1 failed" in done.stdout and "superuser" in done.stdout
         )
+        if superuser_only:
+            # The README's demo path says why, where it shows the command.
+            readme = (ROOT / "README.md").read_text()
+            assert "exits 1 here" in readme and "superuser" in readme
         assert done.returncode == (1 if superuser_only else 0), (
             command,
             done.stdout[-2000:],

@@ -1,0 +1,101 @@
+"""The figures the pages state are the code's: every default a page gives a flag in
+parentheses, the timings of /healthz and /readyz, what `check` does with a superuser; and no
+page states a count that nothing keeps true (how many tests there are)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reaper.config.settings import SETTING_FIELDS, Settings
+from reaper.daemon import health
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(DOCS.rglob("*.md"))]
+FIELDS = {f.name.replace("_", "-"): f for f in SETTING_FIELDS}
+DEFAULTS = Settings()
+
+# `--flag` (TEXT): TEXT is the flag's default when it reads as a value ("10 s", "0.75",
+# "default `10s`", "1 hour", "off"); a remark of several words ("how often ...") is not one.
+FLAG_NOTE = re.compile(r"`--([a-z][a-z-]*)`\s*\(([^()]{1,40})\)")
+_WORDS = {"hours": "h", "hour": "h", "minutes": "m", "minute": "m", "seconds": "s", "second": "s"}
+# Single words in parentheses after a flag that point elsewhere on the page.
+_REMARKS = {"below", "above"}
+
+
+def stated_value(note: str) -> str | None:
+    """The value a parenthesised note states, normalised to the settings' grammar ("1 hour"
+    -> "1h", "default `10s`" -> "10s"), or None when the note is a remark."""
+    text = note.replace("`", "").strip()
+    text = re.sub(r"^(the )?default:?\s+|\s+by default$", "", text)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([a-z]+)?", text)
+    if m:
+        number, unit = m.groups()
+        return number + _WORDS.get(unit or "", unit or "")
+    if re.fullmatch(r"[A-Za-z0-9_./:-]+", text) and text not in _REMARKS:
+        return text
+    return None
+
+
+def stated_defaults() -> list[tuple[str, str, str]]:
+    """``(page, flag, stated value)`` for every flag note that states a value."""
+    out = []
+    for page in PAGES:
+        for flag, note in FLAG_NOTE.findall(page.read_text("utf-8")):
+            value = stated_value(note)
+            if flag in FIELDS and value is not None:
+                out.append((str(page.relative_to(ROOT)), flag, value))
+    return out
+
+
+def test_the_pages_state_defaults() -> None:
+    """The check below has something to check (the pattern still finds the pages' notes)."""
+    assert len(stated_defaults()) >= 10
+
+
+@pytest.mark.parametrize(("page", "flag", "value"), stated_defaults())
+def test_a_default_a_page_states_is_the_codes(page: str, flag: str, value: str) -> None:
+    field = FIELDS[flag]
+    shown = field.metadata.get("default_text") or ""
+    if value in re.findall(r"\w+", shown):
+        return  # as the help shows the default: "0 (off)"
+    try:
+        parsed: Any = field.metadata["parse"](value)
+    except ValueError:
+        pytest.fail(f"{page}: `--{flag}` ({value}) is not a value of --{flag}")
+    assert parsed == getattr(DEFAULTS, field.name), f"{page}: `--{flag}` ({value})"
+
+
+def test_a_wrong_default_is_caught() -> None:
+    assert stated_value("half") == "half"
+    assert stated_value("5 minutes by default") == "5m"
+    assert stated_value("default `10s`") == "10s"
+    assert stated_value("how often `reaper run` repeats them") is None
+    with pytest.raises(ValueError):
+        FIELDS["busy-share"].metadata["parse"]("half")
+
+
+def _row(page: Path, first_cell: str) -> str:
+    rows = [line for line in page.read_text().splitlines() if line.startswith(f"| {first_cell} ")]
+    assert len(rows) == 1, first_cell
+    return rows[0]
+
+
+def test_the_health_endpoints_timings_are_the_codes() -> None:
+    healthz = _row(DOCS / "daemon.md", "`/healthz`")
+    assert f"every {health.HEARTBEAT_SECONDS:g} s" in healthz
+    assert f"in the last {health.HEALTHY_HEARTBEAT_AGE_SECONDS:g} s" in healthz
+    readyz = _row(DOCS / "daemon.md", "`/readyz`")
+    stale = health.READY_STALE_PROBES * health.READINESS_PROBE_SECONDS
+    assert f"every {health.READINESS_PROBE_SECONDS:g} s, stale after {stale:g} s" in readyz
+
+
+def test_no_page_states_a_count_of_tests() -> None:
+    """A count of tests is stale by the next commit: no page states one."""
+    for page in PAGES:
+        found = re.findall(r"\b\d[\d,]* tests\b", page.read_text("utf-8"))
+        assert not found, (page, found)
