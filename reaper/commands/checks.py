@@ -45,7 +45,7 @@ from reaper.engine.clock import compute_cutoffs
 from reaper.engine.execute import keep
 from reaper.metrics import ALL_SWEEPS, Metrics
 from reaper.sqltext import sqlinfo
-from reaper.sqltext.names import TableName, sql_name
+from reaper.sqltext.names import TableName, sql_literal, sql_name
 from reaper.vocab import CheckName, CheckStatus, ObstacleKind, SpaceVerdict
 
 log = structlog.get_logger("reaper.checks")
@@ -220,7 +220,7 @@ def _server_checks(session: Session) -> list[Finding]:
                     f"TEMPORARY on database {database}",
                     f"role {role} can create temporary tables (PUBLIC holds TEMPORARY on "
                     "the database by default)",
-                    f"the database owner: REVOKE TEMPORARY ON DATABASE {database} FROM "
+                    f"the database owner: REVOKE TEMPORARY ON DATABASE {sql_name(database)} FROM "
                     "PUBLIC (grant it back to the roles that need it)",
                 )
             )
@@ -258,7 +258,7 @@ def _pacing_check(session: Session, settings: Settings) -> Finding:
             subject,
             f"role {role} cannot read the standbys' replay positions (standbys: {standbys}) "
             "nor other roles' sessions: batches will not pause for replica lag or live traffic",
-            f"GRANT pg_read_all_stats TO {role}",
+            f"GRANT pg_read_all_stats TO {sql_name(role)}",
         )
     return Finding(
         ALL_SWEEPS,
@@ -482,8 +482,8 @@ def _wall_times(
             "the application writes another zone's wall times, rows are kept or deleted "
             "that many hours off",
             f"set timestamp_time_zone to the zone the application writes {column} in, or "
-            f"ALTER TABLE {sweep.table} ALTER {column} TYPE timestamptz USING {column} AT "
-            f"TIME ZONE '{zone}'",
+            f"ALTER TABLE {sweep.table.sql_text} ALTER {sql_name(column)} TYPE timestamptz "
+            f"USING {sql_name(column)} AT TIME ZONE {sql_literal(zone)}",
         )
 
 
@@ -523,10 +523,11 @@ def _privileges(
             FAIL,
             f"{privilege} on {table}",
             f"role {role} lacks {privilege} on table {table} ({why})",
-            f"GRANT {privilege} ON {table} TO {role}",
+            f"GRANT {privilege} ON {table.sql_text} TO {sql_name(role)}",
         )
     if not missing:
-        held = ", ".join(f"{p} on {t}" for t, p in needed)
+        # The subject is the table: its own privileges bare, another table's named.
+        held = ", ".join(p if t == stmts.table else f"{p} on {t}" for t, p in needed)
         yield finding(CheckName.PRIVILEGES, PASS, stmts.table, f"role {role} holds {held}")
     owner = session.fetch(
         TableOwner, sqltext.ops("table_owner"), {"table": regclass_text(stmts.table)}
@@ -556,7 +557,7 @@ def _deletes(session: Session, stmts: SweepStatements, finding: _FindingFn) -> I
     (a count of a block sample under the role, against ``pg_class.reltuples``)."""
     role = session.scalar(sqltext.ops("current_role"))
     bypass = (
-        f"ALTER ROLE {role} BYPASSRLS, or a policy for {role} that lets it read and "
+        f"ALTER ROLE {sql_name(role)} BYPASSRLS, or a policy for {role} that lets it read and "
         "delete every row the sweep may delete"
     )
     clean = True
@@ -604,7 +605,7 @@ def _deletes(session: Session, stmts: SweepStatements, finding: _FindingFn) -> I
                 f"row-level security on {heap}",
                 f"row-level security filters what role {role} reads of {heap}, which was never "
                 "analyzed: whether it hides rows from the sweep cannot be known",
-                f"ANALYZE {heap}",
+                f"ANALYZE {heap.sql_text}",
             )
         elif visible is not None and visible < seen.estimated_rows * MIN_VISIBLE_FRACTION:
             yield finding(
@@ -786,7 +787,8 @@ def _foreign_keys(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterat
                 subject,
                 f"{row.constraint_name} references {sweep.table} and no valid index leads "
                 f"with {cols}: every deleted row makes PostgreSQL scan {row.referencing_table}",
-                f"CREATE INDEX CONCURRENTLY ON {row.referencing_table} ({cols})",
+                f"CREATE INDEX CONCURRENTLY ON {row.referencing_table} "
+                f"({', '.join(sql_name(c) for c in row.columns)})",
             )
     if not rows:
         yield finding(
@@ -860,7 +862,7 @@ def _plan(
             WARN,
             subject,
             f"Seq Scan of {what}, never analyzed: its size is unknown",
-            f"ANALYZE {sweep.table}",
+            f"ANALYZE {sweep.table.sql_text}",
         )
         return
     if rows <= limit:

@@ -489,7 +489,9 @@ def print_status(
             fix = r.space.fix()
             console.print(
                 Text.assemble(
-                    ("space: ", "yellow"), r.space.describe(r.now), f". Fix: {fix}" if fix else ""
+                    ("space: ", "yellow"),
+                    f"{r.table}: {r.space.describe(r.now)}",
+                    f". Fix: {fix}" if fix else "",
                 ),
                 soft_wrap=True,
             )

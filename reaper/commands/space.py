@@ -22,7 +22,7 @@ from typing import Any
 from reaper import errors, sqltext
 from reaper.config.values import format_duration
 from reaper.db import Session, TableSpace, XminHolder, regclass_text
-from reaper.sqltext.names import TableName
+from reaper.sqltext.names import TableName, sql_literal
 from reaper.vocab import HorizonHolder, SpaceVerdict
 
 # Among holders as old as each other, the cause first: a standby's feedback and a slot's xmin
@@ -54,12 +54,9 @@ class Space:
 
     def describe(self, now: datetime) -> str:
         """One line: the dead rows, the threshold, and why they wait (``now``: the database
-        clock, for ages)."""
+        clock, for ages). It does not name the table: the line that shows it does, once."""
         dead = f"{self.dead_rows:,}" if self.dead_rows is not None else "unknown"
-        head = (
-            f"{self.table}: {dead} dead rows (autovacuum vacuums past "
-            f"{self.autovacuum_threshold:,})"
-        )
+        head = f"{dead} dead rows (autovacuum vacuums past {self.autovacuum_threshold:,})"
         holder = describe_holder(self.holder, now) if self.holder else None
         vacuumed = (
             f"the last vacuum ({_ago(self.last_vacuum, now)} ago)"
@@ -215,10 +212,6 @@ def describe_holder(h: XminHolder, now: datetime) -> str:
             return f"the hot_standby_feedback of standby {h.name!r} ({xmin})"
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def holder_fix(h: XminHolder) -> str:
     """What releases the horizon ``h`` holds."""
     match HorizonHolder(h.kind):
@@ -230,13 +223,13 @@ def holder_fix(h: XminHolder) -> str:
             )
         case HorizonHolder.PREPARED_TRANSACTION:
             return (
-                f"COMMIT PREPARED {_literal(h.name)} or ROLLBACK PREPARED "
-                f"{_literal(h.name)}, as its transaction manager decides"
+                f"COMMIT PREPARED {sql_literal(h.name)} or ROLLBACK PREPARED "
+                f"{sql_literal(h.name)}, as its transaction manager decides"
             )
         case HorizonHolder.REPLICATION_SLOT:
             return (
                 f"if no standby uses the slot any more, SELECT pg_drop_replication_slot"
-                f"({_literal(h.name)}); else end the long queries on its standby"
+                f"({sql_literal(h.name)}); else end the long queries on its standby"
             )
         case _:
             return (

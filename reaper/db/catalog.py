@@ -21,7 +21,7 @@ from reaper.db.statements import (
     regclass_text,
 )
 from reaper.sqltext.declared import Predicate
-from reaper.sqltext.names import TableName
+from reaper.sqltext.names import TableName, sql_name
 
 # Why reaper refuses to delete from a relation of each kind (pg_class.relkind) other than an
 # ordinary table ('r') and a partitioned table ('p', whose rows are in its partitions).
@@ -64,7 +64,9 @@ class Catalog(Queries):
             return None
         if not missing:
             return None
-        grants = "; ".join(f"GRANT {p} ON {t.sql_text} TO {role}" for t, p in missing)
+        grants = "; ".join(
+            f"GRANT {p} ON {t.sql_text} TO {sql_name(str(role))}" for t, p in missing
+        )
         what = ", ".join(f"{p} on table {t}" for t, p in missing)
         return f"role {role} lacks {what} (grant it: {grants}; see {sqltext.where('grants.sql')})"
 

@@ -438,7 +438,8 @@ def check(
                 p.name,
                 f"a detach of {p.name} from {p.parent_qualified} was "
                 "interrupted (detach pending); the next run finishes it",
-                f"ALTER TABLE {p.parent_qualified} DETACH PARTITION {p.name} FINALIZE",
+                f"ALTER TABLE {TableName(p.parent_schema, p.parent_name).sql_text} DETACH "
+                f"PARTITION {TableName(p.schema_name, p.relname).sql_text} FINALIZE",
             )
         )
     names = ", ".join(p.name for p, _ in found.drop)

@@ -26,6 +26,7 @@ from reaper import errors, sqltext
 from reaper.db import MIN_HEAP_WALK_VERSION as MIN_CONCURRENT_DETACH_VERSION
 from reaper.db import Session, compose_relations
 from reaper.engine.partitions import DROP, OFF, Partition, droppable, plan
+from reaper.sqltext.names import TableName
 from reaper.vocab import PartitionStep, RowsSource
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ def _remove(
                 stage="drop",
                 error=str(exc),
                 error_type=type(exc).__name__,
-                fix=f"DROP TABLE {p.name}",
+                fix=f"DROP TABLE {TableName(p.schema_name, p.relname).sql_text}",
             )
     if metrics is not None:
         metrics.partition_removed(sweep.table, sweep.reason, rows)

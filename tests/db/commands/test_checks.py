@@ -215,18 +215,18 @@ def test_missing_privilege_names_it_and_the_grant(
         (f["sweep"], f["subject"], f["fix"])
         for f in findings_of(doc, check="privileges", status="fail")
     ]
-    assert ("router_leases", "DELETE on routers", "GRANT DELETE ON routers TO reaper") in privs
+    assert ("router_leases", "DELETE on routers", "GRANT DELETE ON public.routers TO reaper") in privs
     assert not [p for p in privs if p[1].startswith("UPDATE")], privs
     # The ephemeral requests' predicate reads the tokens: that sweep needs SELECT there too.
     assert (
         "enrollment_requests_ephemeral",
         "SELECT on bootstrap_tokens",
-        "GRANT SELECT ON bootstrap_tokens TO reaper",
+        "GRANT SELECT ON public.bootstrap_tokens TO reaper",
     ) in privs
     assert (
         "bootstrap_tokens",
         "SELECT on bootstrap_tokens",
-        "GRANT SELECT ON bootstrap_tokens TO reaper",
+        "GRANT SELECT ON public.bootstrap_tokens TO reaper",
     ) in privs
 
 
@@ -296,7 +296,7 @@ def test_run_once_strict_refuses_to_sweep_on_a_failed_check(
     assert "check(s) failed; nothing swept" in err
     assert "lacks DELETE on table routers" in err
     assert conn.execute("SELECT count(*) FROM routers").fetchone() == (4,)
-    conn.execute("GRANT DELETE ON routers TO reaper")
+    conn.execute("GRANT DELETE ON public.routers TO reaper")
     conn.execute(spec("routers_lease_expires_at_idx").statement)
     code, _, err = run_cli(
         capsys, "run-once", "--dsn", reaper_dsn, "--strict", "--sweep", "router_leases"

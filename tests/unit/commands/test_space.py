@@ -136,7 +136,7 @@ def test_each_holder_is_named_with_its_fix(holder: XminHolder, says: list[str], 
     found = space.Space(ROUTERS, 100_000, 2_050, True, VACUUMED, holder, SpaceVerdict.HELD)
     line = found.describe(NOW)
     assert line.startswith(
-        "routers: 100,000 dead rows (autovacuum vacuums past 2,050): "
+        "100,000 dead rows (autovacuum vacuums past 2,050): "
         "the last vacuum (5m ago) could not remove them"
     )
     for phrase in says:
