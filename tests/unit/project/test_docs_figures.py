@@ -41,11 +41,19 @@ def stated_value(note: str) -> str | None:
     return None
 
 
+# `setting_name` (... by default) or (default ...): a setting named by its TOML key.
+KEY_NOTE = re.compile(r"`([a-z][a-z_]*)`[^`()+\d]{0,30}?\(([^()]{1,40}\bdefault\b[^()]{0,20})\)")
+
+
 def stated_defaults() -> list[tuple[str, str, str]]:
-    """``(page, flag, stated value)`` for every flag note that states a value."""
+    """``(page, flag, stated value)`` for every flag or key note that states a value."""
     out = []
     for page in PAGES:
-        for flag, note in FLAG_NOTE.findall(page.read_text("utf-8")):
+        text = page.read_text("utf-8")
+        notes = FLAG_NOTE.findall(text) + [
+            (k.replace("_", "-"), n) for k, n in KEY_NOTE.findall(text)
+        ]
+        for flag, note in notes:
             value = stated_value(note)
             if flag in FIELDS and value is not None:
                 out.append((str(page.relative_to(ROOT)), flag, value))
