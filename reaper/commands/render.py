@@ -457,13 +457,22 @@ def print_status(
             Column("dead rows", right=True),
             Column("last vacuum", optional=True),
             Column("last autovacuum", optional=True),
-            Column("next run"),
+            Column("schedule"),
             *([Column("window")] if windows else []),
         ],
         cells,
         wide=wide or any(r.error for r in rows),
     )
     console = make_console()
+    if rows:
+        from reaper.commands.status import SCHEDULE_SOURCE
+
+        # status reads the configuration it is given, never the daemon's.
+        console.print(
+            f"schedule: from {SCHEDULE_SOURCE} (--interval, --schedule, --window, the config "
+            "file); a running `reaper run` keeps the settings it started with (its "
+            "daemon_started log line lists each sweep's)"
+        )
     for r in rows:
         for h in r.lock_holders:
             console.print(

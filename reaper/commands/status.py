@@ -26,6 +26,12 @@ from reaper.engine.clock import compute_cutoffs
 from reaper.engine.run import lock_keys
 
 
+# Where a status's schedule comes from: this command's settings, which may not be those of a
+# `reaper run` already running (a flag, a variable or the file may differ, or have changed
+# since it started); the daemon logs its own in daemon_started.
+SCHEDULE_SOURCE = "this command's settings"
+
+
 @dataclass
 class SweepStatus:
     """One sweep's backlog and its table's upkeep.
@@ -42,7 +48,9 @@ class SweepStatus:
         last_vacuum, last_autovacuum: from ``pg_stat_user_tables`` (None: never).
         lock_holders: the sessions holding the sweep's advisory locks now (a running
             replica, or a squatter: every run is skipped while one holds them).
-        schedule: when ``reaper run`` runs it: ``every 1h`` or a cron expression.
+        schedule: when ``reaper run`` runs it under this command's settings: ``every 1h`` or
+            a cron expression. A daemon already running keeps the settings it started with:
+            see :data:`SCHEDULE_SOURCE`.
         zone: the time zone of its schedule and window (None: neither has one).
         next_run: when its cron schedule next fires, moved to its window's opening when the
             window is shut then; for an interval sweep, the window's opening while it is shut
@@ -110,6 +118,7 @@ class SweepStatus:
             "error": self.error,
             "lock_holders": [h.as_dict() for h in self.lock_holders],
             "schedule": self.schedule,
+            "schedule_source": SCHEDULE_SOURCE,
             "zone": self.zone,
             "next_run": iso(self.next_run),
             "window": self.window,

@@ -48,6 +48,7 @@ def test_a_shut_window_names_its_opening_as_the_next_run() -> None:
     assert cron.next_run == datetime(2026, 12, 2, 2, 0, tzinfo=UTC)  # 03:00 in Berlin
     assert cron.as_dict()["next_run"] == "2026-12-02T02:00:00+00:00"
     assert cron.as_dict()["window_open"] is False
+    assert cron.as_dict()["schedule_source"] == "this command's settings"
 
 
 def test_an_open_window_names_its_close() -> None:
@@ -75,10 +76,14 @@ def test_the_table_shows_the_next_run_and_the_window(monkeypatch, with_window: b
     )
     render.print_status(rows)
     text = out.getvalue()
-    assert "next run" in text
+    # What status cannot know it does not state: the schedule is this command's settings'.
+    assert "next run" not in text and "schedule" in text
+    assert "schedule: from this command's settings" in text
+    assert "a running `reaper run` keeps the settings it started with" in text
     if with_window:
         assert "2026-12-02 03:00 CET" in text  # router_leases, on Berlin's clock
         assert "01:00-05:00 closed until 01:00" in text
         assert "22:00-23:00 closed until 22:00" in text
     else:
-        assert "window" not in text and "every 1h" in text and "every 5m" in text
+        table = text[: text.index("schedule: from")]
+        assert "window" not in table and "every 1h" in text and "every 5m" in text
