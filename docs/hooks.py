@@ -84,7 +84,7 @@ def metric_defs() -> list[MetricDef]:
     """Every metric of :class:`reaper.metrics.Metrics`, in definition order."""
     from reaper.metrics import Metrics
 
-    metrics = Metrics([], CollectorRegistry())
+    metrics = Metrics([], CollectorRegistry(), daemon=True)
     out = []
     for value in vars(metrics).values():
         if not isinstance(value, MetricWrapperBase):

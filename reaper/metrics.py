@@ -41,18 +41,75 @@ SWEEP_BUCKETS = (0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600)
 BATCH_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
+def _build_labels() -> dict[str, str]:
+    """reaper's, Python's and psycopg's versions (psycopg's from its installed metadata: only
+    reaper/db imports psycopg)."""
+    import platform
+    from importlib import metadata
+
+    from reaper import __version__
+
+    try:
+        psycopg = metadata.version("psycopg")
+    except metadata.PackageNotFoundError:
+        psycopg = ""
+    return {"version": __version__, "python": platform.python_version(), "psycopg": psycopg}
+
+
 class Metrics:
     """reaper's metrics for a set of sweeps.
 
     Args:
         sweeps: the sweeps whose label sets are created at 0.
         registry: where the metrics live.
+        daemon: also the metrics only ``reaper run`` keeps current (whether the database
+            answers, the last reload of the configuration); a ``run-once`` metrics file
+            leaves them out, where they would go stale.
     """
 
-    def __init__(self, sweeps: Iterable[Sweep], registry: CollectorRegistry) -> None:
-        from prometheus_client import Counter, Gauge, Histogram
+    def __init__(
+        self, sweeps: Iterable[Sweep], registry: CollectorRegistry, *, daemon: bool = False
+    ) -> None:
+        from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics
 
+        # The client adds a `_created` series (the process's start, as a timestamp) to every
+        # counter and histogram label set: hundreds of series that no rule or panel reads.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry
+        self.build_info = Gauge(
+            "reaper_build_info",
+            "Always 1; its labels name reaper's version, Python's, psycopg's, and the "
+            "PostgreSQL server's (server_version, empty until reaper run has reached it).",
+            ["version", "python", "psycopg", "postgresql"],
+            registry=registry,
+        )
+        self._build = _build_labels()
+        self.build_info.labels(**self._build, postgresql="").set(1)
+        self.database_up: Gauge | None = None
+        self.config_reload_ok: Gauge | None = None
+        self.config_reload_time: Gauge | None = None
+        if daemon:
+            self.database_up = Gauge(
+                "reaper_database_up",
+                "reaper run only: 1 when the database answered the last readiness probe, 0 "
+                "when it did not (refused, unreachable, or silent past the probe's bound) or "
+                "has not yet.",
+                registry=registry,
+            )
+            self.config_reload_ok = Gauge(
+                "reaper_config_last_reload_successful",
+                "reaper run only: 1 when the last load of the configuration (at start, or a "
+                "reload on SIGHUP) succeeded, 0 when a reload was rejected (the running "
+                "settings stay).",
+                registry=registry,
+            )
+            self.config_reload_time = Gauge(
+                "reaper_config_last_reload_success_timestamp_seconds",
+                "reaper run only: Unix time of the last successful load of the configuration "
+                "(at start, or a reload on SIGHUP).",
+                registry=registry,
+            )
+            self.config_loaded(True)
         self.deleted_rows = Counter(
             "reaper_deleted_rows",
             "Rows deleted, by table and reason.",
@@ -214,6 +271,27 @@ class Metrics:
                 self.throttled_seconds.labels(sweep=s.name, reason=reason)
             for clock in ClockCheck:
                 self.clock_refusals.labels(sweep=s.name, clock=clock)
+
+    def database_answered(self, answered: bool, server_version: int | None = None) -> None:
+        """Set ``reaper_database_up`` from a readiness probe (``answered``), and the
+        ``postgresql`` label of ``reaper_build_info`` from the server's ``server_version_num``
+        (e.g. 180001) when known."""
+        if self.database_up is not None:
+            self.database_up.set(1 if answered else 0)
+        if server_version:
+            shown = f"{server_version // 10000}.{server_version % 10000}"
+            current = {s.labels["postgresql"] for m in self.build_info.collect() for s in m.samples}
+            if current != {shown}:
+                self.build_info.clear()
+                self.build_info.labels(**self._build, postgresql=shown).set(1)
+
+    def config_loaded(self, ok: bool) -> None:
+        """Record a load of the configuration: ``reaper_config_last_reload_successful``, and
+        when ``ok`` its time (``..._success_timestamp_seconds``)."""
+        if self.config_reload_ok is not None:
+            self.config_reload_ok.set(1 if ok else 0)
+        if ok and self.config_reload_time is not None:
+            self.config_reload_time.set_to_current_time()
 
     def batch_finished(self, sweep: str, seconds: float) -> None:
         """Count one committed batch that took ``seconds`` (its rows: :meth:`rows_deleted`,

@@ -156,9 +156,10 @@ def panels() -> list[dict[str, Any]]:
         panel(
             5,
             "Run outcomes",
-            "increase(reaper_sweep_runs_total) by outcome: success, failure, skipped "
-            "(another replica held the sweep's lock). Failures that keep coming: "
-            "ReaperSweepFailing.",
+            "increase(reaper_sweep_runs_total) by outcome: success, failure, refused "
+            "(stopped on purpose before its first delete), skipped (another replica held the "
+            "sweep's lock). Failures that keep coming: ReaperSweepFailing; refusals: "
+            "ReaperSweepRefused.",
             [
                 target(
                     f"sum by (sweep, outcome) (increase(reaper_sweep_runs_total{{{SEL}}}"
@@ -297,6 +298,160 @@ def panels() -> list[dict[str, Any]]:
             unit="short",
             x=12,
             y=34,
+        ),
+        row(102, "Space, clocks and reaper itself", 50),
+        panel(
+            13,
+            "Dead rows and autovacuum's threshold, by table",
+            "reaper_dead_rows (n_dead_tup) against reaper_autovacuum_threshold_rows: deleted "
+            "rows whose space is not reusable yet. Above the threshold for an hour: "
+            "ReaperSpaceNotReclaimed.",
+            [
+                target('max by (table) (reaper_dead_rows{job=~"$job"})', "dead {{table}}", "A"),
+                target(
+                    'max by (table) (reaper_autovacuum_threshold_rows{job=~"$job"})',
+                    "threshold {{table}}",
+                    "B",
+                ),
+            ],
+            unit="short",
+            x=0,
+            y=51,
+        ),
+        panel(
+            14,
+            "Since the last vacuum, by table",
+            "time() - reaper_last_vacuum_timestamp_seconds: the latest VACUUM or autovacuum "
+            "of each swept table (0, never, is left out).",
+            [
+                target(
+                    'time() - max by (table) (reaper_last_vacuum_timestamp_seconds{job=~"$job"} '
+                    "> 0)",
+                    "{{table}}",
+                )
+            ],
+            unit="s",
+            x=12,
+            y=51,
+        ),
+        panel(
+            15,
+            "xmin horizon: the oldest holder's age, in transactions",
+            "reaper_xmin_horizon_age_transactions by kind of holder: a vacuum removes no row "
+            "deleted after it. Rising without end: ReaperSpaceNotReclaimed names the holder.",
+            [
+                target(
+                    'max by (holder) (reaper_xmin_horizon_age_transactions{job=~"$job"})',
+                    "{{holder}}",
+                )
+            ],
+            unit="short",
+            x=0,
+            y=59,
+        ),
+        panel(
+            16,
+            "xmin horizon: how long the oldest transaction has been open",
+            "reaper_xmin_horizon_age_seconds: the oldest open (or prepared) transaction "
+            "holding the horizon, where reaper's role may see its start.",
+            [
+                target(
+                    'max by (holder) (reaper_xmin_horizon_age_seconds{job=~"$job"})',
+                    "{{holder}}",
+                )
+            ],
+            unit="s",
+            x=12,
+            y=59,
+        ),
+        panel(
+            17,
+            "Clock skew: database minus reaper's host",
+            "reaper_clock_skew_seconds at the last run's reading; the red lines are 5 minutes "
+            "either way, ReaperClockSkew's bound.",
+            [target('reaper_clock_skew_seconds{job=~"$job"}', "{{instance}}")],
+            unit="s",
+            x=0,
+            y=67,
+            thresholds=[
+                {"color": "red", "value": None},
+                {"color": "green", "value": -300},
+                {"color": "red", "value": 300},
+            ],
+        ),
+        panel(
+            18,
+            "Runs refused by the clock check",
+            "increase(reaper_clock_refusals_total) by sweep and clock (host, history): runs "
+            "stopped before their first delete: ReaperClockSkew.",
+            [
+                target(
+                    f"sum by (sweep, clock) (increase(reaper_clock_refusals_total{{{SEL}}}"
+                    "[$__rate_interval]))",
+                    "{{sweep}} {{clock}}",
+                )
+            ],
+            unit="short",
+            x=12,
+            y=67,
+            draw="bars",
+        ),
+        panel(
+            19,
+            "Database answers",
+            "reaper_database_up: 1 when the database answered reaper's last readiness probe. "
+            "0 while it is unreachable (/readyz answers 503 then).",
+            [target('reaper_database_up{job=~"$job"}', "{{instance}}")],
+            unit="short",
+            x=0,
+            y=75,
+            w=8,
+            kind="stat",
+            thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1}],
+        ),
+        panel(
+            20,
+            "Last configuration reload",
+            "reaper_config_last_reload_successful (0: the last SIGHUP's file was rejected, the "
+            "running settings stay; the log says why), and the age of the last good load "
+            "(reaper_config_last_reload_success_timestamp_seconds).",
+            [
+                target(
+                    'reaper_config_last_reload_successful{job=~"$job"}',
+                    "ok {{instance}}",
+                    "A",
+                ),
+                target(
+                    'time() - reaper_config_last_reload_success_timestamp_seconds{job=~"$job"}',
+                    "since {{instance}}",
+                    "B",
+                ),
+            ],
+            unit="short",
+            x=8,
+            y=75,
+            w=8,
+            kind="stat",
+            thresholds=[{"color": "red", "value": None}, {"color": "green", "value": 1}],
+        ),
+        panel(
+            21,
+            "Versions",
+            "reaper_build_info: reaper, Python, psycopg and the PostgreSQL server each replica "
+            "runs with.",
+            [
+                target(
+                    "count by (version, python, psycopg, postgresql) "
+                    '(reaper_build_info{job=~"$job"})',
+                    "reaper {{version}}, Python {{python}}, psycopg {{psycopg}}, PostgreSQL "
+                    "{{postgresql}}",
+                )
+            ],
+            unit="short",
+            x=16,
+            y=75,
+            w=8,
+            kind="stat",
         ),
     ]
 

@@ -25,7 +25,6 @@ from reaper.db import Database, LockHolder, Session, TableStatus, XminHolder, re
 from reaper.engine.clock import compute_cutoffs
 from reaper.engine.run import lock_keys
 
-
 # Where a status's schedule comes from: this command's settings, which may not be those of a
 # `reaper run` already running (a flag, a variable or the file may differ, or have changed
 # since it started); the daemon logs its own in daemon_started.

@@ -134,11 +134,17 @@ class ProbeAnswer:
         problem: why the database cannot do the work now (unreachable, a standby, missing
             tables, a missing privilege); None when it can.
         locks_checked: the probe also checked that advisory locks hold on this pool.
+        answered: the database answered the probe's statements (even to refuse them); False
+            when it could not be reached or stayed silent past the probe's bound
+            (``reaper_database_up``).
+        server_version: the server's ``server_version_num``, when it answered.
     """
 
     problem: str | None
     locks_checked: bool
     kind: NotReady = NotReady.DATABASE_ERROR
+    answered: bool = True
+    server_version: int | None = None
 
 
 def probe(
@@ -162,8 +168,10 @@ def probe(
     Raises:
         LockNotHeld: ``check_locks`` found that advisory locks do not hold (fatal).
     """
+    version: int | None = None
     try:
         with db.session(bound=PROBE_BOUND_SECONDS) as session:
+            version = session.server_version
             missing = session.missing_tables(tables)
             refusal, stale = session.write_refusal()
             present = set(tables) - set(missing)
@@ -185,12 +193,15 @@ def probe(
             db.check_connection()
         except errors.ConnectionFailed as direct:
             reason = str(direct)
-        return ProbeAnswer(reason, locks_checked=False, kind=NotReady.UNREACHABLE)
+        return ProbeAnswer(reason, locks_checked=False, kind=NotReady.UNREACHABLE, answered=False)
     except errors.DatabaseError as exc:
         return ProbeAnswer(
             str(exc),
             locks_checked=False,
             kind=OUTAGE_KINDS.get(type(exc).__name__, NotReady.DATABASE_ERROR),
+            # A statement cancelled at the probe's bound: the server stayed silent.
+            answered=not isinstance(exc, errors.StatementCanceled),
+            server_version=version,
         )
     # Readiness is what stops every sweep: a table missing or out of reach stops the sweeps
     # of that table only (their runs fail and say why; `reaper check` too), unless every
@@ -211,4 +222,4 @@ def probe(
             f"missing tables: {', '.join(missing)}; " if missing else ""
         ) + f"reaper's role lacks {what} (see {sqltext.where('grants.sql')})"
         kind = NotReady.MISSING_PRIVILEGES if not missing else NotReady.MISSING_TABLES
-    return ProbeAnswer(problem, locks_checked=check_locks, kind=kind)
+    return ProbeAnswer(problem, locks_checked=check_locks, kind=kind, server_version=version)

@@ -134,7 +134,7 @@ class Daemon:
         self._sweeps: dict[str, Sweep] = {s.name: s for s in sweeps}
         self._statements: dict[str, SweepStatements] = {}
         self._state: dict[str, SweepState] = {s.name: SweepState() for s in sweeps}
-        self.metrics = Metrics(sweeps, registry)
+        self.metrics = Metrics(sweeps, registry, daemon=True)
         self.db = Database(connection_settings(settings), max_connections=MAX_PARALLEL_SWEEPS + 2)
         # The engine's process state (the interlock's ledger, the pacers' WAL history) for
         # the daemon's life, kept per Database: a reload's new one starts afresh.
@@ -384,7 +384,9 @@ class Daemon:
             self.apply(settings, sweeps)
         except errors.ConfigError as exc:
             log.error("reload_rejected", error=str(exc))
+            self.metrics.config_loaded(False)
             return False
+        self.metrics.config_loaded(True)
         log.info("settings_reloaded", changed=changed_settings(old, settings))
         return True
 
@@ -693,6 +695,7 @@ class Daemon:
             # Answered while the daemon shut down (its pool closing): says nothing about the
             # database, and would log "not ready" after daemon_stopped.
             return
+        self.metrics.database_answered(answer.answered, answer.server_version)
         if answer.locks_checked:
             self._lock_checked = True
         if answer.problem is not None:

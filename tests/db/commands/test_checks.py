@@ -215,7 +215,11 @@ def test_missing_privilege_names_it_and_the_grant(
         (f["sweep"], f["subject"], f["fix"])
         for f in findings_of(doc, check="privileges", status="fail")
     ]
-    assert ("router_leases", "DELETE on routers", "GRANT DELETE ON public.routers TO reaper") in privs
+    assert (
+        "router_leases",
+        "DELETE on routers",
+        "GRANT DELETE ON public.routers TO reaper",
+    ) in privs
     assert not [p for p in privs if p[1].startswith("UPDATE")], privs
     # The ephemeral requests' predicate reads the tokens: that sweep needs SELECT there too.
     assert (

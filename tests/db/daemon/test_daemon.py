@@ -456,3 +456,36 @@ def test_a_declared_sweep_gets_its_backlog_gauges(dsn, conn) -> None:
         assert 3 * 86_400 + 6 * 3600 <= oldest < 3 * 86_400 + 6 * 3600 + 600
     finally:
         daemon.stop(timedelta(seconds=5))
+
+
+def test_database_up_and_the_servers_version(
+    make_daemon: Callable[..., Daemon], conn: psycopg.Connection[Any]
+) -> None:
+    """reaper_database_up reads 1 once the database answered the readiness probe, 0 while it
+    cannot be reached; reaper_build_info names the server's version."""
+    from tests.support.daemon import free_port
+
+    daemon = make_daemon(sweeps=["router_leases"], start=False)
+    assert value(daemon, "reaper_database_up") == 0  # no answer yet
+    daemon.db.open()
+    daemon._probe()
+    assert value(daemon, "reaper_database_up") == 1
+    version = int(conn.execute("SHOW server_version_num").fetchone()[0])  # type: ignore[index]
+    shown = f"{version // 10000}.{version % 10000}"
+    builds = [
+        s.labels
+        for m in daemon.metrics.registry.collect()
+        for s in m.samples
+        if s.name == "reaper_build_info"
+    ]
+    assert [b["postgresql"] for b in builds] == [shown]
+    gone = make_daemon(
+        sweeps=["router_leases"],
+        start=False,
+        dsn=f"postgresql://postgres@127.0.0.1:{free_port()}/postgres",
+        connect_timeout="1s",
+    )
+    gone.db.open()
+    gone._probe()
+    assert value(gone, "reaper_database_up") == 0
+    assert gone.readyz()[0] is False

@@ -76,7 +76,11 @@ def test_reload_changes_retention_budget_interval_and_sweeps(
         new = reload_config(config, explicit)
         return new.settings, new.enabled()
 
+    started = value(daemon, "reaper_config_last_reload_success_timestamp_seconds")
+    assert value(daemon, "reaper_config_last_reload_successful") == 1 and started > 0
     assert daemon.reload(load) is True
+    reloaded = value(daemon, "reaper_config_last_reload_success_timestamp_seconds")
+    assert value(daemon, "reaper_config_last_reload_successful") == 1 and reloaded >= started
     assert "nodes_ephemeral" not in daemon.sweeps
     assert daemon.settings.node_retention.days == 10
     next_run = daemon.next_run_time("router_leases")
@@ -92,4 +96,7 @@ def test_reload_changes_retention_budget_interval_and_sweeps(
     config.write_text('node_retention = "soon"\n')
     assert daemon.reload(load) is False
     assert daemon.settings.node_retention.days == 10  # the running settings stay
+    # Prometheus's own convention: the last reload failed, the last good one's time stays.
+    assert value(daemon, "reaper_config_last_reload_successful") == 0
+    assert value(daemon, "reaper_config_last_reload_success_timestamp_seconds") == reloaded
     assert "nodes_ephemeral" not in daemon.sweeps

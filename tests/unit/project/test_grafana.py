@@ -149,3 +149,18 @@ def test_the_dashboard_page_describes_every_panel() -> None:
     for p in dashboard()["panels"]:
         if p["type"] != "row":
             assert p["title"] in text, p["title"]
+
+
+# A metric reaper exports that no panel shows, and why (the dashboard shows everything else).
+NO_PANEL: dict[str, str] = {}
+
+
+def test_every_metric_has_a_panel_or_a_reason() -> None:
+    """The dashboard page says it shows everything reaper exports: every metric is in a
+    panel's query, or named in NO_PANEL with the reason it is not."""
+    used = set().union(*(metric_names(e) for e in queries(dashboard())))
+    defs = _hooks().metric_defs()
+    assert set(NO_PANEL) <= {m.name for m in defs}
+    missing = [m.name for m in defs if m.name not in NO_PANEL and not set(m.series()) & used]
+    assert not missing, f"no panel shows {missing}: add one in deploy/grafana/build.py"
+    assert "everything reaper" in (ROOT / "docs" / "operations" / "dashboard.md").read_text()
