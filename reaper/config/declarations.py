@@ -394,8 +394,8 @@ class Settings(Values, PerSweep):
         None,
         optional_cron,
         "reaper run: run each sweep at the times of this cron expression (minute hour "
-        'day-of-month month day-of-week, days of the week by name, e.g. "0 3 * * *" or '
-        '"*/15 * * * mon-fri"), read on --schedule-time-zone\'s clock, instead of every '
+        'day-of-month month day-of-week, as crontab reads it, e.g. "0 3 * * *" or '
+        '"*/15 * * * 1-5"), read on --schedule-time-zone\'s clock, instead of every '
         "--interval; a [sweeps.NAME] table's interval or schedule wins.",
         "CRON",
         sweep_key=True,

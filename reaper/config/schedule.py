@@ -1,8 +1,14 @@
 """When a sweep may run: a cron schedule and a maintenance window, each read on a named zone's
 clock.
 
-A :class:`Cron` is a five-field crontab expression (``0 3 * * *``), read by APScheduler's own
-parser, so what loads is exactly what the daemon fires. A :class:`Window` (``01:00-05:00``) is
+A :class:`Cron` is a five-field crontab expression (``0 3 * * *``) with crontab's meaning, as
+cronie, pg_cron and Kubernetes CronJobs read it: a day of the week by number (0 and 7 are
+Sunday) or by name, and, when both day fields are restricted (neither starts with ``*``), a
+day that matches either (``0 3 1 * mon``: the 1st, and every Monday). It becomes APScheduler
+triggers that fire exactly those times: the day of the week by name (APScheduler counts from
+Monday), and an OR of two triggers for the two day fields; tests/unit/config/test_cron_table.py
+holds them to a table of next fire times from an independent crontab implementation.
+A :class:`Window` (``01:00-05:00``) is
 a span of wall-clock time each day: outside it no run starts, and a run still going at its
 end stops before its next batch.
 
@@ -27,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from reaper.config.values import ANY_TIME, shown
 
 if TYPE_CHECKING:
-    from apscheduler.triggers.cron import CronTrigger
+    from apscheduler.triggers.base import BaseTrigger
 
 _HHMM = re.compile(r"([01]\d|2[0-3]):([0-5]\d)")
 # Where APScheduler's CronTrigger.fields holds minute, hour, day, month and day_of_week.
@@ -48,24 +54,97 @@ class Cron:
     expression: str
     zone: str = "UTC"
 
-    def trigger(self) -> CronTrigger:
+    def trigger(self) -> BaseTrigger:
         """APScheduler's trigger of this expression in its zone (every time it names, a time
         the clock shows twice included: :class:`reaper.daemon.triggers.SweepTrigger` fires
         that one once)."""
-        # APScheduler is imported here, not at the top: the command line loads this module on
-        # every start.
-        from apscheduler.triggers.cron import CronTrigger
-
-        return CronTrigger.from_crontab(self.expression, timezone=_zone(self.zone))
+        return _trigger(self.expression.split(), _zone(self.zone))
 
     def __str__(self) -> str:
         return f"{self.expression} ({self.zone})"
 
 
+# crontab's days of the week, by its numbers (0 and 7: Sunday), as APScheduler names them.
+_DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_DAY_TOKEN = re.compile(r"(\*|\w+)(?:-(\w+))?(?:/(\d+))?")
+
+
+def _day_number(word: str) -> int:
+    """A crontab day of the week: 0-7 (0 and 7: Sunday) or a name (``mon``, ``Mon``)."""
+    if word.isdigit() and 0 <= int(word) <= 7:
+        return int(word) % 7
+    if word.lower()[:3] in _DAY_NAMES and len(word) == 3:
+        return _DAY_NAMES.index(word.lower())
+    raise ValueError(f"{word!r} is not a day of the week (0-7, 0 and 7 being Sunday, or sun-sat)")
+
+
+def crontab_weekdays(field: str) -> str:
+    """A crontab day-of-week field as APScheduler's names, with crontab's meaning: ``1-5``
+    -> ``mon,tue,wed,thu,fri``, ``0`` and ``7`` -> ``sun``, ``*/2`` -> ``sun,tue,thu,sat``;
+    ``*`` stays ``*``.
+
+    Raises:
+        ValueError: a token that is not a day, a range, a step or a list of them.
+    """
+    if field == "*":
+        return field
+    days: set[int] = set()
+    for token in field.split(","):
+        m = _DAY_TOKEN.fullmatch(token)
+        if not m:
+            raise ValueError(f"{token!r} is not a day of the week, a range or a step")
+        first, last, step = m.groups()
+        if first == "*":
+            if last is not None:
+                raise ValueError(f"{token!r} is not a range")
+            low, high = 0, 6
+        else:
+            low = _day_number(first)
+            # 7 closes a range as Sunday at its end (5-7: Friday to Sunday).
+            high = low if last is None else (7 if last == "7" else _day_number(last))
+            if high < low:
+                raise ValueError(f"{token!r} is a range that ends before it starts")
+            if step is not None and last is None:
+                raise ValueError(f"{token!r}: a step needs a range or * (e.g. 1-5/2, */2)")
+        days.update(d % 7 for d in range(low, high + 1, int(step or 1)))
+    if len(days) == 7:
+        return "*"
+    return ",".join(_DAY_NAMES[d] for d in sorted(days, key=lambda d: (d + 6) % 7))
+
+
+def _trigger(fields: list[str], zone: zoneinfo.ZoneInfo | Any, **bounds: Any) -> BaseTrigger:
+    """The trigger of five crontab fields in ``zone`` (``bounds``: CronTrigger's start_date
+    and end_date). When both day fields are restricted, a day that matches either: an OR of
+    one trigger per day field, as crontab reads them."""
+    # APScheduler is imported here, not at the top: the command line loads this module on
+    # every start.
+    from apscheduler.triggers.combining import OrTrigger
+    from apscheduler.triggers.cron import CronTrigger
+
+    minute, hour, day, month, weekday = fields
+    weekdays = crontab_weekdays(weekday)
+
+    def cron(day: str, weekdays: str) -> CronTrigger:
+        return CronTrigger(
+            minute=minute,
+            hour=hour,
+            day=day,
+            month=month,
+            day_of_week=weekdays,
+            timezone=zone,
+            **bounds,
+        )
+
+    if day.startswith("*") or weekday.startswith("*"):
+        return cron(day, weekdays)
+    return OrTrigger([cron(day, "*"), cron("*", weekdays)])
+
+
 def parse_cron(value: Any) -> str:
-    """A crontab expression of five fields, e.g. ``0 3 * * *`` or ``*/15 1-4 * * mon-fri``;
-    returned normalised (single spaces). Checked by APScheduler's parser, and refused when it
-    never fires (``0 0 30 2 *``).
+    """A crontab expression of five fields, e.g. ``0 3 * * *``, ``*/15 1-4 * * mon-fri`` or
+    ``0 3 * * 1-5``, with crontab's meaning (see the module); returned normalised (single
+    spaces). Checked by APScheduler's parser, and refused when it never fires
+    (``0 0 30 2 *``).
 
     Raises:
         ValueError: not five fields, a field out of range, or an expression that never fires.
@@ -81,34 +160,25 @@ def parse_cron(value: Any) -> str:
             "hour day-of-month month day-of-week"
         )
     text = " ".join(fields)
-    weekdays = [token.partition("/") for token in fields[4].split(",")]
-    if any(re.search(r"\d", base) or (step and base == "*") for base, _, step in weekdays):
-        # APScheduler 3 reads 0 as Monday, crontab as Sunday: a number (or */2, which counts
-        # from day 0) would run on the wrong day without a word. Names mean one day everywhere.
-        raise ValueError(
-            f"{shown(value)}: give the day of the week by name (mon, tue, wed, thu, fri, sat, "
-            "sun; ranges such as mon-fri), not by number, whose meaning differs between crons"
-        )
     start = datetime(2030, 1, 1, tzinfo=UTC)
     try:
-        read = CronTrigger.from_crontab(text, timezone=UTC)
-        # The same fields, with an end: the search for a date that never comes stops there.
-        minute, hour, day, month, day_of_week = fields
-        bounded = CronTrigger(
-            minute=minute,
-            hour=hour,
-            day=day,
-            month=month,
-            day_of_week=day_of_week,
+        weekdays = crontab_weekdays(fields[4])
+        read = CronTrigger(
+            minute=fields[0],
+            hour=fields[1],
+            day=fields[2],
+            month=fields[3],
+            day_of_week=weekdays,
             timezone=UTC,
-            start_date=start,
-            end_date=start + _CRON_HORIZON,
         )
+        # With an end: the search for a date that never comes stops there.
+        bounded = _trigger(fields, UTC, start_date=start, end_date=start + _CRON_HORIZON)
     except (ValueError, TypeError, KeyError) as exc:
         raise ValueError(f"{shown(value)} is not a cron expression: {exc}") from None
     # APScheduler drops what it does not understand in a named field (the /2 of jan-mar/2,
     # the #2 of mon#2) without a word: refuse any field it did not read whole.
-    for given, field in zip(fields, (read.fields[i] for i in _CRON_FIELDS), strict=True):
+    given_fields = [*fields[:4], weekdays]
+    for given, field in zip(given_fields, (read.fields[i] for i in _CRON_FIELDS), strict=True):
         if _plain(given) != _plain(str(field)):
             raise ValueError(
                 f"{shown(value)}: {given!r} is not a field reaper can read whole (it would run "

@@ -66,7 +66,7 @@ def test_a_port_out_of_range_says_so_and_a_flag_needs_no_quotes() -> None:
 @pytest.mark.parametrize(
     ("args", "env", "toml", "words"),
     [
-        (["--schedule", "0 3 * * 0"], {}, "", ["--schedule", "day of the week by name"]),
+        (["--schedule", "0 3 * * 8"], {}, "", ["--schedule", "not a day of the week"]),
         ([], {"REAPER_WINDOW": "01:00-01:00"}, "", ["REAPER_WINDOW", "empty window"]),
         ([], {}, 'schedule_time_zone = "CET+1"\n', ["schedule_time_zone", "IANA"]),
         (

@@ -54,7 +54,7 @@ def test_a_shut_window_holds_the_sweeps_and_sighup_opens_it(
     wait_for("database_ready", lambda: reaper.events("database_ready"))
 
     # A bad schedule is refused in one line; the window stays shut.
-    config.write_text(f'window = "{hours_from_now(3, 4)}"\nschedule = "0 3 * * 0"\n')
+    config.write_text(f'window = "{hours_from_now(3, 4)}"\nschedule = "0 3 * * 8"\n')
     reaper.proc.send_signal(signal.SIGHUP)
     rejected = wait_for("reload_rejected", lambda: reaper.events("reload_rejected"))
     assert "schedule" in rejected[0]["error"] and "\n" not in rejected[0]["error"]

@@ -338,5 +338,5 @@ def test_the_example_and_the_error_of_the_configuration_page_are_true() -> None:
     assert got["router_leases"].window == Window(time(1), time(5), NEW_YORK)
     quoted = " ".join(section.split("`reaper: ", 1)[1].split("`.", 1)[0].split())
     with pytest.raises(ConfigError) as exc:
-        build_settings({}, {"schedule": "0 3 * * 0"}, source="reaper.toml")
+        build_settings({}, {"schedule": "0 3 * * 8"}, source="reaper.toml")
     assert str(exc.value) == quoted
