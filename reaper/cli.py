@@ -269,6 +269,7 @@ def run_once(
     config = load(config_path, raw)
     settings, sweeps = config.settings, config.enabled(sweep_names)
     # Imported once the configuration is valid (as in every command): bad input costs none.
+    from reaper.commands import cascades
     from reaper.commands.progress import SweepProgress
     from reaper.commands.stop import StopOnSignal
     from reaper.engine.preflight import refuse_unsweepable, warn_if_superuser_in
@@ -326,6 +327,8 @@ def run_once(
                 )
                 progress.finish(result)
                 results.append(result)
+        # What a dry run's deletes would take with them through ON DELETE CASCADE.
+        cascaded = cascades.of_sweeps(db, sweeps) if dry_run else {}
         metrics_written = True
         if metrics is not None and metrics_file is not None:
             _refresh_storage_rows(db, metrics, sweeps)
@@ -339,11 +342,15 @@ def run_once(
         for r in results:
             r.note = notes.get(r.sweep)
     if as_json:
-        _echo_json([r.as_dict() for r in results])
+        docs = [r.as_dict() for r in results]
+        if dry_run:
+            for d, r in zip(docs, results, strict=True):
+                d["cascades"] = [cascades.as_dict(c, r.rows) for c in cascaded.get(r.sweep, [])]
+        _echo_json(docs)
     else:
         from reaper.commands import render
 
-        render.print_results(results, dry_run=dry_run, wide=wide)
+        render.print_results(results, dry_run=dry_run, wide=wide, cascaded=cascaded)
     if interrupt.requested:
         # Whatever the sweeps' outcomes: a stopped run is not a finished one, and the exit
         # code says so as a shell reports a process the signal ended.

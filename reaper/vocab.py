@@ -126,6 +126,12 @@ class CheckName(_Word):
     DELETES = "deletes"
     # Whether the space of deleted rows is reclaimed (reaper.commands.space): it only warns.
     SPACE = "space"
+    # The rows ON DELETE CASCADE foreign keys take with the sweep's (reaper.commands.cascades):
+    # it only warns.
+    CASCADES = "cascades"
+    # Two sweeps of one table whose rules can match the same rows but whose retentions differ:
+    # the shorter deletes rows the longer keeps.
+    OVERLAP = "overlap"
 
 
 SERVER_CHECKS = (
@@ -144,6 +150,7 @@ SWEEP_CHECKS = (
     CheckName.FOREIGN_KEY_INDEX,
     CheckName.PLAN,
     CheckName.PARTITIONS,
+    CheckName.OVERLAP,
     CheckName.DELETES,
 )
 

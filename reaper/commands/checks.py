@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from reaper import errors, sqltext
-from reaper.commands import space
+from reaper.commands import cascades, overlaps, space
 from reaper.config.settings import Settings
 from reaper.config.sweeps import Sweep
 from reaper.db import (
@@ -128,7 +128,42 @@ def run_checks(
             held_by = exc
         for sweep in sweeps:
             findings += _sweep_checks(session, sweep, settings, now, held_by)
+    findings += _overlaps(sweeps)
     return findings
+
+
+def _overlaps(sweeps: Sequence[Sweep]) -> list[Finding]:
+    """Sweeps of one table that can match one row with different retentions
+    (:mod:`.overlaps`): a failure when the shorter is as broad as the longer (the longer's
+    retention holds for none of their shared rows), a warning when it narrows it (a
+    deliberate exception); a pass for each sweep that shares its table with no such one."""
+    out: list[Finding] = []
+    flagged: set[str] = set()
+    for o in overlaps.overlaps(sweeps):
+        flagged |= {o.shorter.name, o.longer.name}
+        out.append(
+            Finding(
+                o.shorter.name,
+                CheckName.OVERLAP,
+                WARN if o.exception else FAIL,
+                f"{o.shorter.name} and {o.longer.name}",
+                o.detail(),
+                o.fix(),
+            )
+        )
+    shared = {s.table for s in sweeps if sum(t.table == s.table for t in sweeps) > 1}
+    for s in sweeps:
+        if s.table in shared and s.name not in flagged:
+            out.append(
+                Finding(
+                    s.name,
+                    CheckName.OVERLAP,
+                    PASS,
+                    s.table,
+                    "no other sweep of the table with another retention can match its rows",
+                )
+            )
+    return out
 
 
 def failures(findings: Sequence[Finding]) -> list[Finding]:
@@ -383,6 +418,7 @@ def _sweep_checks(
     guarded(
         CheckName.FOREIGN_KEY_INDEX, sweep.table, lambda: _foreign_keys(session, sweep, finding)
     )
+    guarded(CheckName.CASCADES, sweep.table, lambda: _cascades(session, sweep, finding))
     if plan is not None:
         guarded(
             CheckName.PLAN, sweep.table, lambda: _plan(sweep, settings, plan, used, leaves, finding)
@@ -793,6 +829,30 @@ def _foreign_keys(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterat
     if not rows:
         yield finding(
             CheckName.FOREIGN_KEY_INDEX, PASS, sweep.table, "no foreign key references the table"
+        )
+
+
+def _cascades(session: Session, sweep: Sweep, finding: _FindingFn) -> Iterator[Finding]:
+    """Each ``ON DELETE CASCADE`` foreign key a delete from the sweep's table reaches, at any
+    depth, with the rows it takes per deleted row (:mod:`.cascades`): a warning, so that what
+    a sweep really deletes is said before it runs."""
+    found = cascades.cascades(session, sweep.table)
+    for c in found:
+        yield finding(
+            CheckName.CASCADES,
+            WARN,
+            f"ON DELETE CASCADE {c.constraint_name}",
+            "each row the sweep deletes also deletes " + cascades.describe(c, named=False),
+            f"if those rows must stay: make {c.constraint_name} ON DELETE RESTRICT (the sweep "
+            "then skips the rows they reference), or sweep them first with a sweep of their "
+            "own (after = [...])",
+        )
+    if not found:
+        yield finding(
+            CheckName.CASCADES,
+            PASS,
+            sweep.table,
+            "no foreign key cascades a delete to another table",
         )
 
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from reaper.commands.indexes import IndexAction
     from reaper.commands.status import SweepStatus
     from reaper.config.sweeps import Sweep
+    from reaper.db import Cascade
     from reaper.engine.result import SweepResult
 
 DEFAULT_WIDTH_COLUMNS = 80
@@ -258,10 +259,12 @@ def print_results(
     *,
     dry_run: bool,
     wide: bool = False,
+    cascaded: Mapping[str, Sequence[Cascade]] | None = None,
 ) -> None:
     """``reaper run-once``: one row per sweep (sweep, table, reason, rows, batches, seconds,
-    outcome), then, for a dry run, what each count leaves out and the sweeps a real run would
-    refuse; then the partitions removed, the errors and the lock holders, one line each."""
+    outcome), then, for a dry run, what each count leaves out, the rows ``ON DELETE CASCADE``
+    would take with them (``cascaded``, by sweep) and the sweeps a real run would refuse;
+    then the partitions removed, the errors and the lock holders, one line each."""
     rows: list[list[Cell]] = []
     for r in results:
         colour = "green" if r.outcome == Outcome.SUCCESS else "red"
@@ -297,6 +300,15 @@ def print_results(
         for r in results:
             if r.note:
                 console.print(f"note: {r.note}", highlight=False)
+        from reaper.commands import cascades
+
+        for r in results:
+            for c in (cascaded or {}).get(r.sweep, []) if r.rows else []:
+                console.print(
+                    Text.assemble(
+                        (r.sweep, "yellow"), ": would also delete ", cascades.describe(c, r.rows)
+                    )
+                )
         # The full-table interlock's refusals: one line of figures per sweep between a line
         # that says what they are and one with the fix (each sweep's full line is in --json's
         # refusal, and in the real run's error).

@@ -23,6 +23,7 @@ from reaper.db.pinning import ConnectionSettings
 from reaper.db.pool import Database
 from reaper.db.rows import (
     BrokenIndex,
+    Cascade,
     DeleteObstacle,
     ForeignKey,
     IndexLookup,
@@ -60,6 +61,7 @@ __all__ = [
     "MIN_HEAP_WALK_VERSION",
     "BatchRows",
     "BrokenIndex",
+    "Cascade",
     "ConnectionSettings",
     "Database",
     "DeleteObstacle",

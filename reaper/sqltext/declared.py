@@ -140,6 +140,8 @@ class Predicate:
             reads its ``text``, kept with the package (:mod:`reaper.sqltext.analysed`):
             ``(column, cutoff parameters)``, or why the text proves no partition eligible.
             None: ``text`` is read when a partition is planned (or there is no text).
+        rules: a declaration's rules, as declared (empty for reviewed text), so that
+            ``reaper check`` can tell whether two sweeps of one table can match one row.
     """
 
     table: TableName
@@ -155,6 +157,7 @@ class Predicate:
     reads: tuple[tuple[TableName, str], ...] = ()
     arms: tuple[Arm, ...] = ()
     proof: tuple[str, tuple[str, ...]] | str | None = None
+    rules: tuple[Rule, ...] = ()
 
 
 def cutoff_name(rule: int) -> str:
@@ -327,6 +330,7 @@ def compile_declaration(
             )
         ),
         arms=disjoint,
+        rules=tuple(rules),
     )
 
 
