@@ -125,7 +125,9 @@ def _translate(redact: _Redactor, context: str = "") -> Iterator[None]:
         raise errors.LockTimeout(prefix + redact(_first_line(exc))) from exc
     except psycopg.errors.QueryCanceled as exc:
         raise _canceled_kind(exc)(prefix + redact(_first_line(exc))) from exc
-    except psycopg.errors.ForeignKeyViolation as exc:
+    except (psycopg.errors.ForeignKeyViolation, psycopg.errors.RestrictViolation) as exc:
+        # PostgreSQL 18 reports a delete that ON DELETE RESTRICT refuses as 23001
+        # (restrict_violation), where earlier releases said 23503, as for NO ACTION.
         raise errors.ForeignKeyConflict(prefix + redact(_first_line(exc))) from exc
     except PoolTimeout as exc:
         raise errors.ConnectionFailed(prefix + redact(_first_line(exc))) from exc

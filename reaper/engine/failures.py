@@ -12,8 +12,9 @@ import re
 from reaper import errors
 from reaper.vocab import SkipReason
 
-# SQLSTATEs of a lock wait past lock_timeout and of a foreign key violation.
-LOCK_NOT_AVAILABLE, FOREIGN_KEY_VIOLATION = "55P03", "23503"
+# SQLSTATEs of a lock wait past lock_timeout and of a foreign key violation (23001: ON DELETE
+# RESTRICT's, from PostgreSQL 18 on).
+LOCK_NOT_AVAILABLE, FOREIGN_KEY_VIOLATION, RESTRICT_VIOLATION = "55P03", "23503", "23001"
 
 _HELD_TUPLE = re.compile(
     r'while (?:deleting|updating|locking) tuple \((\d+),(\d+)\) in relation "((?:[^"]|"")+)"'
@@ -26,7 +27,10 @@ def skip_reason(exc: errors.DatabaseError) -> SkipReason:
         if exc.sqlstate == LOCK_NOT_AVAILABLE:
             return SkipReason.LOCKED
         return SkipReason.TIMEOUT
-    if isinstance(exc, errors.ForeignKeyConflict) or exc.sqlstate == FOREIGN_KEY_VIOLATION:
+    if isinstance(exc, errors.ForeignKeyConflict) or exc.sqlstate in (
+        FOREIGN_KEY_VIOLATION,
+        RESTRICT_VIOLATION,
+    ):
         return SkipReason.FOREIGN_KEY
     return SkipReason.ERROR
 

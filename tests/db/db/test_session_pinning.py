@@ -348,6 +348,7 @@ def test_a_read_only_session_refuses_writes_and_the_next_one_may_write(dsn: str)
         ("42883", errors.ObjectMissing),
         ("42501", errors.PrivilegeMissing),
         ("23503", errors.ForeignKeyConflict),
+        ("23001", errors.ForeignKeyConflict),  # ON DELETE RESTRICT, PostgreSQL 18
         ("23505", errors.DatabaseError),
         ("22012", errors.DatabaseError),
         ("54000", errors.DatabaseError),
