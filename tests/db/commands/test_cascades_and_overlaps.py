@@ -23,7 +23,8 @@ CREATE TABLE grandkids (id bigint PRIMARY KEY,
                         kid_id bigint NOT NULL REFERENCES kids ON DELETE CASCADE);
 CREATE INDEX ON grandkids (kid_id);
 INSERT INTO parents SELECT g, CASE WHEN g % 10 = 0 THEN 'legal' ELSE 'chat' END,
-                           now() - CASE WHEN g <= 1000 THEN interval '40 days' ELSE interval '1 day' END
+                           now() - CASE WHEN g <= 1000 THEN interval '40 days'
+                                        ELSE interval '1 day' END
                     FROM generate_series(1, 2000) g;
 INSERT INTO kids SELECT g, 1 + g % 2000 FROM generate_series(1, 6000) g;
 INSERT INTO grandkids SELECT g, 1 + g % 6000 FROM generate_series(1, 12000) g;
