@@ -129,3 +129,19 @@ def test_the_supported_versions_are_those_check_and_ci_hold() -> None:
         readme,
     )
     assert ran and {int(g) for g in ran.groups()} == majors
+
+
+def test_contributing_states_the_makefiles_worker_count() -> None:
+    workers = re.search(r"^TEST_WORKERS \?= (\d+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert workers
+    text = (DOCS / "contributing.md").read_text()
+    assert f"pytest processes `make test` runs ({workers.group(1)};" in text
+
+
+def test_the_systemd_unit_says_a_database_down_at_start_is_waited_for() -> None:
+    """The daemon waits for a database that is down at start (/readyz 503; tested in
+    tests/process/daemon): the unit's comments must not say it exits then."""
+    unit = (ROOT / "deploy" / "systemd" / "reaper.service").read_text()
+    comments = " ".join(line.lstrip("# ") for line in unit.splitlines() if line.startswith("#"))
+    assert "database down at start is waited" in comments
+    assert not re.search(r"exits? on a fatal error \(the database unreachable", comments)
