@@ -10,14 +10,13 @@ from typing import Any
 
 import pytest
 
-from reaper.config.settings import SETTING_FIELDS, Settings
+from reaper.config.settings import Settings
 from reaper.daemon import health
 
 ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted(DOCS.rglob("*.md"))]
-FIELDS = {f.name.replace("_", "-"): f for f in SETTING_FIELDS}
-DEFAULTS = Settings()
+FIELDS = {s.name.replace("_", "-"): s for s in Settings.declarations()}
 
 # `--flag` (TEXT): TEXT is the flag's default when it reads as a value ("10 s", "0.75",
 # "default `10s`", "1 hour", "off"); a remark of several words ("how often ...") is not one.
@@ -67,15 +66,14 @@ def test_the_pages_state_defaults() -> None:
 
 @pytest.mark.parametrize(("page", "flag", "value"), stated_defaults())
 def test_a_default_a_page_states_is_the_codes(page: str, flag: str, value: str) -> None:
-    field = FIELDS[flag]
-    shown = field.metadata.get("default_text") or ""
-    if value in re.findall(r"\w+", shown):
+    setting = FIELDS[flag]
+    if value in re.findall(r"\w+", setting.shown_default):
         return  # as the help shows the default: "0 (off)"
     try:
-        parsed: Any = field.metadata["parse"](value)
+        parsed: Any = setting.parse(value)
     except ValueError:
         pytest.fail(f"{page}: `--{flag}` ({value}) is not a value of --{flag}")
-    assert parsed == getattr(DEFAULTS, field.name), f"{page}: `--{flag}` ({value})"
+    assert parsed == setting.default, f"{page}: `--{flag}` ({value})"
 
 
 def test_a_wrong_default_is_caught() -> None:
@@ -84,7 +82,7 @@ def test_a_wrong_default_is_caught() -> None:
     assert stated_value("default `10s`") == "10s"
     assert stated_value("how often `reaper run` repeats them") is None
     with pytest.raises(ValueError):
-        FIELDS["busy-share"].metadata["parse"]("half")
+        FIELDS["busy-share"].parse("half")
 
 
 def _row(page: Path, first_cell: str) -> str:
