@@ -48,13 +48,17 @@ def test_every_entry_names_a_class_that_exists() -> None:
 
 
 def test_refusals_are_entered_as_refusals() -> None:
-    """A class whose name says it refuses sits under "Refusals", which ReaperSweepRefused's
-    page links to; the failures under "Failures"."""
+    """A refusal (a subclass of errors.Refusal: its runs count as outcome="refused") sits
+    under "Refusals", which ReaperSweepRefused's page links to; no other class does."""
     text = PAGE.read_text()
     refusals = text[text.index("## Refusals") : text.index("## Failures")]
+    kinds = [
+        c for c in error_classes() if issubclass(c, errors.Refusal) and c is not errors.Refusal
+    ]
+    assert {c.__name__ for c in kinds} >= {"FullTableRefused", "ClockSkewRefused"}
     for cls in error_classes():
-        if cls.__name__.endswith("Refused"):
-            assert f"### {cls.__name__}\n" in refusals, cls.__name__
+        entered = f"### {cls.__name__}\n" in refusals
+        assert entered == (cls in kinds), cls.__name__
 
 
 @pytest.mark.parametrize(
